@@ -99,3 +99,10 @@ def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto"
         warnings=tuple(warnings),
         title=title,
     )
+
+
+def source_hash(path: Path | str, paper_id: str, fmt: str = "auto") -> tuple[Path, str, str]:
+    """(input file, format, ocr_result_hash) of a paper without parsing it: cheap to observe."""
+    file, name = find_input(paper_id, Path(path), fmt)
+    mod = adapter(name)
+    return file, name, content_hash(read_bytes(paper_id, file), f"{name}/{mod.VERSION}")

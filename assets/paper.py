@@ -1,0 +1,126 @@
+"""Per-paper transform assets: blocks → Markdown + render-map → tree → units.
+
+Each asset is a thin wrapper over a pure `sheaf` function, run for every partition of the
+run (`context.partition_keys`), returning `{paper_key: artifact}` with per-paper metadata.
+"""
+
+from typing import Any
+
+from dagster import AssetExecutionContext, AssetIn, AssetOut, asset, multi_asset
+
+from assets._batch import run_per_paper
+from assets.resources import SheafConfig
+from pipelines.automation import BACKFILL_POLICY, CHAIN_CONDITION
+from pipelines.partitions import papers_partitions
+from sheaf.artifacts import (
+    body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict,
+    table_hash, table_to_paper, tree_from_dict,
+)
+from sheaf.ingest import parse_paper
+from sheaf.library import discover
+from sheaf.models import IngestError
+from sheaf.render import render_paper
+from sheaf.tree import build_tree
+from sheaf.units import body_units, object_units
+
+MULTI: dict[str, Any] = dict(partitions_def=papers_partitions, backfill_policy=BACKFILL_POLICY)
+COMMON: dict[str, Any] = dict(MULTI, automation_condition=CHAIN_CONDITION)
+
+
+def _out() -> AssetOut:
+    return AssetOut(io_manager_key="artifacts", code_version="1", automation_condition=CHAIN_CONDITION)
+
+
+def _missing(key: str, what: str) -> IngestError:
+    return IngestError(key, None, f"no {what} artifact: the upstream step failed or was not run")
+
+
+@asset(deps=["ocr_result"], group_name="render", io_manager_key="artifacts", code_version="1", **COMMON)
+def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, Any]:
+    """Canonical blocks with roles, parsed from each paper's OCR/layout output."""
+    papers = {p.key: p for p in discover(sheaf.settings().library).papers}
+
+    def one(key: str):
+        if key not in papers:
+            raise IngestError(key, None, "paper not found in the library")
+        paper = parse_paper(papers[key].path, key)
+        table = paper_to_table(paper)
+        return {"ocr_blocks": table}, {
+            "ocr_result_hash": paper.ocr_result_hash, "source_format": paper.source_format,
+            "adapter": paper.adapter, "blocks": len(paper.blocks), "warnings": list(paper.warnings),
+            "output_hash": table_hash(table),
+        }
+
+    return run_per_paper(context, context.partition_keys, one).get("ocr_blocks", {})
+
+
+@multi_asset(
+    outs={"fulltext_markdown": _out(), "render_map": _out()},
+    ins={"ocr_blocks": AssetIn()},
+    group_name="render",
+    **MULTI,
+)
+def ocr_render(context: AssetExecutionContext, ocr_blocks: dict[str, Any]):
+    """OCR render: each paper's Markdown and its render-map (heading and emitted-block events)."""
+    def one(key: str):
+        if key not in ocr_blocks:
+            raise _missing(key, "ocr_blocks")
+        paper = table_to_paper(ocr_blocks[key])
+        render = render_paper(paper)
+        rm = render.render_map.to_dict()
+        return {"fulltext_markdown": {"paper_id": key, "markdown": render.markdown}, "render_map": rm}, {
+            "ocr_result_hash": paper.ocr_result_hash, "headings": len(rm["headings"]),
+            "emitted_blocks": len(rm["emitted_blocks"]), "markdown_lines": render.markdown.count("\n"),
+            "output_hash": dict_hash(rm),
+        }
+
+    res = run_per_paper(context, context.partition_keys, one, ("fulltext_markdown", "render_map"))
+    return res.get("fulltext_markdown", {}), res.get("render_map", {})
+
+
+@asset(ins={"render_map": AssetIn(), "ocr_blocks": AssetIn()}, group_name="structure",
+       io_manager_key="artifacts", code_version="1", **COMMON)
+def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any],
+                   ocr_blocks: dict[str, Any]) -> dict[str, Any]:
+    """Sections nested by heading level, with block intervals in emitted order."""
+    def one(key: str):
+        if key not in render_map or key not in ocr_blocks:
+            raise _missing(key, "render_map")
+        paper = table_to_paper(ocr_blocks[key])
+        tree = build_tree(render_map_from_dict(render_map[key]), paper.title or key)
+        d = tree.to_dict()
+        nodes = list(tree.walk())
+        return {"structure_tree": d}, {
+            "ocr_result_hash": paper.ocr_result_hash, "sections": len(nodes) - 1,
+            "depth": max(n.level for n in nodes), "output_hash": dict_hash(d),
+        }
+
+    return run_per_paper(context, context.partition_keys, one).get("structure_tree", {})
+
+
+@multi_asset(
+    outs={"body_units": _out(), "object_units": _out()},
+    ins={"structure_tree": AssetIn(), "ocr_blocks": AssetIn()},
+    group_name="units",
+    **MULTI,
+)
+def retrieval_units(context: AssetExecutionContext, sheaf: SheafConfig, structure_tree: dict[str, Any],
+                    ocr_blocks: dict[str, Any]):
+    """Retrieval units: section-level body text (split past the token cap) and figures/tables."""
+    cap = sheaf.settings().unit_token_cap
+
+    def one(key: str):
+        if key not in structure_tree or key not in ocr_blocks:
+            raise _missing(key, "structure_tree")
+        paper = table_to_paper(ocr_blocks[key])
+        tree = tree_from_dict(structure_tree[key])
+        bu = body_units(key, tree, paper.blocks, cap)
+        ou = object_units(key, tree, paper.blocks)
+        bt, ot = body_units_to_table(bu), object_units_to_table(ou)
+        return {"body_units": bt, "object_units": ot}, {
+            "ocr_result_hash": paper.ocr_result_hash, "body_units": len(bu), "object_units": len(ou),
+            "tokens": sum(u.token_count for u in bu), "output_hash": table_hash(bt) + ":" + table_hash(ot)[:16],
+        }
+
+    res = run_per_paper(context, context.partition_keys, one, ("body_units", "object_units"))
+    return res.get("body_units", {}), res.get("object_units", {})

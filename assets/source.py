@@ -1,0 +1,23 @@
+"""Source group: the observed OCR output of each paper."""
+
+from dagster import DataVersion, DataVersionsByPartition, observable_source_asset
+
+from assets.resources import SheafConfig
+from pipelines.partitions import papers_partitions
+from sheaf.ingest import source_hash
+from sheaf.library import discover
+from sheaf.models import IngestError
+
+
+@observable_source_asset(partitions_def=papers_partitions, group_name="source")
+def ocr_result(context, sheaf: SheafConfig) -> DataVersionsByPartition:
+    """Raw OCR/layout output of each paper; its data version is the paper's ocr_result_hash."""
+    settings = sheaf.settings()
+    versions: dict[str, DataVersion] = {}
+    for paper in discover(settings.library).papers:
+        try:
+            versions[paper.key] = DataVersion(source_hash(paper.path, paper.key)[2])
+        except IngestError as e:
+            context.log.warning(str(e))
+    known = set(context.instance.get_dynamic_partitions(papers_partitions.name))
+    return DataVersionsByPartition({k: v for k, v in versions.items() if k in known})

@@ -1,0 +1,12 @@
+"""Automation: what rebuilds a paper, and how bulk work is chunked into runs."""
+from __future__ import annotations
+
+from dagster import AutomationCondition, BackfillPolicy
+
+#: Papers per run in backfills and `sheaf build` (single runs grow superlinearly past a few
+#: hundred partitions; see docs/benchmarks.md).
+MAX_PARTITIONS_PER_RUN = 100
+BACKFILL_POLICY = BackfillPolicy.multi_run(max_partitions_per_run=MAX_PARTITIONS_PER_RUN)
+
+#: A paper is rebuilt through the chain when its OCR output (or a parent) changed.
+CHAIN_CONDITION = AutomationCondition.eager()
