@@ -53,15 +53,23 @@ def find_input(paper_id: str, path: Path, fmt: str = "auto") -> tuple[Path, str]
     raise IngestError(paper_id, str(path), f"found no {what}")
 
 
+_KNOWN_SUFFIXES = (".tei.xml", ".docling.json", ".json", ".xml", ".pdf", ".md", ".markdown")
+
+
 def paper_id_for(path: Path) -> str:
     """Default paper key: the paper folder's name, or the file name up to its first dot."""
     if path.is_dir():
         return path.name
     if path.parent.name == "json" and path.name == "result.json":  # PaperForge: ocr/<KEY>/json/
         return path.parent.parent.name
-    if path.name in {"result.json", "content_list.json", "content_list_v2.json", "full.md", "paper.pdf"}:
+    name = path.name
+    for suffix in _KNOWN_SUFFIXES:
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    if name in {"result", "content_list", "content_list_v2", "full", "paper", ""}:
         return path.parent.name
-    return path.name.split(".")[0] if not path.name.startswith("20") else path.name.rsplit(".", 2)[0]
+    return name.removesuffix("_content_list")
 
 
 def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto") -> ParsedPaper:
@@ -76,7 +84,9 @@ def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto"
     try:
         raws, title = mod.parse(pid, file, data, warnings)
         blocks = finalize(pid, name, raws, warnings)
-    except IngestError:
+    except IngestError as e:
+        if e.path is None:
+            raise IngestError(pid, str(file), e.message) from None
         raise
     except RecursionError:
         raise IngestError(pid, str(file), f"{name}: input nested too deeply") from None

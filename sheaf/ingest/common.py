@@ -30,6 +30,7 @@ class RawBlock:
     bbox: tuple[float, float, float, float] | None = None  # 0-1 of the page
     role: str | None = None  # None: decided by finalize from the text
     heading_level: int | None = None
+    attach_to: int | None = None  # captions: index in the adapter's list of their figure/table
 
 
 # --- reading files --------------------------------------------------------------------
@@ -119,12 +120,16 @@ _NUM_PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-def numbering_depth(title: str) -> int | None:
-    """Heading depth from its numbering: '4'→1, '4.4'→2, '4.4.1'→3, 'IV.'→1, 'A.1'→2."""
+def numbering_depth(title: str, allow_letter: bool = False) -> int | None:
+    """Heading depth from its numbering: '4'→1, '4.4'→2, '4.4.1'→3, 'IV.'→1, 'A.1'→2.
+
+    A bare letter ('A Response Time Analysis') counts only with `allow_letter` (after the
+    references, where appendices live), since 'A Case Study' is no section number.
+    """
     t = title.strip()
     for pat, kind in _NUM_PATTERNS:
         m = pat.match(t)
-        if not m:
+        if not m or (kind == "letter" and not allow_letter):
             continue
         if kind == "alpha":
             return 1 + m.group(2).count(".")
@@ -145,7 +150,7 @@ _BACK_HEAD = re.compile(
     r"^(?:\d+\.?\s*)?(acknowledge?ments?|funding(?: information| sources?)?|conflicts? of interest|"
     r"competing interests?|declaration of competing interest|author contributions?|"
     r"credit authorship contribution statement|data availability(?: statement)?|"
-    r"availability of data and materials|ethics(?: statement| approval.*| considerations)?|"
+    r"availability of data and materials|ethic(?:s|al)(?: statement| approval.*| considerations?)?|"
     r"consent for publication|abbreviations|supplementary (?:material|information|data)|"
     r"supporting information|limitations|disclosure(?: statement)?|"
     r"declarations?|notes|author information|orcid)\b.*$",
@@ -238,6 +243,7 @@ def finalize(
             except (TypeError, ValueError):
                 r.bbox = None
     _mark_repeated_furniture(raws)
+    after_refs = False
     for r in raws:
         if r.role is None:
             r.role = _default_role(r)
@@ -247,7 +253,8 @@ def finalize(
             if not r.text:
                 r.role = "noise"
                 continue
-            depth = numbering_depth(r.text)
+            depth = numbering_depth(r.text, allow_letter=after_refs)
+            after_refs = after_refs or r.role == "reference_heading"
             if depth is not None:
                 r.heading_level = depth
             elif r.heading_level is None:
@@ -277,20 +284,29 @@ def _assign_section_roles(raws: list[RawBlock]) -> None:
             continue
         if mode and r.role == "body":
             r.role = mode
-        elif mode == "backmatter_body" and r.role == "reference":
-            pass
+        elif mode == "reference" and r.role == "list":
+            r.role = "reference"
 
 
 def _with_ids(paper_id: str, source_format: str, raws: list[RawBlock]) -> list[Block]:
     per_page: Counter[int] = Counter()
     out: list[Block] = []
-    for order, r in enumerate(raws):
-        n = per_page[r.page]
+    ids: list[str] = []
+    for r in raws:
+        ids.append(f"p{r.page}:{per_page[r.page]}")
         per_page[r.page] += 1
+    for order, r in enumerate(raws):
+        target = r.attach_to
+        attached = (
+            ids[target]
+            if target is not None and 0 <= target < len(raws) and target != order
+            and r.role in ("figure_caption", "table_caption") and raws[target].role in ("figure", "table")
+            else None
+        )
         out.append(
             Block(
                 paper_id=paper_id,
-                block_id=f"p{r.page}:{n}",
+                block_id=ids[order],
                 page=r.page,
                 order=order,
                 bbox=r.bbox,
@@ -300,6 +316,7 @@ def _with_ids(paper_id: str, source_format: str, raws: list[RawBlock]) -> list[B
                 heading_level=r.heading_level if r.role in (
                     "heading", "reference_heading", "backmatter_heading", "abstract_heading") else None,
                 source_format=source_format,
+                attached_to=attached,
             )
         )
     return out
@@ -311,7 +328,8 @@ def _pair_captions(blocks: list[Block]) -> list[Block]:
     for i, b in enumerate(blocks):
         if b.role in ("figure", "table"):
             by_page[b.page].append(i)
-    used: set[int] = set()
+    index = {b.block_id: i for i, b in enumerate(blocks)}
+    used: set[int] = {index[b.attached_to] for b in blocks if b.attached_to in index}  # adapter-paired
     out = list(blocks)
     for i, b in enumerate(blocks):
         if b.role not in ("figure_caption", "table_caption") or b.attached_to:
