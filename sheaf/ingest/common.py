@@ -152,7 +152,8 @@ _BACK_HEAD = re.compile(
     r"credit authorship contribution statement|data availability(?: statement)?|"
     r"availability of data and materials|ethic(?:s|al)(?: statement| approval.*| considerations?)?|"
     r"consent for publication|abbreviations|supplementary (?:material|information|data)|"
-    r"supporting information|limitations|disclosure(?: statement)?|"
+    r"supporting information|limitations|disclosure(?: statement)?|contributors|data sharing(?: statement)?|"
+    r"role of the funding source|"
     r"declarations?|notes|author information|orcid)\b.*$",
     re.I,
 )

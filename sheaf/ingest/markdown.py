@@ -72,4 +72,27 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
         else:
             para.append(s)
     flush()
+    _mark_front_matter(raws)
     return raws, title
+
+
+_AFFIL = re.compile(r"universit|institut|department|faculty|school of|hospital|laborator|centre|center|@", re.I)
+
+
+def _mark_front_matter(raws: list[RawBlock]) -> None:
+    """Short paragraphs between the title and the first heading: author and affiliation lines."""
+    if not raws or raws[0].role != "title":
+        return
+    for r in raws[1:4]:
+        if r.role is not None:
+            break
+        t = r.text.strip("*_ ")
+        if len(t) > 300 or t.endswith(".") and not _AFFIL.search(t):
+            break
+        if _AFFIL.search(t):
+            r.role, r.label = "affiliation", "affiliation"
+            r.text = t
+        elif re.search(r",| and |&", t) and sum(w[:1].isupper() for w in t.split()) >= len(t.split()) / 2:
+            r.role, r.label = "authors", "authors"
+        else:
+            break

@@ -20,8 +20,10 @@ about 5 ms a page on these machines.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import re
+import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -56,6 +58,10 @@ _CAPTION_START = re.compile(
     r"\s*(?:S?\d+[A-Za-z]?|[IVX]+)\s*(?:[:.|\u2013\u2014]|-\s)",
     re.I,
 )
+_PUNCT = re.compile(r"^[\W_]+$")
+_MATH = re.compile(r"[=<>\u2190-\u21ff\u2200-\u22ff\u2300-\u23ff\u0391-\u03c9\u02c6\u02dc\u00af\u00b1\u00d7\u00b7^]")
+_EQ_NUM = re.compile(r"^\(\d{1,3}[a-z]?\)$")
+_NUMERIC = re.compile(r"^[-+\u2212\u00b1(]*(?:\d[\d.,]*|\.\d+)[%)*\u2020\u2021]*$|^[-\u2013\u2014/]$")
 _FOOTER_TEXT = re.compile(r"proceedings of|\u00a9|copyright|licen[cs]ed|creative commons|doi\.org|https?://|issn", re.I)
 _AFFIL = re.compile(r"@|universit|institut|department|dept\.|school of|college|laborator|\blab\b|research|"
                     r"inc\.|corporation|hospital|centre|center|academy|faculty", re.I)
@@ -69,6 +75,7 @@ def _fast(fn, restype, *argtypes):
 
 
 _api = None
+_LOCK = threading.Lock()
 
 
 def _pdfium():
@@ -102,7 +109,7 @@ def matches(path: Path) -> bool:
         return False
 
 
-def _open(paper_id: str, path: Path, data: bytes):
+def _open(paper_id: str, path: Path, data: bytes, warnings: list[str]):
     api = _pdfium()
     pdfium, raw = api["pdfium"], api["raw"]
     head = data[:1024]
@@ -119,13 +126,12 @@ def _open(paper_id: str, path: Path, data: bytes):
         else:
             msg = f"corrupt or truncated PDF: PDFium cannot open it ({e})"
         raise IngestError(paper_id, str(path), msg) from None
+    if b"%%EOF" not in data[-65536:]:
+        warnings.append("no %%EOF marker at the end of the file: it may be truncated (PDFium read what it could)")
     n = len(doc)
     if n == 0:
         doc.close()
         raise IngestError(paper_id, str(path), "corrupt or truncated PDF: no pages could be read")
-    if b"%%EOF" not in data[-4096:] and b"%%EOF" not in data:
-        doc.close()
-        raise IngestError(paper_id, str(path), "truncated PDF: no %%EOF marker (the download or copy is incomplete)")
     return doc
 
 
@@ -145,7 +151,7 @@ class Line:
     """Runs sharing a baseline; y grows downwards (top-of-page = 0), in points."""
 
     __slots__ = ("runs", "x0", "x1", "base", "size", "bold", "mono", "text", "nchars", "side", "page",
-                 "top", "bottom", "bold_start", "band", "crowded", "top_size")
+                 "top", "bottom", "bold_start", "bold_end", "band", "crowded", "top_size")
 
     def __init__(self, run: Run, page: int):
         self.runs = [run]
@@ -185,7 +191,8 @@ class Line:
         for r in runs:
             if prev is not None:
                 gap = r.x0 - prev.x1
-                if gap > 0.15 * min(r.size, prev.size) and not parts[-1].endswith(" ") and not r.text.startswith(" "):
+                # ink-to-ink distance: letters of one word sit ~0.1 em apart, words >= 0.2 em
+                if gap > 0.18 * max(r.size, prev.size) and not parts[-1].endswith(" ") and not r.text.startswith(" "):
                     parts.append(" ")
             parts.append(r.text)
             n = len(r.text) - r.text.count(" ")
@@ -202,21 +209,24 @@ class Line:
         if main:
             self.base = sorted(r.base for r in main)[len(main) // 2]
         # the largest size among word-like runs: small caps and sub/superscripts do not lower it
-        self.top_size = max((r.size for r in runs if sum(ch.isalnum() for ch in r.text) >= 2), default=self.size)
+        self.top_size = max((r.size for r in runs if len(r.text) >= 2), default=self.size)
         self.bold = bold / total if total else 0.0
         self.mono = mono / total if total else 0.0
         self.bold_start = bool(runs and runs[0].bold)
+        last = next((r for r in reversed(runs) if not r.text.isspace() and not _PUNCT.match(r.text)), None)
+        self.bold_end = bool(last and last.bold)  # a run-in heading ends in regular type
         self.top = self.base - 0.78 * self.size
         self.bottom = self.base + 0.25 * self.size
 
 
 class Page:
-    __slots__ = ("number", "x0", "y0", "width", "height", "lines", "chars", "two_col", "mid")
+    __slots__ = ("number", "x0", "y0", "width", "height", "lines", "chars", "two_col", "mid", "rotated")
 
     def __init__(self, number, x0, y0, width, height):
         self.number, self.x0, self.y0, self.width, self.height = number, x0, y0, width, height
         self.lines: list[Line] = []
         self.chars = 0
+        self.rotated = 0  # characters skipped because their text runs vertically / upside down
         self.two_col = False
         self.mid = x0 + width / 2
 
@@ -285,6 +295,7 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
             continue
         raw.FPDFText_GetMatrix(tp, a, mat)
         if abs(mat.b) > 0.2 * abs(mat.a) + 1e-9 or abs(mat.c) > 0.2 * abs(mat.d) + 1e-9 or mat.a < 0:
+            pg.rotated += z - a + 1
             continue  # rotated or mirrored text (margin stamps, axis labels): not part of the flow
         scale = (mat.c * mat.c + mat.d * mat.d) ** 0.5 or 1.0  # vertical scale: immune to microtype expansion
         size = raw.FPDFText_GetFontSize(tp, a) * scale
@@ -317,6 +328,11 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
             if not s.strip():
                 continue
             run = Run(s, x0 - left, x1 - left, base, size, fi[0], fi[1])
+            if cur is not None:
+                last = cur.runs[-1]
+                if last.text == s and abs(last.x0 - run.x0) < 0.3 * size and abs(last.base - base) < 0.3 * size:
+                    last.bold = True  # the same text printed twice, slightly offset: "fake bold"
+                    continue
             if cur is not None and cur.fits(run, mid - left):
                 cur.add(run)
             else:
@@ -388,12 +404,63 @@ def _merge_same_baseline(pg: Page) -> None:
         pg.lines = [ln for q, ln in enumerate(lines) if q not in dead]
 
 
+def _absorb_marks(pg: Page) -> None:
+    """Accents, indices and lone symbols set apart from their line (a tilde over a letter,
+    a subscript the content stream placed later) join the line they sit on."""
+    tiny = [ln for ln in pg.lines if ln.nchars <= 2]
+    if not tiny:
+        return
+    big = sorted((ln for ln in pg.lines if ln.nchars > 2), key=lambda ln: ln.top)
+    tops = [ln.top for ln in big]
+
+    dead = set()
+    changed = set()
+    for t in tiny:
+        h = t.bottom - t.top
+        k = bisect.bisect_left(tops, t.top - 2 * max(t.size, 12))
+        best = None
+        for ln in big[k:]:
+            if ln.top > t.bottom:
+                break
+            ov = min(ln.bottom, t.bottom) - max(ln.top, t.top)
+            if ov >= 0.3 * h and ln.x0 - 0.5 * ln.size <= t.x0 and t.x1 <= ln.x1 + 0.5 * ln.size:
+                if best is None or abs(ln.base - t.base) < abs(best.base - t.base):
+                    best = ln
+        if best is not None:
+            best.runs.extend(t.runs)
+            best.x0, best.x1 = min(best.x0, t.x0), max(best.x1, t.x1)
+            changed.add(id(best))
+            dead.add(id(t))
+    if dead:
+        keep = []
+        for ln in pg.lines:
+            if id(ln) in dead:
+                continue
+            if id(ln) in changed:
+                size, base = ln.size, ln.base
+                ln.finish()
+                ln.size, ln.base = size, base  # the line's own size and baseline stay
+                ln.top, ln.bottom = base - 0.78 * size, base + 0.25 * size
+            keep.append(ln)
+        pg.lines = keep
+
+
 # --- reading order ------------------------------------------------------------------
 
 def _order_page(pg: Page) -> list[Line]:
     """Lines in reading order: single column top to bottom; two columns left then right
-    between full-width lines (titles, wide floats) that stand where they are."""
-    lines = pg.lines
+    between full-width lines (titles, wide floats) that stand where they are. Running
+    headers come first and footers/page numbers last, outside the columns."""
+    furniture = [ln for ln in pg.lines if ln.band]
+    head = [ln for ln in furniture if ln.base < pg.height / 2]
+    foot = [ln for ln in furniture if ln.base >= pg.height / 2]
+    body = [ln for ln in pg.lines if not ln.band]
+    for ln in furniture:
+        ln.side = "full"
+    return _rows_in_order(head) + _order_body(pg, body) + _rows_in_order(foot)
+
+
+def _order_body(pg: Page, lines: list[Line]) -> list[Line]:
     W = pg.width
     mid = W / 2
     tol = 0.012 * W
@@ -446,8 +513,9 @@ def _order_page(pg: Page) -> list[Line]:
             flush()
             out.append(ln)
         else:
-            if last_bottom is not None and ln.top - last_bottom > 2.6 * spacing and (band_l or band_r):
-                flush()  # a horizontal gap across both columns: a new band (e.g. authors / abstract)
+            if last_bottom is not None and ln.top - last_bottom > 2.6 * spacing and (band_l or band_r) \
+                    and len(band_l) <= 6 and len(band_r) <= 6:
+                flush()  # a gap across both columns below a few side-by-side lines (author blocks)
             (band_l if ln.side == "left" else band_r).append(ln)
         last_bottom = ln.bottom if last_bottom is None else max(last_bottom, ln.bottom)
     flush()
@@ -494,7 +562,7 @@ def _mark_crowded(pg: Page) -> None:
 # --- blocks -------------------------------------------------------------------------
 
 class Para:
-    __slots__ = ("lines", "kind", "role", "level", "text", "gap_after", "gap_before", "page", "obj", "indented")
+    __slots__ = ("lines", "kind", "role", "level", "text", "gap_after", "gap_before", "page", "obj", "indented", "short")
 
     def __init__(self, line: Line):
         self.lines = [line]
@@ -507,6 +575,7 @@ class Para:
         self.page = line.page
         self.obj: Para | None = None  # captions: their figure/table block
         self.indented = False  # starts right of the column's left edge without being centred
+        self.short = True  # the first line ends well before the column's right edge
 
     @property
     def size(self) -> float:
@@ -566,12 +635,15 @@ def _is_big(size: float, body: float) -> bool:
     return size >= body * 1.08 and size - body >= 0.8
 
 
-def _is_heading_line(ln: Line, body: float) -> bool:
+def _is_heading_line(ln: Line, body: float, cont: bool = False) -> bool:
+    """Typographically a heading line: large, or wholly bold at body size. `cont`: the
+    line would continue a heading (so it may start in lower case)."""
     if ln.nchars == 0 or ln.nchars > 160 or ln.mono > 0.5 or ln.crowded or ln.band:
         return False
     if _is_big(ln.size, body):
         return True
-    return ln.bold >= 0.9 and ln.size >= body * 0.85
+    return (ln.bold >= 0.9 and ln.bold_end and ln.size >= body * 0.85
+            and ln.text[-1:] not in ",;" and (cont or not ln.text[:1].islower()))
 
 
 def _paragraphs(ordered: list[Line], pg: Page, body: float, spacing: float) -> list[Para]:
@@ -595,6 +667,7 @@ def _paragraphs(ordered: list[Line], pg: Page, body: float, spacing: float) -> l
             lm = ln.x0 - left_edge[ln.side]
             rm = right_edge[ln.side] - ln.x1
             cur.indented = lm > 0.8 * ln.size and abs(lm - rm) > 2 * ln.size
+            cur.short = rm > 2 * ln.size
             paras.append(cur)
         else:
             cur.lines.append(ln)
@@ -619,8 +692,8 @@ def _breaks(cur: Para, ln: Line, body: float, spacing: float, right_edge: dict) 
     scaled = spacing * size / body
     if d > max(scaled * 1.35, 1.5 * prev.size) + 0.5:
         return True
-    h_prev = _is_heading_line(prev, body)
-    h_ln = _is_heading_line(ln, body)
+    h_prev = _is_heading_line(prev, body, cont=len(cur.lines) > 1)
+    h_ln = _is_heading_line(ln, body, cont=h_prev)
     if h_prev != h_ln:
         return True
     if h_prev:  # a heading continues only on a tight, unnumbered line of the same weight
@@ -638,8 +711,8 @@ def _breaks(cur: Para, ln: Line, body: float, spacing: float, right_edge: dict) 
     ov = min(px1, ln.x1) - max(px0, ln.x0)
     if ov < 0.5 * min(px1 - px0, ln.x1 - ln.x0):
         return True
-    if _CAPTION_START.match(ln.text):
-        return True
+    if _CAPTION_START.match(ln.text) and (prev.text[-1:] in ".:!?)" or d > 1.15 * scaled):
+        return True  # "Figure 2: ..." opens a caption unless it merely wraps inside a sentence
     if _BULLET.match(ln.text):
         if _BULLET.match(cur.lines[0].text) or ln.x0 <= prev.x0 + 0.3 * size:
             return True
@@ -744,7 +817,7 @@ def _classify(paras: list[Para], body: float, spacing: float, state: dict) -> No
                 state["after_refs"] = True
             continue
         if len(p.lines) <= 3 and len(text) <= 200 and sum(ch.isalpha() for ch in text) >= 2 \
-                and all(_is_heading_line(ln, body) for ln in p.lines):
+                and all(_is_heading_line(ln, body, cont=k > 0) for k, ln in enumerate(p.lines)):
             words = len(text.split())
             named = heading_role(text) != "heading"
             numbered = _numbered(text, state)
@@ -755,7 +828,7 @@ def _classify(paras: list[Para], body: float, spacing: float, state: dict) -> No
                 p.kind = "heading"
             if p.kind == "heading" and heading_role(text) == "reference_heading":
                 state["after_refs"] = True
-            elif words <= 10 and text[:1].isupper() and text[-1:] not in ".,;:" and len(p.lines) == 1:
+            elif words <= 10 and text[:1].isupper() and text[-1:] not in ".,;:-\x02" and len(p.lines) == 1:
                 p.kind = "maybe_heading"  # decided once the line spacing is known (stands alone?)
 
 
@@ -777,6 +850,10 @@ def _objects(seq: list[Para], body: float) -> list[Para]:
             return True
         if p.size <= 0.85 * body:
             return True
+        tokens = p.text.split()
+        numeric = sum(1 for t in tokens if _NUMERIC.match(t))
+        if len(tokens) >= 3 and numeric >= 0.4 * len(tokens):
+            return True  # a row of figures
         short = all(ln.nchars < 45 for ln in p.lines)
         return short and p.text[-1:] not in ".?!" and len(p.lines) <= 3 and p.kind != "maybe_heading"
 
@@ -817,6 +894,45 @@ def _objects(seq: list[Para], body: float) -> list[Para]:
         out.append(p)
         if k in objs and not objs[k][2]:
             out.append(objs[k][0])
+    return out
+
+
+def _equations(seq: list[Para], body: float) -> list[Para]:
+    """Display maths comes out as scattered pieces (operators, limits, the number): runs of
+    such pieces in one column become one `equation` block."""
+    def piece(p: Para) -> bool:
+        if p.role is not None or p.kind != "text" or not p.lines:
+            return False
+        t = p.text
+        if _EQ_NUM.match(t):
+            return True
+        if len(p.lines) > 3 or len(t) > 80:
+            return False
+        return p.crowded >= 0.5 or len(t) < 25 or bool(_MATH.search(t)) and t[-1:] not in ".?!"
+
+    out: list[Para] = []
+    k = 0
+    while k < len(seq):
+        p = seq[k]
+        if not piece(p):
+            out.append(p)
+            k += 1
+            continue
+        j = k
+        while j + 1 < len(seq) and piece(seq[j + 1]) and seq[j + 1].page == p.page \
+                and seq[j + 1].lines[0].side == p.lines[0].side:
+            j += 1
+        group = seq[k:j + 1]
+        text = " ".join(g.text for g in group)
+        if len(_MATH.findall(text)) >= 1 and (len(group) > 1 or _EQ_NUM.search(text) or len(_MATH.findall(text)) >= 2):
+            eq = Para(group[0].lines[0])
+            eq.lines = [ln for g in group for ln in g.lines]
+            eq.role, eq.kind = "equation", "equation"
+            eq.text = _rows(eq.lines, " ")
+            out.append(eq)
+        else:
+            out.extend(group)
+        k = j + 1
     return out
 
 
@@ -861,7 +977,7 @@ def _assign_levels(seq: list[Para], body: float, spacing: float) -> None:
             # an unnumbered bold line at body size is a heading only if space follows it
             # an unnumbered bold line at body size is a heading only if it stands apart
             apart = 1.2 * spacing * p.size / body
-            p.kind = "heading" if (((p.gap_after or 0) > apart or (p.gap_before or 0) > apart)
+            p.kind = "heading" if (((p.gap_after or 0) > apart or ((p.gap_before or 0) > apart and p.short))
                                    and not p.indented) else "text"
     for p in seq:
         if p.kind == "heading" and p.role is None:
@@ -924,17 +1040,21 @@ def _bbox(lines: list[Line], pg: Page) -> tuple[float, float, float, float] | No
 def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[list[RawBlock], str | None]:
     """Blocks of a born-digital PDF in reading order, with typographic roles."""
     api = _pdfium()
-    doc = _open(paper_id, path, data)
     pages: list[Page] = []
     fonts: dict = {}
-    try:
-        for i in range(len(doc)):
-            try:
-                pages.append(_read_page(api, doc, i, fonts))
-            except api["pdfium"].PdfiumError as e:
-                warnings.append(f"page {i + 1}: unreadable ({e}); skipped")
-    finally:
-        doc.close()
+    with _LOCK:  # PDFium is not thread-safe
+        doc = _open(paper_id, path, data, warnings)
+        try:
+            for i in range(len(doc)):
+                try:
+                    pages.append(_read_page(api, doc, i, fonts))
+                except api["pdfium"].PdfiumError as e:
+                    warnings.append(f"page {i + 1}: unreadable ({e}); skipped")
+        finally:
+            doc.close()
+    turned = [pg.number for pg in pages if pg.rotated > max(300, 2 * pg.chars)]
+    if turned:
+        warnings.append(f"pages with mostly rotated text (landscape tables/figures), left out: {_ranges(turned)}")
     total = sum(pg.chars for pg in pages)
     with_text = [pg for pg in pages if pg.chars >= 50]
     if total < 100 or not with_text:
@@ -951,7 +1071,12 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
         for ln in pg.lines:
             ln.finish()
         pg.lines = [ln for ln in pg.lines if ln.text]
+        _absorb_marks(pg)
+    visible = sum(ln.nchars for pg in pages for ln in pg.lines)
     bad = sum(ln.text.count("\ufffd") for pg in pages for ln in pg.lines)
+    if visible - bad < 0.3 * total:
+        raise IngestError(paper_id, str(path), "the text layer is unusable (fonts without a Unicode mapping); "
+                          + NO_TEXT_LAYER.split(": ", 1)[1])
     if bad > 0.05 * total:
         warnings.append(f"{bad} characters without a Unicode mapping: the text layer is partly garbled")
     body = _body_size(pages)
@@ -985,6 +1110,7 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
     _front_matter(seq, pages[0].number)
     _rank_levels(seq, body)
     seq = _objects(seq, body)
+    seq = _equations(seq, body)
     _footnotes(seq, body, {pg.number: pg for pg in pages})
     by_number = {pg.number: pg for pg in pages}
     out: list[RawBlock] = []

@@ -1,0 +1,86 @@
+"""Keeping Dagster's partitions and observations in step with the library folder.
+
+Used by the discovery sensor and by `sheaf build`: new papers become partitions, removed
+papers lose their partition, artifacts and index rows, and a paper's `ocr_result` data
+version is recorded only when its hash changed (run-less observations).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from dagster import AssetObservation, DagsterInstance
+
+from io_managers.parquet import delete_artifacts
+from pipelines.partitions import papers_partitions
+from pipelines.state import latest_observed_versions
+from sheaf.settings import Settings
+from sheaf.sources import SourceScan, scan_sources
+
+
+@dataclass(frozen=True, slots=True)
+class SyncPlan:
+    """What the library changed since the instance last looked."""
+
+    added: list[str]
+    removed: list[str]
+    changed: dict[str, str]  # key -> new data version (ocr_result_hash)
+    invalid_keys: list[str]
+    errors: dict[str, str]
+    scan: SourceScan = field(repr=False)
+
+    def observations(self) -> list[AssetObservation]:
+        return [
+            AssetObservation(asset_key="ocr_result", partition=k, tags={"dagster/data_version": v},
+                             metadata={"ocr_result_hash": v})
+            for k, v in sorted(self.changed.items())
+        ]
+
+
+def _error_version(message: str) -> str:
+    return "unreadable:" + hashlib.sha256(message.encode()).hexdigest()[:16]
+
+
+def plan_sync(instance: DagsterInstance, settings: Settings) -> SyncPlan:
+    """Compare the library folder with the instance's partitions and last observations."""
+    scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json")
+    existing = set(instance.get_dynamic_partitions(papers_partitions.name))
+    present = {p.key for p in scan.discovery.papers}
+    observed = latest_observed_versions(instance)
+    current = dict(scan.hashes)
+    current.update({k: _error_version(m) for k, m in scan.errors.items()})
+    changed = {k: v for k, v in current.items() if observed.get(k) != v}
+    return SyncPlan(
+        added=sorted(present - existing),
+        removed=sorted(existing - present),
+        changed=changed,
+        invalid_keys=list(scan.discovery.invalid_keys),
+        errors=dict(scan.errors),
+        scan=scan,
+    )
+
+
+def remove_paper_everywhere(settings: Settings, key: str) -> dict[str, int]:
+    """Delete a removed paper's artifacts and index rows (Dagster keeps no per-partition wipe)."""
+    files = len(delete_artifacts(settings.artifacts_dir, key))
+    had_rows = False
+    if settings.index_path.exists():
+        from sheaf.index import open_index, remove_paper
+
+        conn = open_index(settings=settings)
+        try:
+            had_rows = remove_paper(conn, key)
+        finally:
+            conn.close()
+    return {"files": files, "index_rows_removed": int(had_rows)}
+
+
+def apply_sync(instance: DagsterInstance, settings: Settings, plan: SyncPlan) -> None:
+    """Apply a plan directly to the instance (what `sheaf build` does; the sensor returns it instead)."""
+    if plan.added:
+        instance.add_dynamic_partitions(papers_partitions.name, plan.added)
+    for key in plan.removed:
+        remove_paper_everywhere(settings, key)
+        instance.delete_dynamic_partition(papers_partitions.name, key)
+    for obs in plan.observations():
+        instance.report_runless_asset_event(obs)
