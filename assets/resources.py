@@ -1,9 +1,10 @@
-"""The Dagster resource carrying Sheaf's settings into assets."""
-from __future__ import annotations
+"""Dagster resources: Sheaf's settings, and the embedding model (loaded once per process)."""
 
 from dagster import ConfigurableResource
 
 from sheaf.settings import Settings, get_settings
+
+_EMBEDDERS: dict[tuple[str, int, int], object] = {}
 
 
 class SheafConfig(ConfigurableResource):
@@ -19,3 +20,13 @@ class SheafConfig(ConfigurableResource):
         if self.library:
             overrides["library"] = self.library
         return get_settings(**overrides)
+
+    def embedder(self):
+        """The configured embedder, shared by every step of this process (model loads once)."""
+        from sheaf.embed import Embedder
+
+        s = self.settings()
+        key = (s.embedding_model, s.embed_batch_size, s.embed_overlap_tokens)
+        if key not in _EMBEDDERS:
+            _EMBEDDERS[key] = Embedder.from_settings(s)
+        return _EMBEDDERS[key]

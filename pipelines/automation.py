@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dagster import AutomationCondition, BackfillPolicy
 
+from sheaf.settings import get_settings
+
 #: Papers per run in backfills and `sheaf build` (single runs grow superlinearly past a few
 #: hundred partitions; see docs/benchmarks.md).
 MAX_PARTITIONS_PER_RUN = 100
@@ -10,3 +12,6 @@ BACKFILL_POLICY = BackfillPolicy.multi_run(max_partitions_per_run=MAX_PARTITIONS
 
 #: A paper is rebuilt through the chain when its OCR output (or a parent) changed.
 CHAIN_CONDITION = AutomationCondition.eager()
+
+#: When the nightly rebuild runs (cron, UTC): SHEAF_NIGHTLY_CRON, default 02:00.
+NIGHTLY_CRON = get_settings().nightly_cron

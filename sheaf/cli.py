@@ -5,10 +5,9 @@ Imports stay lazy: `sheaf search` must start fast and never import dagster or to
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sheaf.envelope import SheafError, emit, error, ok
 

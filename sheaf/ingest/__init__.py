@@ -49,8 +49,12 @@ def find_input(paper_id: str, path: Path, fmt: str = "auto") -> tuple[Path, str]
                 return p, name
     if fmt != "auto" and path.is_file():
         return path, fmt
-    what = f"{fmt} input" if fmt != "auto" else "a recognised OCR/layout output (result.json, content_list.json, .tei.xml, .docling.json, .md or .pdf)"
-    raise IngestError(paper_id, str(path), f"found no {what}")
+    what = f"{fmt} input" if fmt != "auto" else "recognised OCR/layout output (result.json, content_list.json, .tei.xml, .docling.json, .md or .pdf)"
+    among = ""
+    if path.is_dir() and candidates:  # name the files that were looked at
+        names = [str(p.relative_to(path)) for p in candidates[:5]]
+        among = f" among {', '.join(names)}" + (f" and {len(candidates) - 5} more" if len(candidates) > 5 else "")
+    raise IngestError(paper_id, str(path), f"found no {what}{among}")
 
 
 _KNOWN_SUFFIXES = (".tei.xml", ".docling.json", ".json", ".xml", ".pdf", ".md", ".markdown")

@@ -24,7 +24,7 @@ from sheaf.ingest.common import (
 )
 from sheaf.models import IngestError
 
-VERSION = "1"
+VERSION = "2"  # 2: running headers merged into page-spanning paragraphs dropped
 
 _REF = re.compile(r"^#/(texts|groups|tables|pictures|key_value_items|form_items)/(\d+)$")
 _SCHEMA = re.compile(rb'"schema_name"\s*:\s*"DoclingDocument"')
@@ -171,6 +171,36 @@ def _text_of(item: dict[str, Any]) -> str:
     if not isinstance(t, str) or not t.strip():
         t = item.get("orig") if isinstance(item.get("orig"), str) else ""
     return t or ""
+
+
+def _drop_running_spans(item: dict[str, Any], text: str, running: set[str]) -> str:
+    """`text` without the spans that are a running header/footer of the document.
+
+    Docling merges a paragraph that flows onto the next page with everything it passes on
+    the way, the next page's running header included (one `prov` per piece, each with its
+    `charspan` in `text`). Spans whose text is a known running header/footer are dropped.
+    """
+    provs = item.get("prov") or []
+    if len(provs) < 2 or not running:
+        return text
+    spans: list[tuple[int, int]] = []
+    for p in provs:
+        cs = p.get("charspan") if isinstance(p, dict) else None
+        if not (isinstance(cs, list) and len(cs) == 2 and all(isinstance(x, int) for x in cs)
+                and 0 <= cs[0] <= cs[1] <= len(text)):
+            return text  # spans we cannot trust: keep the text whole
+        spans.append((cs[0], cs[1]))
+    kept: list[str] = []
+    dropped = False
+    for a, b in spans:
+        seg = text[a:b]
+        key = norm_key(seg)
+        if len(key) >= 8 and key in running:
+            dropped = True
+            continue
+        if seg.strip():
+            kept.append(seg.strip())
+    return " ".join(kept) if dropped else text
 
 
 def table_text(item: dict[str, Any]) -> str:
@@ -321,6 +351,8 @@ class _Walker:
         if ref in self.claimed:
             return  # a caption/footnote emitted with its table or picture
         text = _text_of(item)
+        if not furn:
+            text = _drop_running_spans(item, text, self.running)
         if not text.strip():
             return
         label = str(item.get("label") or "text")

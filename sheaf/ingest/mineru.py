@@ -33,7 +33,7 @@ from sheaf.ingest.paddleocr_vl import (
 )
 from sheaf.models import IngestError
 
-VERSION = "1"
+VERSION = "2"  # 2: no empty caption block for panel-label-only captions
 
 _FURNITURE = {
     "page_number": "page_number",
@@ -204,8 +204,9 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
                 content = _str(it.get("content"))
                 content = html_table_text_or_text(content)
                 obj = add(content, "figure")
-                if caps:
-                    raws.append(RawBlock(page=page, label=f"{typ}_caption", text=_caption_text(caps), bbox=bbox,
+                cap_text = _caption_text(caps)  # empty when the captions are only "(a)" panel labels
+                if cap_text:
+                    raws.append(RawBlock(page=page, label=f"{typ}_caption", text=cap_text, bbox=bbox,
                                          role="figure_caption", attach_to=obj))
                 for n in notes:
                     add(n, "footnote", f"{typ}_footnote")
@@ -218,8 +219,8 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
                     cap, rows = split_table_caption(rows)
                     caps = [cap] if cap else []
                 cap_at = None
-                if caps:
-                    cap_at = add(_caption_text(caps), "table_caption", "table_caption")
+                if cap_text := _caption_text(caps):
+                    cap_at = add(cap_text, "table_caption", "table_caption")
                 obj = add(rows_text(rows), "table")
                 if cap_at is not None:
                     raws[cap_at].attach_to = obj

@@ -1,0 +1,99 @@
+"""Per-paper asset checks: the build's consistency, recorded per partition."""
+from collections.abc import Callable
+
+from dagster import AssetKey, AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckResult, asset_check
+
+from assets.resources import SheafConfig
+from io_managers.parquet import read_artifact
+from pipelines.partitions import papers_partitions
+from sheaf.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.checks import (
+    CheckOutcome, check_index_rows, check_no_furniture, check_units_cover_blocks, check_vectors,
+)
+
+
+def _per_partition(context: AssetCheckExecutionContext, asset: str, name: str,
+                   fn: Callable[[str], CheckOutcome]) -> AssetCheckResult:
+    """Evaluate `fn` for each paper of the run; one paper per run gets the plain result,
+    several get one recorded evaluation each (partition-scoped) plus a summary."""
+    keys = list(context.partition_keys)
+    outcomes = {k: fn(k) for k in keys}
+    if context.has_partition_key and len(keys) == 1:
+        o = outcomes[keys[0]]
+        return AssetCheckResult(passed=o.passed, description=o.description, metadata=o.metadata)
+    for k, o in outcomes.items():
+        context.instance.report_runless_asset_event(AssetCheckEvaluation(
+            asset_key=AssetKey(asset), check_name=name, passed=o.passed,
+            partition=k, metadata={"description": o.description, **o.metadata}))
+    failed = sorted(k for k, o in outcomes.items() if not o.passed)
+    return AssetCheckResult(passed=not failed, description=f"{len(failed)} of {len(keys)} papers failed",
+                            metadata={"failed_papers": failed[:50]})
+
+
+def _read(sheaf: SheafConfig, asset: str, key: str):
+    return read_artifact(sheaf.settings().artifacts_dir, asset, key)
+
+
+def _missing(what: str) -> CheckOutcome:
+    return CheckOutcome(False, f"no {what} artifact (the paper failed upstream)")
+
+
+@asset_check(asset="body_units", partitions_def=papers_partitions,
+             description="Every emitted body block lands in exactly one unit.")
+def units_cover_body_blocks(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
+    def one(key: str) -> CheckOutcome:
+        blocks, rm, units = _read(sheaf, "ocr_blocks", key), _read(sheaf, "render_map", key), _read(sheaf, "body_units", key)
+        if blocks is None or rm is None or units is None:
+            return _missing("blocks/render_map/units")
+        return check_units_cover_blocks(table_to_paper(blocks), render_map_from_dict(rm), table_to_body_units(units))
+    return _per_partition(context, "body_units", "units_cover_body_blocks", one)
+
+
+@asset_check(asset="body_units", partitions_def=papers_partitions,
+             description="No running header, footer or page number reaches a unit.")
+def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
+    def one(key: str) -> CheckOutcome:
+        blocks, units, objs = (_read(sheaf, a, key) for a in ("ocr_blocks", "body_units", "object_units"))
+        if blocks is None or units is None or objs is None:
+            return _missing("blocks/units")
+        return check_no_furniture(table_to_paper(blocks), table_to_body_units(units), table_to_object_units(objs))
+    return _per_partition(context, "body_units", "no_page_furniture_in_units", one)
+
+
+@asset_check(asset="fts_tables", partitions_def=papers_partitions,
+             description="The paper's FTS rows equal its units.")
+def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
+    from sheaf.index import counts, open_index
+
+    conn = open_index(settings=sheaf.settings())
+    try:
+        def one(key: str) -> CheckOutcome:
+            units, objs = _read(sheaf, "body_units", key), _read(sheaf, "object_units", key)
+            if units is None or objs is None:
+                return _missing("units")
+            return check_index_rows(counts(conn, key), units.num_rows, objs.num_rows)
+        return _per_partition(context, "fts_tables", "fts_rows_match_units", one)
+    finally:
+        conn.close()
+
+
+@asset_check(asset="vector_collections", partitions_def=papers_partitions,
+             description="Vector rows equal the passages of the current embedding model.")
+def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
+    from sheaf.index import counts, open_index
+
+    ident = sheaf.embedder().identity
+    conn = open_index(settings=sheaf.settings())
+    try:
+        def one(key: str) -> CheckOutcome:
+            units, objs = _read(sheaf, "body_units", key), _read(sheaf, "object_units", key)
+            if units is None or objs is None:
+                return _missing("units")
+            return check_vectors(counts(conn, key), ident.passages_table, ident.vec_table,
+                                 units.num_rows + objs.num_rows)
+        return _per_partition(context, "vector_collections", "vectors_match_passages", one)
+    finally:
+        conn.close()
+
+
+ALL_CHECKS = [units_cover_body_blocks, no_page_furniture_in_units, fts_rows_match_units, vectors_match_passages]

@@ -1,0 +1,103 @@
+"""Index group: each paper's rows in the FTS tables and its vectors, plus library metadata.
+
+Writers go through `sheaf.index` (one transaction per paper) and share the `sheaf_index`
+pool, so two runs never write the SQLite file at once.
+"""
+import hashlib
+import time
+from typing import Any
+
+from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, asset
+
+from assets._batch import run_per_paper
+from assets.paper import COMMON
+from assets.resources import SheafConfig
+from sheaf.artifacts import table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.index import counts, open_index, remove_paper, replace_paper, replace_paper_vectors
+from sheaf.library import discover
+from sheaf.models import IngestError
+
+INDEX_POOL = "sheaf_index"
+
+
+def _units(key: str, body_units: dict, object_units: dict):
+    if key not in body_units or key not in object_units:
+        raise IngestError(key, None, "no units artifact: an upstream step failed; its index rows were removed")
+    return table_to_body_units(body_units[key]), table_to_object_units(object_units[key])
+
+
+@asset(ins={"body_units": AssetIn(), "object_units": AssetIn()}, group_name="index", code_version="1",
+       pool=INDEX_POOL, **COMMON)
+def fts_tables(context: AssetExecutionContext, sheaf: SheafConfig, body_units: dict[str, Any],
+               object_units: dict[str, Any]) -> None:
+    """The paper's rows in the SQLite FTS5 tables (units and objects), replaced in one transaction."""
+    conn = open_index(settings=sheaf.settings())
+    try:
+        def one(key: str):
+            try:
+                units, objects = _units(key, body_units, object_units)
+            except IngestError:
+                remove_paper(conn, key, prune_cache=False)
+                raise
+            stats = replace_paper(conn, key, units, objects)
+            c = counts(conn, key)
+            return {}, {"body_units": stats.body_units, "object_units": stats.object_units,
+                        "fts_rows": c["body_units_fts"] + c["object_units_fts"],
+                        "replace_ms": round(stats.seconds * 1000, 2)}
+
+        run_per_paper(context, context.partition_keys, one)
+    finally:
+        conn.close()
+
+
+@asset(ins={"body_units": AssetIn(), "object_units": AssetIn(), "ocr_blocks": AssetIn()},
+       deps=["fts_tables"], group_name="index", code_version="1", pool=INDEX_POOL, **COMMON)
+def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_units: dict[str, Any],
+                       object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
+    """The paper's passages and vectors in the current embedding model's sqlite-vec collection."""
+    embedder = sheaf.embedder()
+    identity = embedder.identity
+    conn = open_index(settings=sheaf.settings())
+    try:
+        def one(key: str):
+            units, objects = _units(key, body_units, object_units)
+            title = table_to_paper(ocr_blocks[key]).title if key in ocr_blocks else None
+            t0 = time.perf_counter()
+            passages = embedder.build_passages(units, objects, title)
+            embedded = embedder.embed(passages, conn)
+            embed_s = time.perf_counter() - t0
+            n = replace_paper_vectors(conn, key, embedded)
+            return {}, {"passages": n, "embeddings_computed": embedded.encoded,
+                        "embeddings_reused": n - embedded.encoded, "model": identity.name,
+                        "model_identity": identity.key, "embed_ms": round(embed_s * 1000, 1)}
+
+        run_per_paper(context, context.partition_keys, one)
+    finally:
+        conn.close()
+
+
+@asset(group_name="source", code_version="1", pool=INDEX_POOL)
+def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
+    """Paper metadata from the library's Better BibTeX / CSL-JSON exports: the papers table and its FTS."""
+    from sheaf.index import upsert_papers
+    from sheaf.metadata import load_metadata_files
+
+    settings = sheaf.settings()
+    files = discover(settings.library).metadata_files
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    load = load_metadata_files(files)
+    conn = open_index(settings=settings)
+    try:
+        stats = upsert_papers(conn, load.papers)
+    finally:
+        conn.close()
+    for w in load.warnings:
+        context.log.warning(str(w))
+    return MaterializeResult(metadata={
+        "export_files": MetadataValue.json([str(f) for f in files]),
+        "export_hash": h.hexdigest(), "papers": len(load.papers), **stats,
+        "skipped_non_papers": load.skipped_non_papers,
+        "warnings": MetadataValue.json([str(w) for w in load.warnings][:50]),
+    })

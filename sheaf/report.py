@@ -1,0 +1,72 @@
+"""Library report: DuckDB over the per-paper Parquet artifacts (analytics, never the query path)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _glob(root: Path, asset: str) -> str | None:
+    d = root / asset
+    return str(d / "*.parquet") if d.is_dir() and any(d.glob("*.parquet")) else None
+
+
+def library_report_data(artifacts: Path) -> dict[str, Any]:
+    """Papers per format, units/tokens distribution, papers without headings, shared unit text."""
+    import duckdb
+
+    out: dict[str, Any] = {"papers": 0, "units": 0, "tokens": 0, "formats": [], "distribution": {},
+                           "papers_without_headings": [], "shared_units": [], "coverage": {}}
+    blocks, units, objects = (_glob(artifacts, a) for a in ("ocr_blocks", "body_units", "object_units"))
+    if blocks is None:
+        return out
+    con = duckdb.connect()
+    try:
+        con.execute(f"CREATE VIEW blocks AS SELECT * FROM read_parquet('{blocks}', union_by_name=true)")
+        out["formats"] = [{"format": f, "papers": n} for f, n in con.execute(
+            "SELECT source_format, count(DISTINCT paper_id) FROM blocks GROUP BY 1 ORDER BY 2 DESC, 1").fetchall()]
+        out["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM blocks").fetchone()[0]
+        out["papers_without_headings"] = [r[0] for r in con.execute(
+            "SELECT paper_id FROM blocks GROUP BY 1 HAVING count(*) FILTER (WHERE role IN "
+            "('heading','abstract_heading','reference_heading','backmatter_heading')) = 0 ORDER BY 1").fetchall()]
+        covered = {"parsed": out["papers"]}
+        if units:
+            con.execute(f"CREATE VIEW units AS SELECT * FROM read_parquet('{units}', union_by_name=true)")
+            per = con.execute(
+                "SELECT count(*), coalesce(sum(token_count),0), count(DISTINCT paper_id) FROM units").fetchone()
+            out["units"], out["tokens"], covered["with_units"] = int(per[0]), int(per[1]), int(per[2])
+            for name, expr in (("units_per_paper", "count(*)"), ("tokens_per_paper", "sum(token_count)"),
+                               ("sections_per_paper", "count(DISTINCT node_id)")):
+                row = con.execute(
+                    f"SELECT min(v), quantile_cont(v, 0.5), quantile_cont(v, 0.9), max(v) FROM "
+                    f"(SELECT {expr} AS v FROM units GROUP BY paper_id)").fetchone()
+                out["distribution"][name] = {"min": row[0], "p50": row[1], "p90": row[2], "max": row[3]}
+            out["shared_units"] = [{"text": t[:120], "papers": list(ps)} for t, ps in con.execute(
+                "SELECT any_value(text), list(DISTINCT paper_id ORDER BY paper_id) FROM units "
+                "WHERE length(text) >= 200 GROUP BY md5(text) HAVING count(DISTINCT paper_id) > 1 "
+                "ORDER BY 2 LIMIT 50").fetchall()]
+        if objects:
+            covered["objects"] = con.execute(
+                f"SELECT count(*) FROM read_parquet('{objects}', union_by_name=true)").fetchone()[0]
+        out["coverage"] = covered
+    finally:
+        con.close()
+    return out
+
+
+def report_markdown(d: dict[str, Any]) -> str:
+    """The report as a Markdown page (what the Dagster UI and `sheaf report` show)."""
+    lines = [f"**{d['papers']} papers**, {d['units']} body units, {d['tokens']} tokens", "",
+             "| input format | papers |", "|---|---|"]
+    lines += [f"| {f['format']} | {f['papers']} |" for f in d["formats"]]
+    if d["distribution"]:
+        lines += ["", "| per paper | min | p50 | p90 | max |", "|---|---|---|---|---|"]
+        for name, s in d["distribution"].items():
+            lines.append(f"| {name.replace('_', ' ')} | {s['min']} | {s['p50']:.0f} | {s['p90']:.0f} | {s['max']} |")
+    lines += ["", f"Papers without headings ({len(d['papers_without_headings'])}): "
+              + (", ".join(d["papers_without_headings"]) or "none")]
+    lines += [f"Units whose text appears in several papers: {len(d['shared_units'])}"]
+    lines += [f"- {s['papers']}: {s['text'][:80]}…" for s in d["shared_units"][:10]]
+    cov = d.get("coverage", {})
+    if cov:
+        lines += ["", "Coverage: " + ", ".join(f"{k} {v}" for k, v in cov.items())]
+    return "\n".join(lines) + "\n"
