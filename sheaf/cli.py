@@ -5,6 +5,7 @@ Imports stay lazy: `sheaf search` must start fast and never import dagster or to
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,139 @@ def cmd_parse(args: argparse.Namespace) -> dict[str, Any]:
     return ok("parse", data, count=1, warnings=list(out.paper.warnings))
 
 
+# --- build / status / report (the Dagster side, imported lazily) ----------------------
+
+def _dagster_side(args: argparse.Namespace):
+    """Settings and Definitions for the build commands; Dagster is imported only here."""
+    import warnings
+
+    from sheaf.settings import get_settings
+
+    overrides = {"library": args.library} if getattr(args, "library", None) else {}
+    settings = get_settings(**overrides)
+    warnings.filterwarnings("ignore", module="dagster")
+    try:
+        from dagster._utils.warnings import BetaWarning, PreviewWarning
+
+        warnings.filterwarnings("ignore", category=BetaWarning)
+        warnings.filterwarnings("ignore", category=PreviewWarning)
+    except ImportError:  # pragma: no cover
+        pass
+    from pipelines.build import ensure_dagster_home
+
+    ensure_dagster_home(settings)
+    from pipelines.definitions import build_definitions
+
+    return settings, build_definitions(home=str(settings.home), library=str(settings.library))
+
+
+def _status_dict(st: Any) -> dict[str, Any]:
+    return {"paper_id": st.key, "state": st.state, "reasons": st.reasons, "error": st.error, **st.metadata}
+
+
+def cmd_build(args: argparse.Namespace) -> dict[str, Any]:
+    from pipelines.build import build
+
+    settings, defs = _dagster_side(args)
+    if not settings.library.is_dir():
+        raise SheafError("NOT_FOUND", f"library folder not found: {settings.library}",
+                         {"library": str(settings.library)}, hint="pass --library PATH or set SHEAF_LIBRARY")
+    say = (lambda m: None) if args.json else (lambda m: print(m, flush=True))
+    rep = build(settings, defs, papers=args.paper or None, full=args.full, progress=say)
+    counts: dict[str, int] = {}
+    for st in rep.statuses.values():
+        counts[st.state] = counts.get(st.state, 0) + 1
+    if not args.json:
+        built = counts.get("built", 0)
+        print(f"\n{built} of {len(rep.statuses)} papers built; {len(rep.planned)} rebuilt this time in "
+              f"{rep.seconds:.1f} s; {rep.embeddings_computed} embeddings computed")
+        for st in rep.statuses.values():
+            if st.state != "built":
+                print(f"  {st.key}: {st.state}" + (f" ({st.error})" if st.error else f" ({'; '.join(st.reasons)})"))
+    data = {"library": str(settings.library), "sync": rep.sync, "planned": rep.planned, "runs": rep.runs,
+            "papers": [_status_dict(s) for s in rep.statuses.values()], "states": counts,
+            "embeddings_computed": rep.embeddings_computed, "seconds": rep.seconds, "interrupted": rep.interrupted}
+    failed = [k for k, s in rep.statuses.items() if s.state == "failed"]
+    env = ok("build", data, count=len(rep.planned),
+             warnings=[f"{k}: {rep.statuses[k].error}" for k in failed],
+             next_actions=["fix the failed papers' OCR output and run `sheaf build` again"] if failed else [])
+    env["_exit"] = 130 if rep.interrupted else (1 if failed else 0)
+    return env
+
+
+def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
+    from pipelines.build import get_instance, paper_statuses
+    from pipelines.state import latest_observed_versions
+    from sheaf.library import discover
+
+    settings, defs = _dagster_side(args)
+    instance = get_instance(settings)
+    statuses = paper_statuses(instance, defs, settings, observed=latest_observed_versions(instance))
+    library = discover(settings.library).papers if settings.library.is_dir() else ()
+    coverage = {"library": len(library), "partitions": len(statuses),
+                "parsed": sum(1 for s in statuses.values() if s.metadata.get("body_units") is not None),
+                "built": sum(1 for s in statuses.values() if s.state == "built")}
+    probe = _index_probe(settings)
+    coverage.update({k: probe[k] for k in ("indexed", "embedded") if k in probe})
+    if not args.json:
+        for st in statuses.values():
+            why = st.error or "; ".join(st.reasons)
+            print(f"{st.key:<20} {st.state:<8} {why}")
+        print("\ncoverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
+        print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors")))
+    actions = ["run `sheaf build`"] if any(s.state != "built" for s in statuses.values()) or \
+        coverage["library"] > coverage["partitions"] else []
+    return ok("status", {"papers": [_status_dict(s) for s in statuses.values()], "coverage": coverage,
+                         "index": probe}, count=len(statuses), next_actions=actions)
+
+
+def _index_probe(settings: Any) -> dict[str, Any]:
+    """Can the index be opened, and can a vector query run against the current model's collection?"""
+    from sheaf.index import collections, counts, open_index
+
+    if not settings.index_path.exists():
+        return {"path": str(settings.index_path), "exists": False, "problem": "no index yet"}
+    try:
+        conn = open_index(settings=settings, readonly=True)
+    except SheafError as e:
+        return {"path": str(settings.index_path), "exists": True, "problem": f"{e.code}: {e.message}"}
+    try:
+        c = counts(conn)
+        out: dict[str, Any] = {"path": str(settings.index_path), "exists": True,
+                               "indexed": conn.execute("SELECT count(DISTINCT paper_id) FROM body_units").fetchone()[0]}
+        cols = collections(conn)
+        out["collections"] = {k: v.name for k, v in cols.items()}
+        embedded = 0
+        for ident in cols.values():
+            try:
+                probe = json.dumps([1.0] + [0.0] * (ident.dimension - 1))
+                conn.execute(f"SELECT passage_rowid, distance FROM {ident.vec_table} "
+                             "WHERE embedding MATCH ? AND k = 1", (probe,)).fetchall()
+                embedded = max(embedded, conn.execute(
+                    f"SELECT count(DISTINCT paper_id) FROM {ident.passages_table}").fetchone()[0])
+                out["vectors_queryable"] = True
+            except Exception as e:  # noqa: BLE001 - a damaged vec table is what the probe reports
+                out["problem"] = f"vector table {ident.vec_table} unreadable: {e}"
+                out["vectors_queryable"] = False
+        out["embedded"] = embedded
+        out["rows"] = c
+        return out
+    finally:
+        conn.close()
+
+
+def cmd_report(args: argparse.Namespace) -> dict[str, Any]:
+    from sheaf.report import library_report_data, report_markdown
+    from sheaf.settings import get_settings
+
+    settings = get_settings()
+    data = library_report_data(settings.artifacts_dir)
+    if not args.json:
+        print(report_markdown(data), end="")
+    return ok("report", data, count=data["papers"],
+              next_actions=[] if data["papers"] else ["run `sheaf build` first"])
+
+
 # --- main ------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +275,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paper-id", default=None, help="paper key (default: from the path)")
     p.add_argument("--json", action="store_true", help="print the JSON envelope")
     p.set_defaults(func=cmd_parse)
+
+    b = sub.add_parser("build", help="discover papers, then build every missing or stale one (Dagster)")
+    b.add_argument("--library", default=None, help="library folder (default: SHEAF_LIBRARY)")
+    b.add_argument("--paper", action="append", default=[], metavar="KEY", help="only these papers (repeatable)")
+    b.add_argument("--full", action="store_true", help="rebuild every paper, changed or not")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_build)
+
+    st = sub.add_parser("status", help="per paper: built / stale (why) / missing / failed, and coverage")
+    st.add_argument("--library", default=None)
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+
+    r = sub.add_parser("report", help="library-wide report over the built artifacts (DuckDB)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_report)
     return ap
 
 

@@ -628,3 +628,30 @@ def test_finalize_keeps_adapter_pairing_over_proximity() -> None:
     blocks = finalize("k", "test", raws, [])
     assert blocks[3].attached_to == blocks[0].block_id
     assert blocks[1].attached_to == blocks[2].block_id  # proximity alone would have taken block 0
+
+
+def test_docling_running_header_merged_into_a_page_spanning_paragraph_is_dropped(tmp_path: Path) -> None:
+    # Docling merges a paragraph flowing onto the next page with that page's running header
+    # (one prov per piece, charspans into `text`): the header piece must not reach the text.
+    head = "Proc. Synthetic Conf. 2022, Nowhere"
+    first, last = "A paragraph that flows over the page break,", "and ends on the next page."
+    merged = f"{first} {head} {last}"
+    a, b = len(first) + 1, len(first) + 1 + len(head)
+    flowing = _text(3, "text", merged, page=1)
+    flowing["prov"] = [
+        {"page_no": 1, "bbox": {"l": 10, "t": 80, "r": 190, "b": 95, "coord_origin": "TOPLEFT"}, "charspan": [0, len(first)]},
+        {"page_no": 2, "bbox": {"l": 10, "t": 1, "r": 190, "b": 4, "coord_origin": "TOPLEFT"}, "charspan": [a, b]},
+        {"page_no": 2, "bbox": {"l": 10, "t": 10, "r": 190, "b": 20, "coord_origin": "TOPLEFT"}, "charspan": [b + 1, len(merged)]},
+    ]
+    texts = [
+        _text(0, "section_header", "1 Introduction", page=1, level=1),
+        _text(1, "page_header", head, page=1, layer="furniture"),
+        _text(2, "text", "Opening words.", page=1),
+        flowing,
+        _text(4, "page_header", head, page=2, layer="furniture"),
+    ]
+    doc = _doc(texts, [f"#/texts/{i}" for i in range(5)])
+    pp = parse_paper(_write(tmp_path, "flow.docling.json", json.dumps(doc)), paper_id="flow", fmt="docling")
+    body = [b.text for b in pp.blocks if b.role == "body"]
+    assert f"{first} {last}" in body
+    assert all(head not in t for t in body)

@@ -312,9 +312,9 @@ def test_mineru_captions_attach_to_their_objects(key):
     _assert_captions_attached(p)
     by_id = {b.block_id: b for b in p.blocks}
     caps = [b for b in p.blocks if b.role in ("figure_caption", "table_caption")]
-    n_caps = sum(
+    n_caps = sum(  # a caption list holding only panel labels ("(a)") gives no caption block
         1 for it in items
-        if any(isinstance(c, str) and c.strip() for k in ("image_caption", "img_caption", "chart_caption", "table_caption")
+        if any(isinstance(c, str) and len(c.strip()) > 3 for k in ("image_caption", "img_caption", "chart_caption", "table_caption")
                for c in it.get(k) or [])
     )
     assert len(caps) >= n_caps
@@ -643,3 +643,18 @@ def test_mineru_matches_names(tmp_path):
     (d / "content_list_v2.json").write_text("[]")
     (d / "content_list.json").write_text(json.dumps(GOOD_MINERU))
     assert find_input("K", d) == (d / "content_list.json", "mineru")
+
+
+def test_mineru_panel_label_only_caption_gives_no_empty_caption_block(tmp_path):
+    # MinerU splits a two-panel figure into two charts; the first carries only "(a)" as caption
+    items = GOOD_MINERU + [
+        {"type": "chart", "content": "", "chart_caption": ["(a)"], "bbox": [100, 400, 450, 600], "page_idx": 0},
+        {"type": "chart", "content": "", "chart_caption": ["(b)", "Figure 1: Two panels."],
+         "bbox": [500, 400, 900, 600], "page_idx": 0},
+        {"type": "table", "table_caption": ["(c)"], "table_body": "<table><tr><td>a</td></tr></table>",
+         "bbox": [100, 650, 900, 800], "page_idx": 0},
+    ]
+    p = parse_paper(_mineru_file(tmp_path, items))
+    caps = [b for b in p.blocks if b.role in ("figure_caption", "table_caption")]
+    assert [c.text for c in caps] == ["Figure 1: Two panels."]
+    assert all(c.text.strip() for c in caps)
