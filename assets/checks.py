@@ -1,7 +1,7 @@
 """Per-paper asset checks: the build's consistency, recorded per partition."""
 from collections.abc import Callable
 
-from dagster import AssetKey, AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckResult, asset_check
+from dagster import AssetCheckExecutionContext, AssetCheckResult, MetadataValue, asset_check
 
 from assets.resources import SheafConfig
 from io_managers.parquet import read_artifact
@@ -12,22 +12,22 @@ from sheaf.checks import (
 )
 
 
-def _per_partition(context: AssetCheckExecutionContext, asset: str, name: str,
-                   fn: Callable[[str], CheckOutcome]) -> AssetCheckResult:
-    """Evaluate `fn` for each paper of the run; one paper per run gets the plain result,
-    several get one recorded evaluation each (partition-scoped) plus a summary."""
+def _per_partition(context: AssetCheckExecutionContext, fn: Callable[[str], CheckOutcome]) -> AssetCheckResult:
+    """Evaluate `fn` for each paper of the run. A one-paper run records that paper's result
+    (partition-scoped); a multi-paper run records one result naming every failed paper.
+
+    (Run-less per-partition evaluations cannot be re-reported in Dagster 1.13: the storage
+    keys them by (check, run, partition), so a second report of a paper fails.)
+    """
     keys = list(context.partition_keys)
     outcomes = {k: fn(k) for k in keys}
-    if context.has_partition_key and len(keys) == 1:
+    if len(keys) == 1:
         o = outcomes[keys[0]]
         return AssetCheckResult(passed=o.passed, description=o.description, metadata=o.metadata)
-    for k, o in outcomes.items():
-        context.instance.report_runless_asset_event(AssetCheckEvaluation(
-            asset_key=AssetKey(asset), check_name=name, passed=o.passed,
-            partition=k, metadata={"description": o.description, **o.metadata}))
-    failed = sorted(k for k, o in outcomes.items() if not o.passed)
-    return AssetCheckResult(passed=not failed, description=f"{len(failed)} of {len(keys)} papers failed",
-                            metadata={"failed_papers": failed[:50]})
+    failed = {k: o.description for k, o in sorted(outcomes.items()) if not o.passed}
+    return AssetCheckResult(
+        passed=not failed, description=f"{len(failed)} of {len(keys)} papers failed",
+        metadata={"papers_checked": len(keys), "failed_papers": MetadataValue.json(dict(list(failed.items())[:100]))})
 
 
 def _read(sheaf: SheafConfig, asset: str, key: str):
@@ -46,7 +46,7 @@ def units_cover_body_blocks(context: AssetCheckExecutionContext, sheaf: SheafCon
         if blocks is None or rm is None or units is None:
             return _missing("blocks/render_map/units")
         return check_units_cover_blocks(table_to_paper(blocks), render_map_from_dict(rm), table_to_body_units(units))
-    return _per_partition(context, "body_units", "units_cover_body_blocks", one)
+    return _per_partition(context, one)
 
 
 @asset_check(asset="body_units", partitions_def=papers_partitions,
@@ -57,7 +57,7 @@ def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: Sheaf
         if blocks is None or units is None or objs is None:
             return _missing("blocks/units")
         return check_no_furniture(table_to_paper(blocks), table_to_body_units(units), table_to_object_units(objs))
-    return _per_partition(context, "body_units", "no_page_furniture_in_units", one)
+    return _per_partition(context, one)
 
 
 @asset_check(asset="fts_tables", partitions_def=papers_partitions,
@@ -72,7 +72,7 @@ def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig
             if units is None or objs is None:
                 return _missing("units")
             return check_index_rows(counts(conn, key), units.num_rows, objs.num_rows)
-        return _per_partition(context, "fts_tables", "fts_rows_match_units", one)
+        return _per_partition(context, one)
     finally:
         conn.close()
 
@@ -91,7 +91,7 @@ def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConf
                 return _missing("units")
             return check_vectors(counts(conn, key), ident.passages_table, ident.vec_table,
                                  units.num_rows + objs.num_rows)
-        return _per_partition(context, "vector_collections", "vectors_match_passages", one)
+        return _per_partition(context, one)
     finally:
         conn.close()
 

@@ -74,6 +74,12 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
         run_per_paper(context, context.partition_keys, one)
     finally:
         conn.close()
+    try:  # the light query encoder (sheaf.query_encoder): cheap when present, never fails the step
+        from sheaf.query_encoder import ensure_onnx_export
+        ensure_onnx_export(embedder, sheaf.settings())
+    except Exception as e:  # noqa: BLE001
+        context.log.warning(f"ONNX query encoder not exported ({type(e).__name__}: {e}); "
+                            "queries will use sentence-transformers")
 
 
 @asset(group_name="source", code_version="1", pool=INDEX_POOL)

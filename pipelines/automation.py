@@ -10,8 +10,10 @@ from sheaf.settings import get_settings
 MAX_PARTITIONS_PER_RUN = 100
 BACKFILL_POLICY = BackfillPolicy.multi_run(max_partitions_per_run=MAX_PARTITIONS_PER_RUN)
 
-#: A paper is rebuilt through the chain when its OCR output (or a parent) changed.
-CHAIN_CONDITION = AutomationCondition.eager()
+#: A paper is rebuilt through the chain when its OCR output (or a parent) changed; every
+#: paper is rebuilt from an asset down when that asset's code_version changes (`eager()`
+#: alone ignores code versions, while `sheaf build`/status report them as "code changed").
+CHAIN_CONDITION = AutomationCondition.eager() | AutomationCondition.code_version_changed()
 
 #: When the nightly rebuild runs (cron, UTC): SHEAF_NIGHTLY_CRON, default 02:00.
 NIGHTLY_CRON = get_settings().nightly_cron

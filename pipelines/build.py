@@ -21,6 +21,7 @@ from pipelines.automation import MAX_PARTITIONS_PER_RUN
 from pipelines.partitions import papers_partitions
 from pipelines.state import EventInfo, latest_events, latest_observed_versions
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
+from sheaf.progress import interactive_build, stop_requested
 from sheaf.settings import Settings
 
 #: Dagster's console logger at WARNING: `sheaf build` prints its own per-paper progress.
@@ -28,6 +29,13 @@ QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_leve
 
 CHAIN: tuple[str, ...] = ("ocr_blocks", "fulltext_markdown", "render_map", "structure_tree",
                           "body_units", "object_units", "fts_tables", "vector_collections")
+#: Assets computed by one multi-asset step: a rebuild starting at either starts at the first.
+_STEP_START = {"render_map": "fulltext_markdown", "object_units": "body_units"}
+
+
+def chain_from(asset: str) -> tuple[str, ...]:
+    """`asset` and every chain asset below it (the chain is in topological order)."""
+    return CHAIN[CHAIN.index(_STEP_START.get(asset, asset)):]
 
 
 @dataclass(slots=True)
@@ -37,6 +45,8 @@ class PaperStatus:
     reasons: list[str] = field(default_factory=list)
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # from the last vector/units steps
+    #: The first chain asset to rebuild (it and everything below it); None when nothing is due.
+    rebuild_from: str | None = None
 
 
 @dataclass(slots=True)
@@ -116,6 +126,18 @@ def paper_statuses(instance: DagsterInstance, defs: Definitions, settings: Setti
             st.state = "stale"
         if errors and st.reasons and "OCR changed" not in st.reasons and not changed:
             st.reasons = []  # a failed paper is retried only when its input or code changed
+        # Where a rebuild starts: a code bump of structure_tree rebuilds it and below, not the
+        # parse above it (as `code_version_changed()` does under the automation sensor).
+        if errors or missing and evs["ocr_blocks"] is None or "OCR changed" in st.reasons:
+            due = ["ocr_blocks"] if (st.reasons or not errors) else []
+        else:
+            due = list(missing) + changed
+            if vec is not None and any(r.startswith("model changed") for r in st.reasons):
+                due.append("vector_collections")
+            if "upstream rebuilt" in st.reasons:
+                due += [CHAIN[i + 1] for i, (a, b) in enumerate(zip(order, order[1:])) if b < a][:1]
+        if due and st.state != "built":
+            st.rebuild_from = _STEP_START.get(min(due, key=CHAIN.index), min(due, key=CHAIN.index))
         if vec is not None:
             st.metadata = {k: vec.metadata.get(k) for k in ("passages", "embeddings_computed", "model") if k in vec.metadata}
         units = evs["body_units"]
@@ -157,20 +179,39 @@ def partition_ranges(ordered: list[str], targets: set[str], max_per_run: int) ->
     return [(r[0], r[-1], r) for r in ranges]
 
 
-def run_chain(instance: DagsterInstance, defs: Definitions, keys: list[str]) -> dict[str, Any]:
-    """One in-process run of the paper chain over a contiguous range of partitions."""
+def chunk_targets(ordered: list[str], starts: dict[str, str], max_per_run: int) -> list[tuple[str, list[str]]]:
+    """(first asset, partition keys) per run: papers grouped by where their rebuild starts
+    (upstream first), each group cut into contiguous partition ranges."""
+    out: list[tuple[str, list[str]]] = []
+    for first in sorted(set(starts.values()), key=CHAIN.index):
+        group = {k for k, s in starts.items() if s == first}
+        out += [(first, keys) for _, _, keys in partition_ranges(ordered, group, max_per_run)]
+    return out
+
+
+def run_chain(instance: DagsterInstance, defs: Definitions, keys: list[str],
+              start: str = CHAIN[0]) -> dict[str, Any]:
+    """One in-process run of the paper chain, from asset `start` down, over a contiguous
+    range of partitions."""
+    from dagster import AssetKey
+
     job = defs.resolve_job_def("paper_chain")
     t0 = time.perf_counter()
     tags = {"sheaf/pid": str(os.getpid())}
     quiet = QUIET_RUN_CONFIG
+    selection = None if start == CHAIN[0] else [AssetKey(a) for a in chain_from(start)]
     if len(keys) == 1:
         res = job.execute_in_process(instance=instance, partition_key=keys[0], raise_on_error=False,
-                                     tags=tags, run_config=quiet)
+                                     tags=tags, run_config=quiet, asset_selection=selection)
     else:
         res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=quiet, tags={
-            **tags, "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
+            **tags, "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
+            asset_selection=selection)
     failures = [e.message for e in res.all_events if e.event_type_value == "STEP_FAILURE"]
-    return {"run_id": res.run_id, "papers": keys, "success": res.success,
+    errors = [str(getattr(e.event_specific_data, "error", "") or "") for e in res.all_events
+              if e.event_type_value == "STEP_FAILURE"]
+    interrupted = any("StopRequested" in x or "Interrupted" in x for x in errors)
+    return {"run_id": res.run_id, "papers": keys, "from": start, "success": res.success, "interrupted": interrupted,
             "seconds": round(time.perf_counter() - t0, 2), "failures": failures}
 
 
@@ -221,24 +262,34 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
         progress(f"! {k}: not a paper of this library")
     statuses = paper_statuses(instance, defs, settings, wanted)
     targets = {k: (["--full"] if full else st.reasons) for k, st in statuses.items() if full or needs_build(st)}
+    starts = {k: CHAIN[0] if full else (statuses[k].rebuild_from or CHAIN[0]) for k in targets}
     interrupted = False
     computed = 0
     if targets:
         progress(f"building {len(targets)} of {len(wanted)} papers")
-    try:
-        for start, end, keys in partition_ranges(ordered, set(targets), MAX_PARTITIONS_PER_RUN):
-            r = run_chain(instance, defs, keys)
-            runs.append(r)
-            after = paper_statuses(instance, defs, settings, keys)
-            for k in keys:
-                st = after[k]
-                computed += int(st.metadata.get("embeddings_computed") or 0) if st.state == "built" else 0
-                what = (f"{st.metadata.get('body_units', '?')} units, {st.metadata.get('passages', '?')} passages, "
-                        f"{st.metadata.get('embeddings_computed', 0)} embedded") if st.state == "built" else (st.error or st.state)
-                progress(f"{'✓' if st.state == 'built' else '✗'} {k}: {what}")
-    except KeyboardInterrupt:
-        interrupted = True
-        _cancel_running(instance)
+
+    def on_paper(step: str, key: str, meta: dict[str, Any]) -> None:
+        nonlocal computed
+        if "error" in meta:
+            progress(f"✗ {key}: {step}: {meta['error']}")
+        elif step == "vector_collections":
+            computed += int(meta.get("embeddings_computed") or 0)
+            progress(f"✓ {key}: {meta.get('passages', 0)} passages, {meta.get('embeddings_computed', 0)} embedded")
+
+    with interactive_build(on_paper):
+        try:
+            for first, keys in chunk_targets(ordered, starts, MAX_PARTITIONS_PER_RUN):
+                runs.append(run_chain(instance, defs, keys, first))
+                if stop_requested() or runs[-1]["interrupted"]:
+                    if not runs[-1]["success"]:
+                        instance.report_run_canceled(instance.get_run_by_id(runs[-1]["run_id"]),
+                                                     message="sheaf build stopped by Ctrl-C at a paper boundary")
+                    interrupted = True
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+            _cancel_running(instance)
+    if interrupted:
         progress("interrupted: the next `sheaf build` carries on with what is left")
     if runs and not interrupted:
         res = defs.resolve_job_def("library_job").execute_in_process(

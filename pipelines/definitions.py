@@ -1,6 +1,8 @@
 """The one assembly point: every asset, check, job, sensor, schedule and resource of Sheaf."""
 
-from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
+from collections.abc import Mapping
+
+from dagster import AssetsDefinition, AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from assets.checks import ALL_CHECKS
 from assets.index import fts_tables, library_metadata, vector_collections
@@ -29,12 +31,30 @@ library_job = define_asset_job(
 )
 
 
-def build_definitions(home: str = "", library: str = "") -> Definitions:
-    """Definitions for a Sheaf home and library (defaults: the SHEAF_* settings)."""
+def with_code_versions(assets: list, code_versions: Mapping[str, str]) -> list:
+    """`assets` with some assets' code_version replaced ({asset name: version}); how tests
+    and benchmarks simulate a code change without editing the decorators."""
+    unknown = set(code_versions) - {k.path[-1] for a in assets if isinstance(a, AssetsDefinition) for k in a.keys}
+    if unknown:
+        raise ValueError(f"no such assets: {sorted(unknown)}")
+
+    def bump(spec):
+        v = code_versions.get(spec.key.path[-1])
+        return spec if v is None else spec.replace_attributes(code_version=v)
+
+    return [a.map_asset_specs(bump) if isinstance(a, AssetsDefinition) and not a.is_observable
+            and {k.path[-1] for k in a.keys} & set(code_versions) else a for a in assets]
+
+
+def build_definitions(home: str = "", library: str = "",
+                      code_versions: Mapping[str, str] | None = None) -> Definitions:
+    """Definitions for a Sheaf home and library (defaults: the SHEAF_* settings);
+    `code_versions` overrides assets' code versions (see `with_code_versions`)."""
     settings = get_settings(**({"home": home} if home else {}), **({"library": library} if library else {}))
+    assets = [ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
+              vector_collections, library_metadata, library_report]
     return Definitions(
-        assets=[ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
-                vector_collections, library_metadata, library_report],
+        assets=with_code_versions(assets, code_versions) if code_versions else assets,
         asset_checks=ALL_CHECKS,
         jobs=[paper_chain_job, library_job],
         sensors=[library_discovery_sensor, automation_sensor],
