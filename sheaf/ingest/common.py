@@ -50,6 +50,15 @@ def read_bytes(paper_id: str, path: Path) -> bytes:
     return data
 
 
+def file_head(path: Path, size: int = 4096) -> bytes:
+    """The first `size` bytes of a file, or b"" when it cannot be read (format sniffing)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
 def decode_text(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> str:
     """Decode UTF-8 (with or without BOM); invalid bytes are replaced and warned about."""
     try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.ingest.common import (
+    file_head,
     RawBlock, caption_kind, clean_text, heading_role, load_json, norm_key, numbering_depth,
 )
 from sheaf.models import IngestError
@@ -59,12 +60,7 @@ def matches(path: Path) -> bool:
         return True
     if not name.endswith(".json"):
         return False
-    try:
-        with path.open("rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return bool(_SCHEMA.search(head))
+    return bool(_SCHEMA.search(file_head(path)))
 
 
 class _Doc:

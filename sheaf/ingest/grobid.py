@@ -19,7 +19,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from sheaf.ingest.common import RawBlock, caption_kind, decode_text, heading_role, numbering_depth
+from sheaf.ingest.common import RawBlock, caption_kind, decode_text, heading_role, numbering_depth, file_head
 from sheaf.models import IngestError
 
 VERSION = "1"
@@ -37,12 +37,7 @@ def matches(path: Path) -> bool:
         return True
     if not name.endswith(".xml"):
         return False
-    try:
-        with path.open("rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return TEI_NS.encode() in head
+    return TEI_NS.encode() in file_head(path)
 
 
 # --- small helpers ----------------------------------------------------------------------

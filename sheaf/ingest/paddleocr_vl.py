@@ -35,6 +35,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from sheaf.ingest.common import (
+    file_head,
     CAPTION_RE,
     MAX_PAGES,
     RawBlock,
@@ -97,12 +98,7 @@ def matches(path: Path) -> bool:
     """A file named `result.json` whose head mentions `layoutParsingResults`."""
     if path.name != "result.json":
         return False
-    try:
-        with path.open("rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError:
-        return False
-    return b"layoutParsingResults" in head
+    return b"layoutParsingResults" in file_head(path, SNIFF_BYTES)
 
 
 # --- shared helpers (also used by the MinerU adapter) -----------------------------------

@@ -28,7 +28,7 @@ import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from sheaf.ingest.common import RawBlock, caption_kind, heading_role, norm_key, numbering_depth
+from sheaf.ingest.common import RawBlock, caption_kind, heading_role, norm_key, numbering_depth, file_head
 from sheaf.models import IngestError
 
 VERSION = "1"
@@ -107,11 +107,7 @@ def matches(path: Path) -> bool:
         return True
     if path.suffix.lower() in {".json", ".md", ".markdown", ".xml", ".txt", ".csv", ".html"}:
         return False
-    try:
-        with path.open("rb") as f:
-            return f.read(1024).lstrip().startswith(b"%PDF-")
-    except OSError:
-        return False
+    return file_head(path, 1024).lstrip().startswith(b"%PDF-")
 
 
 def _open(paper_id: str, path: Path, data: bytes, warnings: list[str]):
