@@ -263,10 +263,272 @@ def cmd_report(args: argparse.Namespace) -> dict[str, Any]:
               next_actions=[] if data["papers"] else ["run `sheaf build` first"])
 
 
+# --- doctor (the Dagster side, imported lazily) ------------------------------------------
+
+def cmd_doctor(args: argparse.Namespace) -> dict[str, Any]:
+    """Cross-check library ↔ partitions ↔ artifacts ↔ index ↔ materialization metadata."""
+    from pipelines.build import get_instance
+    from pipelines.doctor import diagnose, repair
+
+    settings, defs = _dagster_side(args)
+    instance = get_instance(settings)
+    say = (lambda m: None) if args.json else (lambda m: print(m, flush=True))
+    found = diagnose(settings, defs, instance)
+    data: dict[str, Any] = {"library": str(settings.library), "before": found.to_dict()}
+    final = found
+    if args.repair and found.issues:
+        data["repaired"] = repair(settings, defs, instance, found, progress=say)
+        final = diagnose(settings, defs, instance)
+        data["after"] = final.to_dict()
+    if not args.json:
+        for title, dg in (("found", found), *((("after repair", final),) if final is not found else ())):
+            print(f"{title}: {len(dg.issues)} issue(s) in {dg.checked.get('partitions', 0)} papers "
+                  f"({dg.seconds:.1f} s)")
+            for i in dg.issues:
+                print(f"  {i.paper or '-':<14} {i.kind:<22} {i.detail}\n  {'':<14} {'':<22} cause: {i.cause}; "
+                      f"repair: {i.repair}")
+    remaining = [i for i in final.issues if i.kind not in ("invalid_key", "build_running")]
+    env = ok("doctor", {**data, "issues": [i.to_dict() for i in final.issues]}, count=len(final.issues),
+             warnings=[f"{i.paper + ': ' if i.paper else ''}{i.kind}: {i.detail}" for i in remaining],
+             next_actions=["run `sheaf doctor --repair`"] if remaining and not args.repair else [])
+    env["_exit"] = 1 if remaining else 0
+    return env
+
+
+# --- retrieval: search, retrieve, get, timeline, grep (light: no pydantic, numpy, torch, dagster)
+
+#: The envelope a running `sheaf serve` answered for this command (see `_ask_server`); the
+#: command function then renders it instead of querying the index itself.
+_SERVED: dict[str, Any] | None = None
+
+
+class _Replay:
+    """Stands in for a Retriever when the server answered: every query method returns the
+    server's result, so each command renders (table or envelope) exactly as it would its own."""
+
+    def __init__(self, env: dict[str, Any]) -> None:
+        self.data, self.warnings, self.next_actions = env["data"], env["warnings"], env["next_actions"]
+
+    @property
+    def matches(self) -> list[dict[str, Any]]:
+        return self.data.get("matches", [])
+
+    def __enter__(self) -> "_Replay":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **kw: self
+
+
+def _retriever():
+    if _SERVED is not None:
+        return _Replay(_SERVED)
+    from sheaf.retrieve import Retriever
+
+    return Retriever.open()
+
+
+def _ask_server(args: argparse.Namespace) -> None:
+    """The query commands ask a running `sheaf serve` first (warm encoder and index; the very
+    envelope the command would print) and run locally when none answers within ~50 ms, or
+    with --no-server."""
+    global _SERVED
+    _SERVED = None
+    from sheaf.server import SERVED_COMMANDS
+
+    if args.command not in SERVED_COMMANDS or getattr(args, "no_server", False):
+        return
+    from sheaf.server import cli_args, try_server
+    from sheaf.settings import query_settings
+
+    env = try_server(args.command, cli_args(args), query_settings())
+    if env is None:
+        return
+    if not env.get("ok"):
+        err = env.get("error") or {}
+        raise SheafError(err.get("code", "INTERNAL_ERROR"), err.get("message", ""), err.get("details"))
+    _SERVED = env
+
+
+def cmd_serve(args: argparse.Namespace) -> dict[str, Any]:
+    from sheaf.server import serve
+    from sheaf.settings import query_settings
+
+    summary = serve(query_settings(), host=args.host, port=args.port,
+                    announce=lambda m: print(m, file=sys.stderr, flush=True))
+    return ok("serve", summary, count=0)
+
+
+def _query_text(words: list[str]) -> str:
+    return " ".join(words)
+
+
+def _width() -> int:
+    import shutil
+
+    return max(60, shutil.get_terminal_size((110, 24)).columns)
+
+
+def _fit(s: str, n: int) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: max(0, n - 1)] + "…"
+
+
+def _score(v: Any) -> str:
+    return "" if v is None else (f"{v:.4f}" if abs(v) < 10 else f"{v:.2f}")
+
+
+def _pages(m: dict[str, Any]) -> str:
+    ps = m.get("page_span")
+    if not ps:
+        return ""
+    return f"p.{ps[0]}" if ps[0] == ps[1] else f"p.{ps[0]}-{ps[1]}"
+
+
+def _compact_line(m: dict[str, Any], width: int) -> str:
+    head = f"[{m['short_id'] or '-'}] {m['zotero_key']} {m['year'] or '----'} | "
+    path = _fit(" > ".join(m["section_path"]) or m["heading"] or "", 38)
+    tail = f"  {_score(m['score'])}"
+    room = max(20, width - len(head) - len(path) - len(tail) - 3)
+    return f"{head}{path} | {_fit(m['summary'], room)}{tail}"
+
+
+def _print_footer(env: dict[str, Any]) -> None:
+    for w in env["warnings"]:
+        print(f"warning: {w}")
+    for a in env["next_actions"]:
+        print(f"next: {a}")
+
+
+def _print_full(m: dict[str, Any], marker: str = "") -> None:
+    import textwrap
+
+    width = min(_width(), 100)
+    where = " > ".join(m["section_path"]) or m["heading"]
+    print(f"{marker}[{m['short_id']}] {m['zotero_key']} {m['year'] or ''} | {where} | {_pages(m)}"
+          f"{'  ' + _score(m['score']) if m.get('score') is not None else ''}")
+    for para in m["text"].split("\n"):
+        print(textwrap.fill(para, width, initial_indent="    ", subsequent_indent="    ") if para.strip() else "")
+    print()
+
+
+def _finish(command: str, res: Any, args: argparse.Namespace, show) -> dict[str, Any]:
+    env = ok(command, res.data, warnings=res.warnings, next_actions=res.next_actions)
+    if not args.json:
+        if res.matches:
+            show(res)
+        else:
+            print("no matches")
+            cov = res.data.get("coverage")
+            if cov:
+                print("coverage: " + ", ".join(f"{k} {v}" for k, v in cov.items() if v is not None))
+        _print_footer(env)
+    return env
+
+
+def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
+    query = _query_text(args.query)
+
+    def show(res: Any) -> None:
+        width = _width()
+        for i, m in enumerate(res.matches, start=1):
+            who = (m["first_author"] or "").split(" ")[-1]
+            head = f"{i:>2}. {m['zotero_key']}  {m['year'] or '----'}  {who}  "
+            tail = f"  {_score(m['score'])}"
+            print(head + _fit(m["title"] or "(untitled)", width - len(head) - len(tail)) + tail)
+            where = m["heading"] + (f" [{m['short_id']}]" if m["short_id"] else "")
+            print("      " + _fit(f"{where}: {m['text']}", width - 6))
+
+    with _retriever() as r:
+        res = r.search(query, limit=args.limit, year_from=args.year_from, year_to=args.year_to,
+                       domains=args.domain or None)
+    return _finish("search", res, args, show)
+
+
+def cmd_retrieve(args: argparse.Namespace) -> dict[str, Any]:
+    query = _query_text(args.query)
+
+    def show(res: Any) -> None:
+        width = _width()
+        for m in res.matches:
+            if args.full:
+                _print_full(m)
+            else:
+                print(_compact_line(m, width))
+
+    with _retriever() as r:
+        res = r.retrieve(query, mode=args.mode, limit=args.limit, per_paper=args.per_paper,
+                         papers=args.paper or None, kind=args.kind, full=args.full)
+    return _finish("retrieve", res, args, show)
+
+
+def cmd_get(args: argparse.Namespace) -> dict[str, Any]:
+    with _retriever() as r:
+        res = r.get(args.ids)
+    return _finish("get", res, args, lambda res: [_print_full(m) for m in res.matches])
+
+
+def cmd_timeline(args: argparse.Namespace) -> dict[str, Any]:
+    with _retriever() as r:
+        res = r.timeline(args.id, window=args.window)
+
+    def show(res: Any) -> None:
+        p = res.data["paper"]
+        print(f"{p['zotero_key']} {p['year'] or ''} {p['title'] or ''}\n")
+        for m in res.matches:
+            _print_full(m, marker=">> " if m["offset"] == 0 else f"{m['offset']:+d} ")
+
+    return _finish("timeline", res, args, show)
+
+
+def cmd_grep(args: argparse.Namespace) -> dict[str, Any]:
+    term = _query_text(args.term)
+
+    def show(res: Any) -> None:
+        width = _width()
+        for m in res.matches:
+            page = f"p.{m['page']}" if m["page"] is not None else _pages(m) or "p.?"
+            head = (f"[{m['short_id']}] {m['zotero_key']} {page} {m['field']}:{m['char_start']}-{m['char_end']}"
+                    f"  {m['span']!r}  ")
+            print(head + _fit(m["text"], width - len(head)))
+        print(f"\n{len(res.matches)} occurrences in {res.data['papers_with_hits']} papers; spellings: "
+              + ", ".join(f"{k!r} x{v}" for k, v in res.data["variants"].items()))
+
+    with _retriever() as r:
+        res = r.grep(term, papers=args.paper or None)
+    return _finish("grep", res, args, show)
+
+
 # --- main ------------------------------------------------------------------------------
 
+class UsageError(Exception):
+    """A command line argparse refused (exit 2; an envelope on stdout under --json)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _positive_int(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {v}")
+    return v
+
+
+def _nonnegative_int(text: str) -> int:
+    v = int(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {v}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="sheaf", description="Index and search a paper library.")
+    ap = _Parser(prog="sheaf", description="Index and search a paper library.")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("parse", help="run the transforms on one paper (or every paper of a library), no Dagster")
     p.add_argument("path", help="a paper's folder or file, or a library folder")
@@ -291,15 +553,89 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="library-wide report over the built artifacts (DuckDB)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_report)
+
+    dr = sub.add_parser("doctor", help="cross-check library, Dagster, artifacts and index; --repair fixes drift")
+    dr.add_argument("--library", default=None)
+    dr.add_argument("--repair", action="store_true", help="rebuild only the affected papers and remove orphans")
+    dr.add_argument("--json", action="store_true")
+    dr.set_defaults(func=cmd_doctor)
+
+    se = sub.add_parser("search", help="papers matching words in their metadata or full text (lexical)")
+    se.add_argument("query", nargs="+", help="words, a phrase in quotes, or a code (SPG-302)")
+    se.add_argument("--limit", type=_positive_int, default=10, help="papers to return (default 10)")
+    se.add_argument("--year-from", type=int, default=None, metavar="Y")
+    se.add_argument("--year-to", type=int, default=None, metavar="Y")
+    se.add_argument("--domain", action="append", default=[], metavar="D", help="only this domain (repeatable)")
+    se.add_argument("--json", action="store_true")
+    se.set_defaults(func=cmd_search)
+
+    rt = sub.add_parser("retrieve", help="the best passages (units) for a question: lexical, semantic or hybrid")
+    rt.add_argument("query", nargs="+")
+    rt.add_argument("--mode", choices=("lexical", "semantic", "hybrid"), default="hybrid",
+                    help="bm25, vectors, or both fused by reciprocal rank (default)")
+    rt.add_argument("--limit", type=_positive_int, default=10, help="units to return (default 10)")
+    rt.add_argument("--per-paper", type=_nonnegative_int, default=2, metavar="K",
+                    help="at most K units of one paper (default 2; 0: no cap)")
+    rt.add_argument("--paper", action="append", default=[], metavar="KEY", help="only this paper (repeatable)")
+    rt.add_argument("--kind", choices=("body", "object", "all"), default="all",
+                    help="body text, figures/tables, or both (default)")
+    rt.add_argument("--full", action="store_true", help="whole unit text instead of a snippet")
+    rt.add_argument("--json", action="store_true")
+    rt.set_defaults(func=cmd_retrieve)
+
+    g = sub.add_parser("get", help="whole units by short id")
+    g.add_argument("ids", nargs="+", metavar="SHORT_ID")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=cmd_get)
+
+    tl = sub.add_parser("timeline", help="the units before and after one, in the paper's reading order")
+    tl.add_argument("id", metavar="SHORT_ID")
+    tl.add_argument("--window", type=_nonnegative_int, default=2, metavar="N", help="units each side (default 2)")
+    tl.add_argument("--json", action="store_true")
+    tl.set_defaults(func=cmd_timeline)
+
+    gr = sub.add_parser("grep", help="every occurrence of a term or code (all spellings), verbatim, with offsets")
+    gr.add_argument("term", nargs="+")
+    gr.add_argument("--paper", action="append", default=[], metavar="KEY", help="only this paper (repeatable)")
+    gr.add_argument("--json", action="store_true")
+    gr.set_defaults(func=cmd_grep)
+
+    from sheaf.server import SERVED_COMMANDS
+
+    for name in SERVED_COMMANDS:
+        sub.choices[name].add_argument("--no-server", action="store_true",
+                                       help="run here even when `sheaf serve` is running")
+    sv = sub.add_parser("serve", help="keep the query encoder and index warm on 127.0.0.1; the query "
+                        "commands use it automatically while it runs")
+    sv.add_argument("--port", type=int, default=0, help="TCP port (default 0: any free port; the "
+                    "CLI finds it in <SHEAF_HOME>/serve.json)")
+    sv.add_argument("--host", default="127.0.0.1", help="loopback address only (127.0.0.1 or ::1)")
+    sv.add_argument("--json", action="store_true", help="print a summary envelope when it stops")
+    sv.set_defaults(func=cmd_serve)
     return ap
 
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `sheaf` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
     try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        command = next((a for a in argv if not a.startswith("-")), "sheaf")
+        if "--json" in argv:
+            emit(error(command, "BAD_QUERY", str(e), {"hint": f"see `sheaf {command} --help`"
+                                                        if command != "sheaf" else "see `sheaf --help`"}))
+        else:
+            parser.print_usage(sys.stderr)
+            print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        _ask_server(args)
         env = args.func(args)
+        if _SERVED is not None and _SERVED.get("_exit"):
+            env["_exit"] = _SERVED["_exit"]
     except SheafError as e:
         env = error(args.command, e.code, e.message, e.details)
         if args.json:
@@ -311,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `sheaf ... | head`: the reader left; no traceback, no error line
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as e:  # never a traceback for the caller; the envelope names the failure
         env = error(args.command, "INTERNAL_ERROR", f"{type(e).__name__}: {e}",
                     {"hint": "this is a bug in sheaf; please report it with the command you ran"})

@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pysqlite3.dbapi2 as sqlite3
-import sqlite_vec
 
 from sheaf.envelope import SheafError
 
@@ -23,6 +22,23 @@ DEFAULT_BUSY_TIMEOUT_MS = 10_000
 PAGE_SIZE = 8192
 
 Connection = sqlite3.Connection
+
+_VEC_PATH: str | None = None
+
+
+def vec_extension_path() -> str:
+    """The sqlite-vec loadable extension, located without importing the `sqlite_vec` package
+    (its `__init__` imports numpy, ~50-130 ms: too much for a cold `sheaf search`)."""
+    global _VEC_PATH
+    if _VEC_PATH is None:
+        from importlib.util import find_spec
+
+        spec = find_spec("sqlite_vec")
+        if spec is None or not spec.submodule_search_locations:  # pragma: no cover
+            raise SheafError("BACKEND_UNAVAILABLE", "the sqlite-vec package is not installed",
+                             hint="pip install sqlite-vec")
+        _VEC_PATH = str(Path(next(iter(spec.submodule_search_locations))) / "vec0")
+    return _VEC_PATH
 
 
 def connect(
@@ -56,7 +72,7 @@ def connect(
                                timeout=busy_timeout_ms / 1000, check_same_thread=False)
     try:
         conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
+        conn.load_extension(vec_extension_path())  # = sqlite_vec.load(conn)
         conn.enable_load_extension(False)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         if not readonly and not memory:

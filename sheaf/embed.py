@@ -16,7 +16,6 @@ importing this module is cheap (numpy only).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -25,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from sheaf._lazy import lazy_module
 from sheaf.envelope import SheafError
 from sheaf.models import BodyUnit, ObjectUnit
+
+np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
+hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.settings import Settings
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULT_MODEL", "PASSAGE_TEMPLATE", "ModelIdentity", "Passage", "EmbeddedPassages",
     "QueryVector", "ModelChangedError", "Embedder", "unit_embedding_text", "resolve_model_path",
+    "split_offsets",
 ]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -183,6 +185,41 @@ def resolve_model_path(model: str) -> tuple[str, str]:
     return model, model
 
 
+def split_offsets(offsets: Sequence[tuple[int, int]], budget: int,
+                  overlap_tokens: int = DEFAULT_OVERLAP) -> list[tuple[int, int]]:
+    """Character spans of at most `budget` word pieces each (given the tokens' character
+    `offsets`), overlapping by about `overlap_tokens`, cut at word boundaries where
+    possible; together they cover every token. The one windowing policy of passages and
+    long queries (`sheaf.query_encoder` applies it without torch)."""
+    n = len(offsets)
+    if n == 0:
+        return []
+    if n <= budget:
+        return [(offsets[0][0], offsets[-1][1])]
+    # Cut points: tokens preceded by whitespace (a gap after the previous token); a text
+    # without enough of them (one huge "word") is cut at word-piece boundaries instead.
+    starts = [i == 0 or offsets[i][0] > offsets[i - 1][1] for i in range(n)]
+    overlap = min(overlap_tokens, budget // 4)
+    spans: list[tuple[int, int]] = []
+    s = 0
+    while True:
+        e = min(s + budget, n)
+        if e < n:
+            w = e
+            while w > s and not starts[w]:
+                w -= 1
+            if w > s + budget // 2:  # a word longer than half a window is cut mid-word
+                e = w
+        spans.append((offsets[s][0], offsets[e - 1][1]))
+        if e >= n:
+            return spans
+        ns = max(e - overlap, s + 1)
+        w = ns
+        while w > s + 1 and not starts[w]:
+            w -= 1
+        s = w if starts[w] and w > s else ns
+
+
 def _weights_sha256(st_model: Any) -> str:
     """sha256 over the model's state dict (names, shapes, dtypes, bytes), in name order."""
     import torch
@@ -316,34 +353,7 @@ class Embedder:
         about `overlap_tokens`, cut at word boundaries where possible; together they cover
         every token of `text`."""
         enc = self.load().tokenizer.encode(text, add_special_tokens=False)
-        offsets = enc.offsets
-        n = len(offsets)
-        if n == 0:
-            return []
-        if n <= budget:
-            return [(offsets[0][0], offsets[-1][1])]
-        # Cut points: tokens preceded by whitespace (a gap after the previous token); a text
-        # without enough of them (one huge "word") is cut at word-piece boundaries instead.
-        starts = [i == 0 or offsets[i][0] > offsets[i - 1][1] for i in range(n)]
-        overlap = min(self.overlap_tokens, budget // 4)
-        spans: list[tuple[int, int]] = []
-        s = 0
-        while True:
-            e = min(s + budget, n)
-            if e < n:
-                w = e
-                while w > s and not starts[w]:
-                    w -= 1
-                if w > s + budget // 2:  # a word longer than half a window is cut mid-word
-                    e = w
-            spans.append((offsets[s][0], offsets[e - 1][1]))
-            if e >= n:
-                return spans
-            ns = max(e - overlap, s + 1)
-            w = ns
-            while w > s + 1 and not starts[w]:
-                w -= 1
-            s = w if starts[w] and w > s else ns
+        return split_offsets(enc.offsets, budget, self.overlap_tokens)
 
     def passages_for(self, unit: BodyUnit | ObjectUnit, title: str | None = None) -> list[Passage]:
         """The passages of one unit: one when it fits the window, else overlapping windows."""

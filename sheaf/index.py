@@ -28,29 +28,33 @@ its statements (tests inject failures through it).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from sheaf import __version__
+from sheaf._lazy import lazy_module
 from sheaf.db import connect, sqlite3, transaction
 from sheaf.embed import EmbeddedPassages, ModelChangedError, ModelIdentity, QueryVector
 from sheaf.envelope import SheafError
 from sheaf.fts import FTS_TEXT_VERSION, FTS_TOKENIZER, build_match_query, fts_text
-from sheaf.metadata import PaperMeta
 from sheaf.models import BodyUnit, ObjectUnit, valid_paper_key
+
+np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
+hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
+
+if TYPE_CHECKING:  # pragma: no cover - sheaf.metadata is imported where a PaperMeta is built
+    from sheaf.metadata import PaperMeta
 
 __all__ = [
     "SCHEMA_VERSION", "MIGRATIONS", "IndexSchemaError", "ReplaceStats", "FtsHit", "VectorHit",
     "open_index", "ensure_schema", "as_unit", "schema_version", "replace_paper", "replace_paper_vectors",
     "remove_paper", "upsert_papers", "collections", "ensure_collection", "cache_get",
     "cache_put", "prune_embedding_cache", "counts", "paper_ids", "paper_ids_where", "get_paper", "get_units",
-    "get_unit", "paper_units", "fts_search", "search_text", "vector_search",
+    "get_unit", "paper_units", "fts_search", "fts_best_per_paper", "search_text", "vector_search",
+    "MAX_KNN_K", "set_vector_accelerator",
 ]
 
 SCHEMA_VERSION = 1
@@ -758,6 +762,8 @@ def get_paper(conn: Conn, paper_id: str) -> PaperMeta | None:
                      "FROM papers WHERE paper_id = ?", (paper_id,)).fetchone()
     if r is None or not r[14]:
         return None
+    from sheaf.metadata import PaperMeta
+
     return PaperMeta(key=r[0], citation_key=r[1], title=r[2] or "", authors=tuple(json.loads(r[3])),
                      first_author=r[4], year=r[5], journal=r[6], doi=r[7], pmid=r[8], abstract=r[9],
                      collections=tuple(json.loads(r[10])), domain=r[11], item_type=r[12], source=r[13])
@@ -849,7 +855,29 @@ def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
         args += list(paper_ids)
     args.append(int(limit))
     q = (f"SELECT b.{ref}, b.paper_id, bm25({fts}{w}) AS s FROM {fts} JOIN {base} b "
-         f"ON b.{key} = {fts}.rowid WHERE {fts} MATCH ?{flt} ORDER BY s LIMIT ?")
+         f"ON b.{key} = {fts}.rowid WHERE {fts} MATCH ?{flt} ORDER BY s, b.{key} LIMIT ?")
+    return [FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, args)]
+
+
+def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
+                       paper_ids: Sequence[str] | None = None,
+                       weights: Sequence[float] | None = None) -> list[FtsHit]:
+    """Like `fts_search`, but only each paper's best hit: best paper first, at most `limit`
+    papers (every matching row is ranked, so no paper is lost to a row limit)."""
+    if scope not in _SCOPES:
+        raise ValueError(f"scope must be one of {sorted(_SCOPES)}")
+    fts, base, key, ref = _SCOPES[scope]
+    w = "" if not weights else ", " + ", ".join(str(float(x)) for x in weights)
+    args: list[Any] = [match]
+    flt = ""
+    if paper_ids is not None:
+        flt = f" WHERE b.paper_id IN ({','.join('?' * len(paper_ids))})"
+        args += list(paper_ids)
+    args.append(int(limit))
+    q = (f"SELECT ref, paper_id, s FROM (SELECT b.{ref} AS ref, b.paper_id AS paper_id, f.s AS s, "
+         f"ROW_NUMBER() OVER (PARTITION BY b.paper_id ORDER BY f.s, b.{key}) AS rn "
+         f"FROM (SELECT rowid, bm25({fts}{w}) AS s FROM {fts} WHERE {fts} MATCH ?) f "
+         f"JOIN {base} b ON b.{key} = f.rowid{flt}) WHERE rn = 1 ORDER BY s, paper_id LIMIT ?")
     return [FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, args)]
 
 
@@ -876,9 +904,14 @@ class VectorHit:
     score: float  # 1 - distance (cosine similarity)
 
 
+#: sqlite-vec refuses a KNN query with k above this ("k value in knn query too large").
+MAX_KNN_K = 4096
+
+
 def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
                   paper_ids: Sequence[str] | None = None) -> list[VectorHit]:
-    """Exact KNN over the collection of the query's model identity, nearest first.
+    """Exact KNN over the collection of the query's model identity, nearest first
+    (`k` is capped at `MAX_KNN_K`).
 
     Refused with `ModelChangedError` (``MODEL_CHANGED``) when the index has vectors but none
     of the query's identity; ``VECTOR_NOT_BUILT`` when it has no vectors at all.
@@ -903,17 +936,41 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
     pt, vt = ident.passages_table, ident.vec_table
     if paper_ids is not None and not paper_ids:
         return []
-    flt, args = "", [vec.tobytes(), int(k)]
+    k = max(1, min(int(k), MAX_KNN_K))
+    if _VECTOR_ACCELERATOR is not None:  # a warm server's in-memory matrix (same answer, faster)
+        hits = _VECTOR_ACCELERATOR(conn, query, k, paper_ids)
+        if hits is not None:
+            return hits
+    flt, tail = "", list(paper_ids) if paper_ids is not None else []
     if paper_ids is not None:
         flt = f" AND paper_id IN ({','.join('?' * len(paper_ids))})"
-        args += list(paper_ids)
-    try:
-        rows = conn.execute(
-            f"SELECT v.passage_rowid, v.distance, p.passage_id, p.unit_id, p.unit_type, p.paper_id, "
-            f"p.ordinal FROM (SELECT passage_rowid, distance FROM {vt} WHERE embedding MATCH ? "
-            f"AND k = ?{flt}) v JOIN {pt} p ON p.passage_rowid = v.passage_rowid "
-            f"ORDER BY v.distance", args).fetchall()
-    except sqlite3.OperationalError as e:
-        raise SheafError("VECTOR_CORRUPTED", f"vector collection {ident.key} unreadable: {e}",
-                         {"collection": ident.key}, hint="rebuild the vectors") from e
-    return [VectorHit(r[2], r[3], r[4], r[5], r[6], float(r[1]), 1.0 - float(r[1])) for r in rows]
+    # Ties (identical vectors: identical passage texts) are broken by passage rowid, never
+    # by vec0's scan order: fetch one more than k, and more while the k-th distance is tied.
+    fetch = min(k + 1, MAX_KNN_K)
+    while True:
+        try:
+            rows = conn.execute(
+                f"SELECT v.passage_rowid, v.distance, p.passage_id, p.unit_id, p.unit_type, p.paper_id, "
+                f"p.ordinal FROM (SELECT passage_rowid, distance FROM {vt} WHERE embedding MATCH ? "
+                f"AND k = ?{flt}) v JOIN {pt} p ON p.passage_rowid = v.passage_rowid "
+                f"ORDER BY v.distance", [vec.tobytes(), fetch, *tail]).fetchall()
+        except sqlite3.DatabaseError as e:  # OperationalError and the rest (a damaged vec0 table)
+            raise SheafError("VECTOR_CORRUPTED", f"vector collection {ident.key} unreadable: {e}",
+                             {"collection": ident.key}, hint="rebuild the vectors") from e
+        rows.sort(key=lambda r: (r[1], r[0]))
+        if len(rows) <= k or rows[-1][1] > rows[k - 1][1] or fetch >= MAX_KNN_K:
+            break
+        fetch = min(fetch * 2, MAX_KNN_K)
+    return [VectorHit(r[2], r[3], r[4], r[5], r[6], float(r[1]), 1.0 - float(r[1])) for r in rows[:k]]
+
+
+#: `fn(conn, query, k, paper_ids) -> list[VectorHit] | None`, consulted by `vector_search`
+#: after its checks; None from it means "answer from sqlite-vec". Set by `sheaf serve`
+#: (`sheaf.server.MatrixAccelerator`), which must return exactly what sqlite-vec would.
+_VECTOR_ACCELERATOR: Callable[..., list[VectorHit] | None] | None = None
+
+
+def set_vector_accelerator(fn: Callable[..., list[VectorHit] | None] | None) -> None:
+    """Install (or with None remove) the process's vector-search accelerator."""
+    global _VECTOR_ACCELERATOR
+    _VECTOR_ACCELERATOR = fn

@@ -24,3 +24,120 @@ def embedder():
     e = Embedder(batch_size=32)
     e.load()
     return e
+
+
+SAMPLE_LIBRARY = Path(__file__).resolve().parents[1] / "data" / "sample-library"
+
+
+class SampleIndex:
+    """A built index of the bundled sample library (no Dagster): `path` of the SQLite file,
+    `library`, the model `identity`, and `papers` (key → PaperOutputs of the transform)."""
+
+    def __init__(self, path: Path, library: Path, identity, papers: dict) -> None:
+        self.path, self.library, self.identity, self.papers = path, library, identity, papers
+
+    def copy(self, dest: Path) -> Path:
+        """A private copy of the index file (for tests that damage or change it)."""
+        import shutil
+
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.path, dest)
+        return dest
+
+
+def _persisted_vectors(cache_file: Path, model_key: str) -> dict:
+    """Vectors of earlier sessions (content-addressed: model key + sha256 of the passage)."""
+    import numpy as np
+
+    from sheaf.db import connect
+
+    if not cache_file.exists():
+        return {}
+    try:
+        c = connect(cache_file, create=False)
+        rows = c.execute("SELECT text_sha256, vector FROM vectors WHERE model_key = ?", (model_key,)).fetchall()
+        c.close()
+    except Exception:  # noqa: BLE001 - a damaged cache is just rebuilt
+        return {}
+    return {sha: np.frombuffer(blob, dtype=np.float32) for sha, blob in rows}
+
+
+def _persist_vectors(cache_file: Path, rows: list) -> None:
+    import os
+
+    from sheaf.db import connect
+
+    tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    c = connect(tmp)
+    c.execute("CREATE TABLE vectors (model_key TEXT, text_sha256 TEXT, vector BLOB, "
+              "PRIMARY KEY (model_key, text_sha256))")
+    c.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?)", rows)
+    c.execute("PRAGMA journal_mode = DELETE")
+    c.close()
+    os.replace(tmp, cache_file)
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
+    """The sample library indexed the way the build does it, without Dagster: transform →
+    `replace_paper` → `Embedder.embed` → `replace_paper_vectors`, and library metadata →
+    `upsert_papers`. Vectors of unchanged passages are reused from earlier sessions
+    (pytest's cache folder), so only the model load is paid once the cache is warm."""
+    from sheaf.index import cache_put, open_index, replace_paper, replace_paper_vectors, upsert_papers
+    from sheaf.library import discover
+    from sheaf.metadata import load_library_metadata
+    from sheaf.retrieve import register_query_embedder
+    from sheaf.transform import process_paper
+
+    path = tmp_path_factory.mktemp("sample-index") / "sheaf.db"
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    cache_file = (Path(cache.mkdir("sheaf-embeddings")) if cache else path.parent) / "vectors.db"
+    identity = embedder.identity
+    conn = open_index(path)
+    papers = {}
+    try:
+        upsert_papers(conn, load_library_metadata(SAMPLE_LIBRARY).papers)
+        cache_put(conn, identity, _persisted_vectors(cache_file, identity.key))
+        for p in discover(SAMPLE_LIBRARY).papers:
+            out = process_paper(p.path, p.key)
+            papers[p.key] = out
+            replace_paper(conn, p.key, out.body_units, out.object_units)
+            embedded = embedder.embed(embedder.build_passages(out.body_units, out.object_units,
+                                                              out.paper.title), conn)
+            replace_paper_vectors(conn, p.key, embedded)
+        used = conn.execute(f"SELECT e.model_key, e.text_sha256, e.vector FROM embedding_cache e WHERE "
+                            f"e.text_sha256 IN (SELECT text_sha256 FROM {identity.passages_table})").fetchall()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    try:
+        _persist_vectors(cache_file, used)
+    except OSError:  # a read-only checkout: no persistence, no harm
+        pass
+    register_query_embedder(embedder)
+    return SampleIndex(path, SAMPLE_LIBRARY, identity, papers)
+
+
+@pytest.fixture(scope="session")
+def onnx_export(tmp_path_factory, embedder) -> Path:
+    """The default model exported to ONNX once per session (`sheaf.query_encoder`): the
+    export folder (model.onnx, tokenizer.json, export.json). Link it into a home with
+    `link_onnx_export`."""
+    from sheaf.query_encoder import ensure_onnx_export
+    from sheaf.settings import get_settings
+
+    path, _ = ensure_onnx_export(embedder, get_settings(home=tmp_path_factory.mktemp("onnx-home")))
+    return path
+
+
+def link_onnx_export(export: Path, home: Path) -> Path:
+    """Hard-link a session's ONNX export into `home`'s models folder (no 90 MB copy)."""
+    import os
+
+    dest = home / "models" / export.name
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in export.iterdir():
+        if not (dest / p.name).exists():
+            os.link(p, dest / p.name)
+    return dest

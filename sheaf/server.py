@@ -1,0 +1,685 @@
+"""`sheaf serve`: a warm query server on the loopback interface, and the CLI's client for it.
+
+A query command run cold pays for starting Python, opening the index and (for the semantic
+and hybrid modes) loading the query encoder. `sheaf serve` pays once and keeps all of it
+warm; the query commands (`search`, `retrieve`, `get`, `timeline`, `grep`) ask it first and
+run locally when no server answers, so its use is invisible except in speed: the server
+returns the very envelope the command would have printed (it runs the same CLI function).
+
+Protocol (HTTP/1.1, JSON, stdlib `http.server.ThreadingHTTPServer`, loopback only):
+
+- ``POST /v1/<command>`` with a JSON object of the command's CLI arguments (argparse
+  ``dest`` names; absent ones take the CLI's defaults) → ``200`` and the envelope, with the
+  command's exit code in the ``X-Sheaf-Exit`` header. A `SheafError` is an error envelope
+  (exit 2) like the CLI prints; an unexpected failure is ``500`` (the client then runs the
+  command locally, where it fails the same way, with the CLI's own report).
+- ``GET /v1/health`` → pid, version, index, uptime, requests served, loaded matrices.
+- Every request carries the ``X-Sheaf-Token`` of the discovery file.
+
+Discovery: ``<SHEAF_HOME>/serve.json`` (mode 0600) = {host, port, pid, index_path, token,
+signature, ...}, written once the server listens and is warm, removed on exit. The client
+(`try_server`, stdlib only: it runs before every query command) reads it and gives up at
+once (None) when it is absent, when the pid is dead (then it removes the stale file), when
+the server was started for another index, model or Sheaf version (`signature`), or when
+the connection is not accepted within `CONNECT_TIMEOUT` (50 ms).
+
+Vector search in the server uses `MatrixAccelerator`: the collection's vectors held in
+memory as a numpy matrix, refreshed when the index changes (``PRAGMA data_version`` per
+request, then a cheap signature of the passage table). It answers exactly what sqlite-vec
+answers (candidates by ``X @ q``, then sqlite-vec's own cosine arithmetic, reproduced
+bit for bit and checked against sqlite-vec when a matrix is loaded; ties by rowid as
+`sheaf.index.vector_search` breaks them), only faster.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SERVED_COMMANDS", "DISCOVERY_FILE", "CONNECT_TIMEOUT", "discovery_path", "server_signature",
+    "cli_args", "try_server", "read_discovery", "run_command", "MatrixAccelerator", "SheafServer",
+    "serve",
+]
+
+SERVED_COMMANDS = ("search", "retrieve", "get", "timeline", "grep")
+DISCOVERY_FILE = "serve.json"
+CONNECT_TIMEOUT = 0.05  # s: no server (or a dead one) must cost the CLI almost nothing
+REQUEST_TIMEOUT = 300.0  # s: a query that outlives this is abandoned and run locally
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+_NOT_ARGS = ("func", "command", "no_server")
+
+
+# --- client side (stdlib only: runs before every query command) ---------------------------
+
+def discovery_path(settings: Any) -> Path:
+    """``<SHEAF_HOME>/serve.json``."""
+    return Path(settings.home) / DISCOVERY_FILE
+
+
+def server_signature(settings: Any) -> dict[str, Any]:
+    """What must be equal between a client and the server for the server's answer to be the
+    client's answer: Sheaf version, index file, home, library, model, query windowing."""
+    from sheaf import __version__
+    from sheaf.settings import _env
+
+    return {"version": __version__,
+            "index_path": os.path.abspath(settings.index_path),
+            "home": os.path.abspath(settings.home),
+            "library": os.path.abspath(settings.library),
+            "embedding_model": str(settings.embedding_model),
+            "embed_overlap_tokens": _env("embed_overlap_tokens")}
+
+
+def cli_args(ns: Any) -> dict[str, Any]:
+    """A parsed CLI namespace as the JSON arguments of ``POST /v1/<command>``."""
+    out: dict[str, Any] = {}
+    for k, v in vars(ns).items():
+        if k in _NOT_ARGS or callable(v):
+            continue
+        out[k] = str(v) if isinstance(v, Path) else v
+    return out
+
+
+def _pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def read_discovery(settings: Any) -> dict[str, Any] | None:
+    """The discovery file of a live server for `settings`' home, or None (a stale file, whose
+    pid is dead, is removed)."""
+    path = discovery_path(settings)
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    if not _pid_alive(info.get("pid")):
+        _remove_discovery(path, info.get("pid"))
+        return None
+    return info
+
+
+def _remove_discovery(path: Path, pid: Any) -> None:
+    """Remove the discovery file if it still names `pid` (never another server's)."""
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == pid:
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def try_server(command: str, args: dict[str, Any], settings: Any, *,
+               timeout: float = REQUEST_TIMEOUT) -> dict[str, Any] | None:
+    """The envelope of `command` from a running `sheaf serve`, or None to run it locally.
+
+    None, quickly, when: the command is not served; no discovery file; its pid is dead (the
+    file is removed); the server serves another index/model/version; no connection within
+    `CONNECT_TIMEOUT`; any transport or HTTP failure. A nonzero exit code comes back as the
+    envelope's ``_exit`` (as the CLI's command functions return it).
+    """
+    if command not in SERVED_COMMANDS:
+        return None
+    info = read_discovery(settings)
+    if info is None:
+        return None
+    try:
+        if info.get("signature") != server_signature(settings):
+            return None
+        host, port, token = str(info["host"]), int(info["port"]), str(info["token"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if host not in LOOPBACK_HOSTS:
+        return None
+    import http.client
+
+    conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT)
+    try:
+        try:
+            conn.connect()
+        except OSError:
+            if not _pid_alive(info.get("pid")):
+                _remove_discovery(discovery_path(settings), info.get("pid"))
+            return None
+        conn.sock.settimeout(timeout)
+        body = json.dumps(args, ensure_ascii=False).encode("utf-8")
+        conn.request("POST", f"/v1/{command}", body=body,
+                     headers={"Content-Type": "application/json", "X-Sheaf-Token": token})
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            return None
+        env = json.loads(data.decode("utf-8"))
+        if not isinstance(env, dict) or env.get("command") != command:
+            return None
+        code = int(resp.getheader("X-Sheaf-Exit", "0") or 0)
+        if code:
+            env["_exit"] = code
+        return env
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+# --- running a command in-process (server side) ---------------------------------------------
+
+_PARSER_LOCK = threading.Lock()
+_PARSER: Any = None
+
+
+def _subparser(command: str) -> Any:
+    import argparse
+
+    from sheaf import cli
+
+    global _PARSER
+    with _PARSER_LOCK:
+        if _PARSER is None:
+            _PARSER = cli.build_parser()
+    for action in _PARSER._actions:  # noqa: SLF001 - argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:  # noqa: SLF001
+            return action.choices[command]
+    return None
+
+
+def run_command(command: str, args: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Run a served CLI command in this process exactly as `sheaf <command> --json` would
+    (the same function, argparse's defaults for absent arguments) → (envelope, exit code).
+    A `SheafError` becomes the CLI's error envelope (exit 2); anything else propagates."""
+    import argparse
+
+    from sheaf.envelope import SheafError, error
+
+    if command not in SERVED_COMMANDS:
+        raise KeyError(command)
+    sub = _subparser(command)
+    if sub is None:
+        raise KeyError(command)
+    ns = argparse.Namespace()
+    for action in sub._actions:  # noqa: SLF001
+        if action.dest not in ("help", argparse.SUPPRESS) and action.default is not argparse.SUPPRESS:
+            setattr(ns, action.dest, action.default)
+    for k, v in sub._defaults.items():  # noqa: SLF001 - set_defaults(func=...)
+        setattr(ns, k, v)
+    for k, v in args.items():
+        if k not in _NOT_ARGS:
+            setattr(ns, k, v)
+    ns.command = command
+    ns.json = True  # the envelope, never a table on the server's stdout
+    ns.no_server = True
+    try:
+        env = ns.func(ns)
+    except SheafError as e:
+        return error(command, e.code, e.message, e.details), 2
+    code = int(env.pop("_exit", 0) or 0)
+    return env, code
+
+
+# --- the in-memory vector matrix --------------------------------------------------------------
+
+def _vec0_cosine(rows: Any, q: Any) -> Any:
+    """sqlite-vec's cosine distance, bit for bit: float32 products summed in order (dot and
+    both squared norms), then ``1 - dot / (sqrt(a) * sqrt(b))`` in double, returned as float."""
+    import numpy as np
+
+    dot = np.cumsum(rows * q, axis=1, dtype=np.float32)[:, -1]
+    a = np.cumsum(rows * rows, axis=1, dtype=np.float32)[:, -1]
+    b = np.cumsum(q * q, dtype=np.float32)[-1]
+    d = 1.0 - dot.astype(np.float64) / (np.sqrt(a.astype(np.float64)) * np.sqrt(np.float64(b)))
+    return d.astype(np.float32).astype(np.float64)
+
+
+class _Matrix:
+    """One collection's vectors in memory."""
+
+    def __init__(self, identity: Any, rowids: Any, X: Any, paper_codes: Any, papers: list[str],
+                 signature: tuple[Any, ...]) -> None:
+        import numpy as np
+
+        self.identity = identity
+        self.rowids = rowids  # int64 (n,)
+        self.X = X  # float32 (n, dim), as stored
+        norms = np.linalg.norm(X, axis=1) if len(X) else np.zeros(0, np.float32)
+        self.inv_norm = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0).astype(np.float32)
+        self.pcode = paper_codes  # int32 (n,)
+        self.papers = papers
+        self.code = {p: i for i, p in enumerate(papers)}
+        self.signature = signature
+
+    def search(self, conn: Any, q: Any, k: int, paper_ids: Any, max_candidates: int) -> list[Any] | None:
+        import numpy as np
+
+        from sheaf.index import VectorHit
+
+        q = np.ascontiguousarray(q, dtype=np.float32).reshape(-1)
+        qn = float(np.linalg.norm(q))
+        if not qn > 0:
+            return None  # sqlite-vec's answer to a zero vector is its own business
+        approx = (self.X @ q) * self.inv_norm
+        idx = None
+        if paper_ids is not None:
+            codes = [c for c in (self.code.get(p) for p in paper_ids) if c is not None]
+            if not codes:
+                return []
+            allowed = np.zeros(len(self.papers), dtype=bool)
+            allowed[codes] = True
+            idx = np.flatnonzero(allowed[self.pcode])
+            approx = approx[idx]
+        m = len(approx)
+        if m == 0:
+            return []
+        kk = min(int(k), m)
+        kth = np.partition(approx, m - kk)[m - kk]
+        cand = np.flatnonzero(approx >= kth - (1e-4 * qn + 1e-6))
+        if len(cand) > max_candidates:
+            return None
+        rows = cand if idx is None else idx[cand]
+        exact = _vec0_cosine(self.X[rows], q)
+        order = np.lexsort((self.rowids[rows], exact))[:kk]
+        sel = self.rowids[rows[order]].tolist()
+        dist = exact[order].tolist()
+        pt = self.identity.passages_table
+        meta: dict[int, tuple[Any, ...]] = {}
+        for i in range(0, len(sel), 500):
+            chunk = sel[i:i + 500]
+            for r in conn.execute(f"SELECT passage_rowid, passage_id, unit_id, unit_type, paper_id, ordinal "
+                                  f"FROM {pt} WHERE passage_rowid IN ({','.join('?' * len(chunk))})", chunk):
+                meta[r[0]] = r
+        if len(meta) != len(sel):
+            return None  # the index changed under us: let sqlite-vec answer
+        return [VectorHit(meta[r][1], meta[r][2], meta[r][3], meta[r][4], meta[r][5], d, 1.0 - d)
+                for r, d in zip(sel, dist)]
+
+
+class MatrixAccelerator:
+    """`sheaf.index.vector_search`'s accelerator for one index file (install it with
+    `sheaf.index.set_vector_accelerator`). Thread-safe. Answers None (→ sqlite-vec) for a
+    connection to another file, a collection it could not load or verify, or any error."""
+
+    def __init__(self, index_path: str | Path, *, busy_timeout_ms: int = 10_000,
+                 max_candidates: int = 50_000) -> None:
+        self.path = Path(index_path).resolve()
+        self.busy_timeout_ms = busy_timeout_ms
+        self.max_candidates = max_candidates
+        self._lock = threading.Lock()
+        self._tls = threading.local()
+        self._conn: Any = None
+        self._file: tuple[int, int] | None = None
+        self._data_version: int | None = None
+        self._mats: dict[str, _Matrix] = {}
+        self.disabled: dict[str, str] = {}  # collection key → why it is served by sqlite-vec
+        self.stats = {"answered": 0, "declined": 0, "loads": 0, "load_seconds": 0.0}
+
+    # -- freshness ----------------------------------------------------------------------------
+
+    def _signature(self, identity: Any) -> tuple[Any, ...]:
+        return tuple(self._conn.execute(
+            f"SELECT count(*), coalesce(max(passage_rowid), 0), coalesce(sum(passage_rowid), 0) "
+            f"FROM {identity.passages_table}").fetchone())
+
+    def _refresh(self) -> None:
+        """Called under the lock: reopen when the file was replaced; drop matrices whose
+        collection changed since the last commit seen (PRAGMA data_version moved)."""
+        from sheaf.db import connect
+
+        st = os.stat(self.path)
+        file_id = (st.st_dev, st.st_ino)
+        if self._conn is None or file_id != self._file:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = connect(self.path, readonly=True, busy_timeout_ms=self.busy_timeout_ms)
+            self._file, self._data_version = file_id, None
+            self._mats.clear()
+            self.disabled.clear()
+        dv = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        if dv != self._data_version:
+            self._data_version = dv
+            for key, m in list(self._mats.items()):
+                if self._signature(m.identity) != m.signature:
+                    del self._mats[key]
+            self.disabled.clear()
+
+    def _load(self, identity: Any) -> _Matrix | None:
+        import numpy as np
+
+        from sheaf.index import collections
+
+        if identity.key not in collections(self._conn) or collections(self._conn)[identity.key] != identity:
+            return None
+        t0 = time.perf_counter()
+        sig = self._signature(identity)
+        rows = self._conn.execute(f"SELECT passage_rowid, embedding, paper_id FROM {identity.vec_table}").fetchall()
+        dim = identity.dimension
+        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        X = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim).copy()
+             if rows else np.zeros((0, dim), np.float32))
+        papers = sorted({r[2] for r in rows})
+        code = {p: i for i, p in enumerate(papers)}
+        pcode = np.fromiter((code[r[2]] for r in rows), dtype=np.int32, count=len(rows))
+        m = _Matrix(identity, rowids, X, pcode, papers, sig)
+        why = self._verify(m)
+        self.stats["loads"] += 1
+        self.stats["load_seconds"] = round(self.stats["load_seconds"] + time.perf_counter() - t0, 3)
+        if why:
+            self.disabled[identity.key] = why
+            return None
+        return m
+
+    def _verify(self, m: _Matrix) -> str | None:
+        """The matrix must answer exactly what sqlite-vec answers (ids, order, distances):
+        checked on a few queries, with and without a paper filter."""
+        import numpy as np
+
+        from sheaf.embed import QueryVector
+        from sheaf.index import vector_search
+
+        if len(m.rowids) == 0:
+            return None
+        rng = np.random.default_rng(12345)
+        self._tls.bypass = True
+        try:
+            for i in range(3):
+                base = m.X[int(rng.integers(len(m.X)))]
+                q = (base + rng.standard_normal(base.shape).astype(np.float32) * 0.05 * i).astype(np.float32)
+                qv = QueryVector(m.identity, q / max(float(np.linalg.norm(q)), 1e-12), "verify")
+                papers = None if i < 2 else m.papers[: max(1, len(m.papers) // 3)]
+                want = vector_search(self._conn, qv, 25, paper_ids=papers)
+                got = m.search(self._conn, qv.vector, 25, papers, self.max_candidates)
+                if got != want:
+                    return "the in-memory matrix disagreed with sqlite-vec on a check query"
+        finally:
+            self._tls.bypass = False
+        return None
+
+    def matrix(self, identity: Any) -> _Matrix | None:
+        """The collection's matrix, loaded (or reloaded after a change) on demand."""
+        with self._lock:
+            self._refresh()
+            if identity.key in self.disabled:
+                return None
+            m = self._mats.get(identity.key)
+            if m is None or m.identity != identity:
+                m = self._load(identity)
+                if m is not None:
+                    self._mats[identity.key] = m
+            return m
+
+    # -- the hook -------------------------------------------------------------------------------
+
+    def _same_file(self, conn: Any) -> bool:
+        try:
+            row = conn.execute("PRAGMA database_list").fetchone()
+        except Exception:  # noqa: BLE001
+            return False
+        return bool(row and row[2]) and Path(row[2]).resolve() == self.path
+
+    def __call__(self, conn: Any, query: Any, k: int, paper_ids: Any) -> list[Any] | None:
+        if getattr(self._tls, "bypass", False):
+            return None
+        hits = None
+        try:
+            if self._same_file(conn):
+                m = self.matrix(query.identity)
+                if m is not None:
+                    hits = m.search(conn, query.vector, k, paper_ids, self.max_candidates)
+        except Exception:  # noqa: BLE001 - never worse than no accelerator
+            hits = None
+        self.stats["answered" if hits is not None else "declined"] += 1
+        return hits
+
+    def loaded(self) -> dict[str, int]:
+        with self._lock:
+            return {k: len(m.rowids) for k, m in self._mats.items()}
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+            self._mats.clear()
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+def _handler_class() -> type:
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "sheaf-serve"
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: Any) -> None:  # quiet; the server counts instead
+            pass
+
+        def _send(self, status: int, payload: dict[str, Any], exit_code: int = 0) -> None:
+            body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("X-Sheaf-Exit", str(exit_code))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _authorized(self) -> bool:
+            srv: SheafServer = self.server  # type: ignore[assignment]
+            if self.headers.get("X-Sheaf-Token") != srv.token:
+                self._send(403, {"ok": False, "error": "bad or missing X-Sheaf-Token"})
+                return False
+            return True
+
+        def do_GET(self) -> None:  # noqa: N802
+            srv: SheafServer = self.server  # type: ignore[assignment]
+            if not self._authorized():
+                return
+            if self.path.rstrip("/") != "/v1/health":
+                self._send(404, {"ok": False, "error": f"no such endpoint {self.path}"})
+                return
+            self._send(200, srv.health())
+
+        def do_POST(self) -> None:  # noqa: N802
+            srv: SheafServer = self.server  # type: ignore[assignment]
+            if not self._authorized():
+                return
+            parts = self.path.strip("/").split("/")
+            if len(parts) != 2 or parts[0] != "v1" or parts[1] not in SERVED_COMMANDS:
+                self._send(404, {"ok": False, "error": f"no such command {self.path}"})
+                return
+            try:
+                n = int(self.headers.get("Content-Length") or 0)
+                args = json.loads(self.rfile.read(n).decode("utf-8") or "{}") if n else {}
+                if not isinstance(args, dict):
+                    raise ValueError("arguments must be a JSON object")
+            except (ValueError, UnicodeDecodeError) as e:
+                self._send(400, {"ok": False, "error": f"bad request body: {e}"})
+                return
+            try:
+                env, code = srv.run(parts[1], args)
+            except Exception as e:  # noqa: BLE001 - the client runs it locally and reports it
+                srv.count("failed")
+                self._send(500, {"ok": False, "error": f"{type(e).__name__}: {e}"})
+                return
+            self._send(200, env, code)
+
+    return Handler
+
+
+class SheafServer:
+    """A ThreadingHTTPServer bound to loopback, with the warm state and its discovery file."""
+
+    def __init__(self, settings: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        import secrets
+        from http.server import ThreadingHTTPServer
+
+        from sheaf.envelope import SheafError
+
+        if host not in LOOPBACK_HOSTS:
+            raise SheafError("BAD_QUERY", f"sheaf serve listens on the loopback interface only, not {host!r}",
+                             {"host": host}, hint="use --host 127.0.0.1 (or ::1)")
+        self.settings = settings
+        self.token = secrets.token_hex(16)
+        self.started = time.time()
+        self._counts: dict[str, int] = {}
+        self._count_lock = threading.Lock()
+
+        class _HTTPServer(ThreadingHTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        if ":" in host:
+            import socket
+            _HTTPServer.address_family = socket.AF_INET6
+        self.httpd = _HTTPServer((host, port), _handler_class())
+        self.httpd.token = self.token  # type: ignore[attr-defined]
+        self.httpd.health = self.health  # type: ignore[attr-defined]
+        self.httpd.run = self.run  # type: ignore[attr-defined]
+        self.httpd.count = self.count  # type: ignore[attr-defined]
+        self.host = host
+        self.port = int(self.httpd.server_address[1])
+        self.accelerator = MatrixAccelerator(settings.index_path,
+                                             busy_timeout_ms=getattr(settings, "sqlite_busy_timeout_ms", 10_000))
+        self.discovery = discovery_path(settings)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def count(self, what: str) -> None:
+        with self._count_lock:
+            self._counts[what] = self._counts.get(what, 0) + 1
+
+    def run(self, command: str, args: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        env, code = run_command(command, args)
+        self.count(command)
+        return env, code
+
+    def health(self) -> dict[str, Any]:
+        from sheaf import __version__
+
+        return {"ok": True, "pid": os.getpid(), "version": __version__,
+                "index_path": str(self.settings.index_path), "uptime_s": round(time.time() - self.started, 1),
+                "requests": dict(self._counts), "matrices": self.accelerator.loaded(),
+                "accelerator": dict(self.accelerator.stats), "accelerator_disabled": dict(self.accelerator.disabled)}
+
+    def warm(self) -> list[str]:
+        """Load the query encoder and the vector matrix of the configured model's collection
+        now, not on the first query. Returns notes (nothing to warm yet, fallbacks)."""
+        from sheaf.embed import resolve_model_path
+        from sheaf.envelope import SheafError
+        from sheaf.index import collections, open_index
+
+        notes: list[str] = []
+        try:
+            conn = open_index(self.settings.index_path, readonly=True, settings=self.settings)
+        except SheafError as e:
+            return [f"index not ready ({e.code}): {e.message}; it is opened on the first query"]
+        try:
+            name = resolve_model_path(self.settings.embedding_model)[0]
+            mine = [c for c in collections(conn).values() if c.name == name]
+        finally:
+            conn.close()
+        if not mine:
+            return ["no vectors of the configured model yet: semantic queries will say so"]
+        ident = mine[0]
+        from sheaf import retrieve
+
+        _, warnings = retrieve.encode_query("warm up the query encoder", self.settings, ident)
+        notes += warnings
+        if self.accelerator.matrix(ident) is None:
+            notes.append(self.accelerator.disabled.get(ident.key, "vector matrix not loaded")
+                         + ": vector search uses sqlite-vec")
+        return notes
+
+    # -- discovery and lifecycle --------------------------------------------------------------------
+
+    def write_discovery(self) -> None:
+        from sheaf import __version__
+
+        info = {"host": self.host, "port": self.port, "pid": os.getpid(),
+                "index_path": str(self.settings.index_path), "url": self.url, "token": self.token,
+                "version": __version__, "started": self.started,
+                "signature": server_signature(self.settings)}
+        self.discovery.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.discovery.with_name(f".{DISCOVERY_FILE}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=1)
+        os.replace(tmp, self.discovery)
+
+    def remove_discovery(self) -> None:
+        _remove_discovery(self.discovery, os.getpid())
+
+    @property
+    def url(self) -> str:
+        h = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{h}:{self.port}"
+
+    def serve_forever(self) -> None:
+        from sheaf.index import set_vector_accelerator
+
+        set_vector_accelerator(self.accelerator)
+        try:
+            self.httpd.serve_forever(poll_interval=0.2)
+        finally:
+            set_vector_accelerator(None)
+
+    def shutdown(self) -> None:
+        self.httpd.shutdown()
+
+    def close(self) -> None:
+        self.remove_discovery()
+        self.httpd.server_close()
+        self.accelerator.close()
+
+
+def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
+          announce: Any = None) -> dict[str, Any]:
+    """Run the server until SIGINT/SIGTERM (or `shutdown()` from another thread); return a
+    summary. Refuses to start when a live server already answers for this home."""
+    import signal
+
+    from sheaf.envelope import SheafError
+
+    other = read_discovery(settings)
+    if other is not None and other.get("pid") != os.getpid():
+        raise SheafError("BACKEND_UNAVAILABLE", f"a sheaf server already runs for this home "
+                         f"(pid {other.get('pid')}, {other.get('url') or other.get('port')})",
+                         {"discovery": str(discovery_path(settings)), "pid": other.get("pid")},
+                         hint="stop it first (kill the pid), or use it: the query commands already do")
+    srv = SheafServer(settings, host, port)
+    previous: dict[int, Any] = {}
+    try:
+        from sheaf.index import set_vector_accelerator
+
+        set_vector_accelerator(srv.accelerator)
+        notes = srv.warm()
+        srv.write_discovery()
+        if threading.current_thread() is threading.main_thread():
+            def stop(signum: int, frame: Any) -> None:
+                threading.Thread(target=srv.shutdown, daemon=True).start()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, stop)
+        if announce:
+            announce(f"sheaf serve: {srv.url} (pid {os.getpid()}, index {settings.index_path}); "
+                     "query commands use it automatically; Ctrl-C stops it")
+            for n in notes:
+                announce(f"  note: {n}")
+        srv.serve_forever()
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+        srv.close()
+    return {"url": srv.url, "pid": os.getpid(), "uptime_s": round(time.time() - srv.started, 1),
+            "requests": dict(srv._counts), "notes": notes if "notes" in locals() else []}
