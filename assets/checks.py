@@ -1,7 +1,9 @@
 """Per-paper asset checks: the build's consistency, recorded per partition."""
 from collections.abc import Callable
 
-from dagster import AssetCheckExecutionContext, AssetCheckResult, MetadataValue, asset_check
+from dagster import (
+    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckResult, MetadataValue, asset_check,
+)
 
 from assets.resources import SheafConfig
 from io_managers.parquet import read_artifact
@@ -14,16 +16,23 @@ from sheaf.checks import (
 
 def _per_partition(context: AssetCheckExecutionContext, fn: Callable[[str], CheckOutcome]) -> AssetCheckResult:
     """Evaluate `fn` for each paper of the run. A one-paper run records that paper's result
-    (partition-scoped); a multi-paper run records one result naming every failed paper.
+    (partition-scoped); a multi-paper run records one evaluation per paper, logged inside the
+    run (it resolves the partition's planned check row, so status per partition is readable
+    from the instance), plus one result naming every failed paper.
 
     (Run-less per-partition evaluations cannot be re-reported in Dagster 1.13: the storage
-    keys them by (check, run, partition), so a second report of a paper fails.)
+    keys them by (check, run, partition), so a second run-less report of a paper fails.)
     """
     keys = list(context.partition_keys)
     outcomes = {k: fn(k) for k in keys}
     if len(keys) == 1:
         o = outcomes[keys[0]]
         return AssetCheckResult(passed=o.passed, description=o.description, metadata=o.metadata)
+    spec = next(iter(context.check_specs))
+    for k, o in outcomes.items():
+        context.op_execution_context.log_event(AssetCheckEvaluation(
+            asset_key=spec.asset_key, check_name=spec.name, passed=o.passed, partition=k,
+            description=o.description, metadata=o.metadata))
     failed = {k: o.description for k, o in sorted(outcomes.items()) if not o.passed}
     return AssetCheckResult(
         passed=not failed, description=f"{len(failed)} of {len(keys)} papers failed",

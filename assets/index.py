@@ -13,6 +13,7 @@ from assets._batch import run_per_paper
 from assets.paper import COMMON
 from assets.resources import SheafConfig
 from sheaf.artifacts import table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.envelope import SheafError
 from sheaf.index import counts, open_index, remove_paper, replace_paper, replace_paper_vectors
 from sheaf.library import discover
 from sheaf.models import IngestError
@@ -50,28 +51,75 @@ def fts_tables(context: AssetExecutionContext, sheaf: SheafConfig, body_units: d
         conn.close()
 
 
+#: New passages of consecutive papers are encoded together, up to about this many at a time:
+#: the model sorts a call's texts by length, so batches pad far less than one paper's mixed
+#: passages do (measured: 1.5x faster than paper by paper; groups of 128 get 96% of encoding
+#: everything at once). Small enough that Ctrl-C, held until a paper is done, waits little.
+EMBED_GROUP_PASSAGES = 128
+
+
 @asset(ins={"body_units": AssetIn(), "object_units": AssetIn(), "ocr_blocks": AssetIn()},
        deps=["fts_tables"], group_name="index", code_version="1", pool=INDEX_POOL, **COMMON)
 def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_units: dict[str, Any],
                        object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
     """The paper's passages and vectors in the current embedding model's sqlite-vec collection."""
+    from sheaf.index import cache_get
+
     embedder = sheaf.embedder()
     identity = embedder.identity
     conn = open_index(settings=sheaf.settings())
+    keys = list(context.partition_keys)
+    # key -> (passages, new vectors encoded for it, its share of the encode time) or its error
+    prepared: dict[str, tuple[list, int, float] | IngestError | SheafError] = {}
+
+    def prepare(first: str) -> None:
+        """Passages of `first` and the papers after it; their new passages encoded in one call
+        (into the embedding cache, which each paper's `embed` then reads)."""
+        group: list[tuple[str, list]] = []
+        size = 0
+        for key in keys[keys.index(first):]:
+            if group and size >= EMBED_GROUP_PASSAGES:
+                break
+            try:
+                units, objects = _units(key, body_units, object_units)
+                title = table_to_paper(ocr_blocks[key]).title if key in ocr_blocks else None
+                passages = embedder.build_passages(units, objects, title)
+            except (IngestError, SheafError) as e:  # this paper fails alone (in `one`)
+                prepared[key] = e
+                continue
+            group.append((key, passages))
+            size += len(passages)
+        cached = set(cache_get(conn, identity, {p.text_sha256 for _, ps in group for p in ps}))
+        new: dict[str, str] = {}  # sha -> the paper it is counted for (its first)
+        for key, ps in group:
+            for p in ps:
+                if p.text_sha256 not in cached:
+                    new.setdefault(p.text_sha256, key)
+        t0 = time.perf_counter()
+        if new:
+            embedder.embed([p for _, ps in group for p in ps], conn)
+        encode_s = time.perf_counter() - t0
+        for key, ps in group:
+            mine = sum(1 for k in new.values() if k == key)
+            prepared[key] = (ps, mine, encode_s * mine / len(new) if new else 0.0)
+
     try:
         def one(key: str):
-            units, objects = _units(key, body_units, object_units)
-            title = table_to_paper(ocr_blocks[key]).title if key in ocr_blocks else None
+            if key not in prepared:
+                prepare(key)
+            item = prepared.pop(key)
+            if isinstance(item, Exception):
+                raise item
+            passages, computed, encode_s = item
             t0 = time.perf_counter()
-            passages = embedder.build_passages(units, objects, title)
-            embedded = embedder.embed(passages, conn)
-            embed_s = time.perf_counter() - t0
+            embedded = embedder.embed(passages, conn)  # from the cache `prepare` filled
+            embed_s = time.perf_counter() - t0 + encode_s
             n = replace_paper_vectors(conn, key, embedded)
-            return {}, {"passages": n, "embeddings_computed": embedded.encoded,
-                        "embeddings_reused": n - embedded.encoded, "model": identity.name,
+            return {}, {"passages": n, "embeddings_computed": computed,
+                        "embeddings_reused": n - computed, "model": identity.name,
                         "model_identity": identity.key, "embed_ms": round(embed_s * 1000, 1)}
 
-        run_per_paper(context, context.partition_keys, one)
+        run_per_paper(context, keys, one)
     finally:
         conn.close()
     try:  # the light query encoder (sheaf.query_encoder): cheap when present, never fails the step

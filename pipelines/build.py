@@ -19,6 +19,7 @@ from dagster import DagsterInstance, Definitions
 
 from pipelines.automation import MAX_PARTITIONS_PER_RUN
 from pipelines.partitions import papers_partitions
+from pipelines.reliability import run_tags
 from pipelines.state import EventInfo, latest_events, latest_observed_versions
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
 from sheaf.progress import interactive_build, stop_requested
@@ -197,7 +198,7 @@ def run_chain(instance: DagsterInstance, defs: Definitions, keys: list[str],
 
     job = defs.resolve_job_def("paper_chain")
     t0 = time.perf_counter()
-    tags = {"sheaf/pid": str(os.getpid())}
+    tags = run_tags()  # sheaf/pid (+ start time): a later build marks the run failed if we die
     quiet = QUIET_RUN_CONFIG
     selection = None if start == CHAIN[0] else [AssetKey(a) for a in chain_from(start)]
     if len(keys) == 1:
@@ -212,7 +213,7 @@ def run_chain(instance: DagsterInstance, defs: Definitions, keys: list[str],
               if e.event_type_value == "STEP_FAILURE"]
     interrupted = any("StopRequested" in x or "Interrupted" in x for x in errors)
     return {"run_id": res.run_id, "papers": keys, "from": start, "success": res.success, "interrupted": interrupted,
-            "seconds": round(time.perf_counter() - t0, 2), "failures": failures}
+            "seconds": round(time.perf_counter() - t0, 2), "failures": failures, "errors": errors}
 
 
 def _export_hash(settings: Settings, plan: SyncPlan) -> str:
@@ -226,7 +227,46 @@ def _export_hash(settings: Settings, plan: SyncPlan) -> str:
 
 def build(settings: Settings, defs: Definitions, papers: list[str] | None = None, full: bool = False,
           progress: Callable[[str], None] = lambda s: None) -> BuildReport:
-    """Discover, then materialize missing and stale papers (all of them with `full`)."""
+    """Discover, then materialize missing and stale papers (all of them with `full`).
+
+    Crash safety (`pipelines/reliability.py`): one build at a time per SHEAF_HOME (a second
+    one waits); runs of a build that died are marked failed; temp files it left are swept; a
+    read-only or full disk, or a damaged index, is a clear error naming the path (a damaged
+    index is moved aside and rebuilt from the artifacts)."""
+    from pipelines.reliability import (
+        build_lock, check_writable, prepare_index, reap_dead_runs, storage_error, sweep_leftovers,
+    )
+    from sheaf.envelope import SheafError
+    from sheaf.integrity import storage_problem
+
+    paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
+    with build_lock(settings.home, progress):
+        try:
+            check_writable(paths)
+            instance = get_instance(settings)
+            reaped = reap_dead_runs(instance)
+            for r in reaped:
+                progress(f"! run {r['run_id'][:8]} ({r['job']}) of a sheaf build that died (pid {r['pid']}) "
+                         "marked failed")
+            swept = sweep_leftovers(settings.home, settings.artifacts_dir)
+            prepared = prepare_index(settings, full=full, say=progress)
+            rep = _build(settings, defs, papers, full, progress)
+        except SheafError:
+            raise
+        except Exception as e:
+            if storage_problem(e):
+                raise storage_error(e, [settings.index_path, *paths]) from e
+            raise
+        for run in rep.runs:
+            for err in run.get("errors", []):
+                if storage_problem(err):
+                    raise storage_error(err, [settings.index_path, *paths])
+        rep.sync.update({"dead_runs_failed": reaped, "leftovers_removed": swept, "index_recovery": prepared})
+        return rep
+
+
+def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full: bool,
+           progress: Callable[[str], None]) -> BuildReport:
     t0 = time.perf_counter()
     instance = get_instance(settings)
     plan = plan_sync(instance, settings)
@@ -249,10 +289,12 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     if last is not None and last.asset_materialization is not None:
         v = last.asset_materialization.metadata.get("export_hash")
         last_hash = getattr(v, "value", v)
-    if full or last_hash != _export_hash(settings, plan):
+    from pipelines.doctor import metadata_missing
+
+    if full or last_hash != _export_hash(settings, plan) or metadata_missing(settings, last):
         res = defs.resolve_job_def("library_job").execute_in_process(
             instance=instance, raise_on_error=False, asset_selection=[AssetKey("library_metadata")],
-            run_config=QUIET_RUN_CONFIG)
+            run_config=QUIET_RUN_CONFIG, tags=run_tags())
         progress("library metadata loaded" if res.success else "library metadata FAILED")
 
     ordered = list(instance.get_dynamic_partitions(papers_partitions.name))
@@ -261,6 +303,11 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     for k in unknown:
         progress(f"! {k}: not a paper of this library")
     statuses = paper_statuses(instance, defs, settings, wanted)
+    if not full:  # index rows / artifacts that disagree with the event log: rebuild from there
+        from pipelines.doctor import apply_index_drift
+
+        for k, why in apply_index_drift(settings, instance, statuses).items():
+            progress(f"! {k}: {'; '.join(why)}")
     targets = {k: (["--full"] if full else st.reasons) for k, st in statuses.items() if full or needs_build(st)}
     starts = {k: CHAIN[0] if full else (statuses[k].rebuild_from or CHAIN[0]) for k in targets}
     interrupted = False
@@ -294,9 +341,15 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     if runs and not interrupted:
         res = defs.resolve_job_def("library_job").execute_in_process(
             instance=instance, raise_on_error=False, asset_selection=[AssetKey("library_report")],
-            run_config=QUIET_RUN_CONFIG)
+            run_config=QUIET_RUN_CONFIG, tags=run_tags())
         progress("library report updated" if res.success else "library report FAILED")
-    final = paper_statuses(instance, defs, settings, wanted)
+    if runs:
+        final = paper_statuses(instance, defs, settings, wanted)
+        from pipelines.doctor import apply_index_drift
+
+        apply_index_drift(settings, instance, final)
+    else:  # nothing ran: the plan's statuses are final (a no-op build reads the event log once)
+        final = statuses
     return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted)
 
 

@@ -226,8 +226,15 @@ def _index_probe(settings: Any) -> dict[str, Any]:
         conn = open_index(settings=settings, readonly=True)
     except SheafError as e:
         return {"path": str(settings.index_path), "exists": True, "problem": f"{e.code}: {e.message}"}
+    except Exception as e:  # noqa: BLE001 - a file SQLite cannot read: what the probe reports
+        return {"path": str(settings.index_path), "exists": True, "problem": f"unreadable index: {e}",
+                "hint": "run `sheaf build --full` (it moves a damaged file aside) or `sheaf doctor`"}
     try:
-        c = counts(conn)
+        try:
+            c = counts(conn)
+        except Exception as e:  # noqa: BLE001 - a damaged or missing table: reported, not raised
+            return {"path": str(settings.index_path), "exists": True, "problem": f"index damaged: {e}",
+                    "vectors_queryable": False, "hint": "run `sheaf doctor --repair` or `sheaf build --full`"}
         out: dict[str, Any] = {"path": str(settings.index_path), "exists": True,
                                "indexed": conn.execute("SELECT count(DISTINCT paper_id) FROM body_units").fetchone()[0]}
         cols = collections(conn)
@@ -502,6 +509,73 @@ def cmd_grep(args: argparse.Namespace) -> dict[str, Any]:
     return _finish("grep", res, args, show)
 
 
+# --- eval: retrieval quality (sheaf.evaluate) -------------------------------------------
+
+def _eval_table(data: dict[str, Any], library: bool) -> None:
+    lat = data.get("latency_ms", {})
+    if library:
+        print(f"{'mode':<9} {'type':<9} {'queries':>7} {'R@1':>6} {'R@10':>6} {'MRR@10':>7}")
+        for mode, per in data["metrics"].items():
+            for qtype, m in per.items():
+                print(f"{mode:<9} {qtype:<9} {m['queries']:>7} {m['recall@1']:>6.3f} {m['recall@10']:>6.3f} "
+                      f"{m['mrr@10']:>7.3f}")
+    else:
+        from sheaf.evaluate import METRICS
+
+        print(f"{'mode':<9} " + " ".join(f"{m:>10}" for m in METRICS) + f" {'p50 ms':>8} {'p95 ms':>8}")
+        for mode, m in data["metrics"].items():
+            print(f"{mode:<9} " + " ".join(f"{m[k]:>10.4f}" for k in METRICS)
+                  + f" {lat.get(mode, {}).get('p50', 0):>8.1f} {lat.get(mode, {}).get('p95', 0):>8.1f}")
+    if data.get("query_encode_ms"):
+        print(f"query encoding: p50 {data['query_encode_ms']['p50']:.1f} ms (not in the latencies above)")
+
+
+def cmd_eval(args: argparse.Namespace) -> dict[str, Any]:
+    """`sheaf eval beir|library`: retrieval quality; progress on stderr, results as the envelope
+    (and in --out FILE)."""
+    import time
+
+    from sheaf import evaluate
+    from sheaf.settings import get_settings
+
+    say = (lambda m: None) if args.quiet else (lambda m: print(f"[eval] {m}", file=sys.stderr, flush=True))
+    modes = [m for m in args.modes.split(",") if m.strip()]
+    t0 = time.perf_counter()
+    if args.eval_command == "beir":
+        settings = get_settings()
+        ds = evaluate.load_beir(args.corpus, args.queries, args.qrels)
+        cache = Path(args.cache_dir) if args.cache_dir else settings.home / "eval-cache"
+        res = evaluate.run_beir(ds, modes=modes, cache_dir=cache, settings=settings, rebuild=args.rebuild,
+                                max_queries=args.max_queries, per_query=args.per_query, progress=say)
+        count = res["data"]["dataset"]["queries_evaluated"]
+        actions = [] if res["data"]["index"]["reused"] else \
+            [f"the eval index is cached in {cache}: reruns reuse it"]
+    else:
+        res = evaluate.run_library(sample=args.sample, seed=args.seed, modes=modes,
+                                   per_query=args.per_query, progress=say)
+        count = sum(res["data"]["queries"].values())
+        actions = []
+    import datetime as dt
+    import platform
+
+    res["data"]["run"] = {"date": dt.datetime.now().isoformat(timespec="seconds"),
+                          "seconds": round(time.perf_counter() - t0, 1), "python": platform.python_version(),
+                          "machine": platform.machine()}
+    res["data"] = {"suite": args.eval_command, **res["data"]}
+    env = ok("eval", res["data"], count=count, warnings=res["warnings"],
+             next_actions=actions)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(env, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        say(f"results written to {out}")
+    if not args.json:
+        _eval_table(res["data"], args.eval_command == "library")
+        for w in res["warnings"]:
+            print(f"warning: {w}")
+    return env
+
+
 # --- main ------------------------------------------------------------------------------
 
 class UsageError(Exception):
@@ -599,6 +673,31 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--paper", action="append", default=[], metavar="KEY", help="only this paper (repeatable)")
     gr.add_argument("--json", action="store_true")
     gr.set_defaults(func=cmd_grep)
+
+    ev = sub.add_parser("eval", help="retrieval quality: a BEIR dataset, or known items of your own library")
+    evs = ev.add_subparsers(dest="eval_command", required=True)
+    eb = evs.add_parser("beir", help="nDCG@10, recall@10/@100, MRR@10 per mode on a BEIR dataset "
+                        "(a temporary, cached index built from it)")
+    eb.add_argument("--corpus", required=True, help="corpus.jsonl (_id, title, text)")
+    eb.add_argument("--queries", required=True, help="queries.jsonl (_id, text)")
+    eb.add_argument("--qrels", required=True, help="qrels .tsv (query-id, corpus-id, score)")
+    eb.add_argument("--cache-dir", default=None, help="where the eval index is kept (default "
+                    "SHEAF_HOME/eval-cache; one folder per corpus hash)")
+    eb.add_argument("--rebuild", action="store_true", help="rebuild the eval index (cached vectors are kept)")
+    eb.add_argument("--max-queries", type=_positive_int, default=None, metavar="N",
+                    help="only the first N judged queries")
+    el = evs.add_parser("library", help="known-item recall@1/@10 and MRR per query type and mode on "
+                        "the configured index (titles, quoted sentences, unique codes)")
+    el.add_argument("--sample", type=_nonnegative_int, default=50, metavar="N",
+                    help="papers to make queries from (default 50; 0: all)")
+    el.add_argument("--seed", type=int, default=0)
+    for e in (eb, el):
+        e.add_argument("--modes", default="lexical,semantic,hybrid", help="comma-separated (default: all three)")
+        e.add_argument("--out", default=None, metavar="FILE", help="also write the JSON envelope to FILE")
+        e.add_argument("--per-query", action="store_true", help="include every query's result")
+        e.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+        e.add_argument("--json", action="store_true")
+        e.set_defaults(func=cmd_eval)
 
     from sheaf.server import SERVED_COMMANDS
 

@@ -1,7 +1,8 @@
 """Full-text helpers shared by the index writer and the query side (no SQLite, no torch).
 
-The FTS5 tables use ``unicode61 remove_diacritics 2`` (café = cafe, hyphens and other
-punctuation separate tokens). Two things the tokenizer cannot do are done here, on both
+The FTS5 tables use ``porter unicode61 remove_diacritics 2``: unicode61 (café = cafe, hyphens and
+other punctuation separate tokens) with English suffixes stemmed (regeneration = regenerate,
+studies = study; codes, CJK and Hangul are left as they are). Two things the tokenizer cannot do are done here, on both
 sides, by one function each:
 
 - `fts_text(text)` is what the writer puts into an FTS column: NFKC-normalized (PDF
@@ -25,7 +26,7 @@ import unicodedata
 __all__ = ["FTS_TOKENIZER", "FTS_TEXT_VERSION", "fts_text", "build_match_query", "query_terms"]
 
 #: The tokenizer of every FTS5 table of the index.
-FTS_TOKENIZER = "unicode61 remove_diacritics 2"
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"  # schema 2 (unicode61 alone in schema 1)
 #: Bumped whenever `fts_text` changes what gets indexed (a schema migration then rebuilds FTS).
 FTS_TEXT_VERSION = 1
 

@@ -35,7 +35,7 @@ PAPER_KEY_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 def valid_paper_key(key: str) -> bool:
     """True when `key` is a safe paper key (DESIGN §4): no path separators, no `..`."""
-    return bool(PAPER_KEY_RE.match(key)) and ".." not in key and key not in {".", ""}
+    return bool(PAPER_KEY_RE.fullmatch(key)) and ".." not in key and key not in {".", ""}
 
 
 class IngestError(Exception):

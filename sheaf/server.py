@@ -64,14 +64,17 @@ def server_signature(settings: Any) -> dict[str, Any]:
     """What must be equal between a client and the server for the server's answer to be the
     client's answer: Sheaf version, index file, home, library, model, query windowing."""
     from sheaf import __version__
-    from sheaf.settings import _env
 
+    key = "SHEAF_EMBED_OVERLAP_TOKENS"
+    overlap = os.environ.get(key)
+    if overlap is None:
+        overlap = next((v for k, v in os.environ.items() if k.upper() == key), None)
     return {"version": __version__,
             "index_path": os.path.abspath(settings.index_path),
             "home": os.path.abspath(settings.home),
             "library": os.path.abspath(settings.library),
             "embedding_model": str(settings.embedding_model),
-            "embed_overlap_tokens": _env("embed_overlap_tokens")}
+            "embed_overlap_tokens": overlap or None}
 
 
 def cli_args(ns: Any) -> dict[str, Any]:
@@ -306,13 +309,35 @@ class _Matrix:
                 for r, d in zip(sel, dist)]
 
 
+def single_thread_blas() -> None:
+    """One BLAS thread for the matrix scan (unless OPENBLAS_NUM_THREADS says otherwise).
+    OpenBLAS's worker threads busy-wait and meet at a barrier on every call: on the 2 shared
+    cores measured, a 2-thread ``X @ q`` was 3-12x slower than one thread (19k x 384: 24 vs
+    1.9 ms; 191k x 384: 72 vs 28 ms; load average ~7)."""
+    import sys
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if "numpy" in sys.modules and os.environ["OPENBLAS_NUM_THREADS"] == "1":
+        try:  # numpy already loaded OpenBLAS: limit its pool now (threadpoolctl, if present)
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(1, user_api="blas")
+        except Exception:  # noqa: BLE001 - only a speed matter
+            pass
+
+
 class MatrixAccelerator:
     """`sheaf.index.vector_search`'s accelerator for one index file (install it with
     `sheaf.index.set_vector_accelerator`). Thread-safe. Answers None (→ sqlite-vec) for a
-    connection to another file, a collection it could not load or verify, or any error."""
+    connection to another file, a collection it could not load or verify, any error, and
+    while a matrix is being (re)loaded: a load runs in the background (except `matrix(...,
+    wait=True)`, the server's warm-up), so a query never waits for one; during a build, whose
+    every commit may change the vectors, queries are answered by sqlite-vec until the matrix
+    catches up."""
 
     def __init__(self, index_path: str | Path, *, busy_timeout_ms: int = 10_000,
                  max_candidates: int = 50_000) -> None:
+        single_thread_blas()
         self.path = Path(index_path).resolve()
         self.busy_timeout_ms = busy_timeout_ms
         self.max_candidates = max_candidates
@@ -322,27 +347,32 @@ class MatrixAccelerator:
         self._file: tuple[int, int] | None = None
         self._data_version: int | None = None
         self._mats: dict[str, _Matrix] = {}
+        self._loading: dict[str, threading.Thread] = {}
         self.disabled: dict[str, str] = {}  # collection key → why it is served by sqlite-vec
         self.stats = {"answered": 0, "declined": 0, "loads": 0, "load_seconds": 0.0}
 
     # -- freshness ----------------------------------------------------------------------------
 
-    def _signature(self, identity: Any) -> tuple[Any, ...]:
-        return tuple(self._conn.execute(
+    @staticmethod
+    def _signature(conn: Any, identity: Any) -> tuple[Any, ...]:
+        return tuple(conn.execute(
             f"SELECT count(*), coalesce(max(passage_rowid), 0), coalesce(sum(passage_rowid), 0) "
             f"FROM {identity.passages_table}").fetchone())
+
+    def _connect(self) -> Any:
+        from sheaf.db import connect
+
+        return connect(self.path, readonly=True, busy_timeout_ms=self.busy_timeout_ms)
 
     def _refresh(self) -> None:
         """Called under the lock: reopen when the file was replaced; drop matrices whose
         collection changed since the last commit seen (PRAGMA data_version moved)."""
-        from sheaf.db import connect
-
         st = os.stat(self.path)
         file_id = (st.st_dev, st.st_ino)
         if self._conn is None or file_id != self._file:
             if self._conn is not None:
                 self._conn.close()
-            self._conn = connect(self.path, readonly=True, busy_timeout_ms=self.busy_timeout_ms)
+            self._conn = self._connect()
             self._file, self._data_version = file_id, None
             self._mats.clear()
             self.disabled.clear()
@@ -350,20 +380,26 @@ class MatrixAccelerator:
         if dv != self._data_version:
             self._data_version = dv
             for key, m in list(self._mats.items()):
-                if self._signature(m.identity) != m.signature:
+                if self._signature(self._conn, m.identity) != m.signature:
                     del self._mats[key]
             self.disabled.clear()
 
-    def _load(self, identity: Any) -> _Matrix | None:
+    def _load(self, identity: Any, conn: Any) -> _Matrix | None:
+        """Read and verify one collection's matrix over `conn` (no lock held)."""
         import numpy as np
 
         from sheaf.index import collections
 
-        if identity.key not in collections(self._conn) or collections(self._conn)[identity.key] != identity:
+        cols = collections(conn)
+        if cols.get(identity.key) != identity:
             return None
         t0 = time.perf_counter()
-        sig = self._signature(identity)
-        rows = self._conn.execute(f"SELECT passage_rowid, embedding, paper_id FROM {identity.vec_table}").fetchall()
+        conn.execute("BEGIN")  # one snapshot: the signature matches the rows read
+        try:
+            sig = self._signature(conn, identity)
+            rows = conn.execute(f"SELECT passage_rowid, embedding, paper_id FROM {identity.vec_table}").fetchall()
+        finally:
+            conn.execute("COMMIT")
         dim = identity.dimension
         rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         X = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim).copy()
@@ -371,16 +407,17 @@ class MatrixAccelerator:
         papers = sorted({r[2] for r in rows})
         code = {p: i for i, p in enumerate(papers)}
         pcode = np.fromiter((code[r[2]] for r in rows), dtype=np.int32, count=len(rows))
+        del rows
         m = _Matrix(identity, rowids, X, pcode, papers, sig)
-        why = self._verify(m)
-        self.stats["loads"] += 1
-        self.stats["load_seconds"] = round(self.stats["load_seconds"] + time.perf_counter() - t0, 3)
-        if why:
-            self.disabled[identity.key] = why
-            return None
-        return m
+        why = self._verify(m, conn)
+        with self._lock:
+            self.stats["loads"] += 1
+            self.stats["load_seconds"] = round(self.stats["load_seconds"] + time.perf_counter() - t0, 3)
+            if why:
+                self.disabled[identity.key] = why
+        return None if why else m
 
-    def _verify(self, m: _Matrix) -> str | None:
+    def _verify(self, m: _Matrix, conn: Any) -> str | None:
         """The matrix must answer exactly what sqlite-vec answers (ids, order, distances):
         checked on a few queries, with and without a paper filter."""
         import numpy as np
@@ -388,8 +425,8 @@ class MatrixAccelerator:
         from sheaf.embed import QueryVector
         from sheaf.index import vector_search
 
-        if len(m.rowids) == 0:
-            return None
+        if len(m.rowids) == 0 or self._signature(conn, m.identity) != m.signature:
+            return None  # nothing to check, or changed already (the next refresh drops it)
         rng = np.random.default_rng(12345)
         self._tls.bypass = True
         try:
@@ -398,26 +435,67 @@ class MatrixAccelerator:
                 q = (base + rng.standard_normal(base.shape).astype(np.float32) * 0.05 * i).astype(np.float32)
                 qv = QueryVector(m.identity, q / max(float(np.linalg.norm(q)), 1e-12), "verify")
                 papers = None if i < 2 else m.papers[: max(1, len(m.papers) // 3)]
-                want = vector_search(self._conn, qv, 25, paper_ids=papers)
-                got = m.search(self._conn, qv.vector, 25, papers, self.max_candidates)
-                if got != want:
+                want = vector_search(conn, qv, 25, paper_ids=papers)
+                got = m.search(conn, qv.vector, 25, papers, self.max_candidates)
+                if got is not None and got != want:
                     return "the in-memory matrix disagreed with sqlite-vec on a check query"
         finally:
             self._tls.bypass = False
         return None
 
-    def matrix(self, identity: Any) -> _Matrix | None:
-        """The collection's matrix, loaded (or reloaded after a change) on demand."""
+    def _install(self, identity: Any, file_id: Any) -> None:
+        """Background loader: load over its own connection, install if still current."""
+        conn = None
+        try:
+            conn = self._connect()
+            m = self._load(identity, conn)
+            with self._lock:  # install only what matches the latest commit seen here
+                if (m is not None and file_id == self._file and self._conn is not None
+                        and self._signature(self._conn, identity) == m.signature):
+                    self._mats[identity.key] = m
+        except Exception as e:  # noqa: BLE001 - sqlite-vec keeps answering
+            with self._lock:
+                self.disabled[identity.key] = f"loading the vector matrix failed: {type(e).__name__}: {e}"
+        finally:
+            if conn is not None:
+                conn.close()
+            with self._lock:
+                self._loading.pop(identity.key, None)
+
+    def matrix(self, identity: Any, *, wait: bool = False) -> _Matrix | None:
+        """The collection's current matrix, or None while it is (re)loaded in the background
+        (`wait=True`: load it now)."""
         with self._lock:
             self._refresh()
             if identity.key in self.disabled:
                 return None
             m = self._mats.get(identity.key)
-            if m is None or m.identity != identity:
-                m = self._load(identity)
-                if m is not None:
-                    self._mats[identity.key] = m
-            return m
+            if m is not None and m.identity == identity:
+                return m
+            t = self._loading.get(identity.key)
+            if t is None:
+                t = threading.Thread(target=self._install, args=(identity, self._file), daemon=True,
+                                     name=f"sheaf-matrix-{identity.key}")
+                self._loading[identity.key] = t
+                t.start()
+        if wait:
+            t.join()
+            with self._lock:
+                return self._mats.get(identity.key)
+        return None
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Wait (bounded) for background loads to finish; True when none is left."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                threads = list(self._loading.values())
+            if not threads:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            threads[0].join(left)
 
     # -- the hook -------------------------------------------------------------------------------
 
@@ -439,7 +517,8 @@ class MatrixAccelerator:
                     hits = m.search(conn, query.vector, k, paper_ids, self.max_candidates)
         except Exception:  # noqa: BLE001 - never worse than no accelerator
             hits = None
-        self.stats["answered" if hits is not None else "declined"] += 1
+        with self._lock:
+            self.stats["answered" if hits is not None else "declined"] += 1
         return hits
 
     def loaded(self) -> dict[str, int]:
@@ -447,6 +526,7 @@ class MatrixAccelerator:
             return {k: len(m.rowids) for k, m in self._mats.items()}
 
     def close(self) -> None:
+        self.wait_idle(60.0)
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -597,7 +677,7 @@ class SheafServer:
 
         _, warnings = retrieve.encode_query("warm up the query encoder", self.settings, ident)
         notes += warnings
-        if self.accelerator.matrix(ident) is None:
+        if self.accelerator.matrix(ident, wait=True) is None:
             notes.append(self.accelerator.disabled.get(ident.key, "vector matrix not loaded")
                          + ": vector search uses sqlite-vec")
         return notes

@@ -5,6 +5,8 @@ Failures are injected through the `hook` callback of the write functions, betwee
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dataclasses
 import json
 import subprocess
@@ -143,10 +145,11 @@ def test_newer_index_refused(tmp_path):
 
 def test_older_index_migrated_or_refused(tmp_path, monkeypatch):
     p = tmp_path / "s.db"
-    ix.open_index(p).close()  # a version-1 index
-    monkeypatch.setattr(ix, "SCHEMA_VERSION", 2)
-    with pytest.raises(ix.IndexSchemaError, match="no migration exists from 1"):
-        ix.open_index(p)  # no step 1→2: refused, untouched
+    ix.open_index(p).close()  # an index of the current version v
+    v = ix.SCHEMA_VERSION
+    monkeypatch.setattr(ix, "SCHEMA_VERSION", v + 1)
+    with pytest.raises(ix.IndexSchemaError, match=f"no migration exists from {v}"):
+        ix.open_index(p)  # no step v→v+1: refused, untouched
 
     ran = []
 
@@ -154,13 +157,44 @@ def test_older_index_migrated_or_refused(tmp_path, monkeypatch):
         conn.execute("ALTER TABLE papers ADD COLUMN note TEXT")
         ran.append(1)
 
-    monkeypatch.setitem(ix.MIGRATIONS, 1, step)
+    monkeypatch.setitem(ix.MIGRATIONS, v, step)
     with pytest.raises(ix.IndexSchemaError, match="read-write"):
         ix.open_index(p, readonly=True)
     c = ix.open_index(p)
-    assert ran == [1] and ix.schema_version(c) == 2
+    assert ran == [1] and ix.schema_version(c) == v + 1
     assert "note" in [r[1] for r in c.execute("PRAGMA table_info(papers)")]
     c.close()
+
+
+def test_schema_1_migrated_to_porter_and_title(tmp_path):
+    """A version-1 index (unicode61, no title column) is migrated in place: its FTS tables are
+    rebuilt from the base rows with the porter stemmer and the paper's title on each unit."""
+    p = tmp_path / "v1.db"
+    c = connect(p)
+    for stmt in ix._statements(ix.SCHEMA_V1):
+        c.execute(stmt)
+    c.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    c.execute("INSERT INTO papers(paper_rowid, paper_id, title, has_metadata) VALUES (1, 'P1', 'Osteoblast atlas', 1)")
+    c.execute("INSERT INTO papers_fts(rowid, title, authors, abstract, journal, domain, year) "
+              "VALUES (1, 'Osteoblast atlas', '', '', '', '', '')")
+    u = body("P1", "s0", "The scaffolds regenerated bone.")
+    c.execute("INSERT INTO body_units(unit_rowid, unit_id, short_id, paper_id, node_id, section_path, "
+              "section_level, block_ids, text, token_count, unit_kind, part_ordinal) "
+              "VALUES (1, ?, 'ab12', 'P1', 's0', '[\"Results\"]', 1, '[]', ?, 5, 'body', 0)", (u.unit_id, u.text))
+    c.execute("INSERT INTO body_units_fts(rowid, heading, text) VALUES (1, 'Results', ?)", (u.text,))
+    c.close()
+    conn = ix.open_index(p)
+    assert ix.schema_version(conn) == ix.SCHEMA_VERSION >= 2
+    assert [h.ref for h in ix.search_text(conn, "regeneration scaffold")] == [u.unit_id]  # stemmed
+    assert [h.ref for h in ix.search_text(conn, "osteoblast")] == [u.unit_id]  # the title column
+    assert [h.ref for h in ix.search_text(conn, "atlas", "papers")] == ["P1"]
+    c = ix.counts(conn)
+    assert c["body_units_fts"] == c["body_units"] == 1 and c["papers_fts"] == 1
+    # a later title change reaches the unit's FTS row
+    ix.upsert_papers(conn, [PaperMeta("P1", None, "Chondrocyte map", (), None, None, None, None, None, None,
+                                      (), None)])
+    assert ix.search_text(conn, "osteoblast") == [] and len(ix.search_text(conn, "chondrocyte")) == 1
+    conn.close()
 
 
 def test_foreign_sqlite_file_refused(tmp_path):
@@ -204,9 +238,16 @@ def test_replace_without_passages_drops_stale_vectors(conn, embedder):
     units, objects = paper_units("P1")
     ep = embedded(embedder, conn, units, objects)
     ix.replace_paper(conn, "P1", units, objects, ep)
-    ix.replace_paper(conn, "P1", units, objects)  # FTS only: the old vectors are stale
+    ix.replace_paper(conn, "P1", units, objects)  # FTS only, same units: their vectors stay valid
+    assert_consistent(conn, "P1", units, objects, ep)
+    changed = [replace(units[0], text=units[0].text + " Changed."), *units[1:]]
+    ix.replace_paper(conn, "P1", changed, objects)  # FTS only: the changed unit's vectors are stale
     c = ix.counts(conn, "P1")
-    assert c[ep.identity.vec_table] == 0 and c[ep.identity.passages_table] == 0
+    stale = sum(1 for p in ep.passages if p.unit_id == units[0].unit_id)
+    assert stale and c[ep.identity.vec_table] == c[ep.identity.passages_table] == len(ep.passages) - stale
+    left = {r[0] for r in conn.execute(f"SELECT unit_id FROM {ep.identity.passages_table}")}
+    assert units[0].unit_id not in left
+    ix.replace_paper(conn, "P1", units, objects)
     assert ix.replace_paper_vectors(conn, "P1", ep) == len(ep.passages)
     assert_consistent(conn, "P1", units, objects, ep)
 

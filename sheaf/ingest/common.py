@@ -8,6 +8,7 @@ from numbering, reference and back-matter sections, captions paired with their o
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import unicodedata
 from collections import Counter, defaultdict
@@ -18,6 +19,8 @@ from sheaf.models import Block, IngestError
 
 MAX_PAGES = 5000
 MAX_TEXT_CHARS = 2_000_000  # per block; longer text is cut with a warning
+MAX_HEADING_LEVEL = 32  # deeper (or absurd) levels from an input are ignored with a warning
+BBOX_SLACK = 0.02  # a box may overshoot the page by this much (rounding) before it is warned about
 
 
 @dataclass(slots=True)
@@ -239,6 +242,7 @@ def finalize(
     paper_id: str, source_format: str, raws: list[RawBlock], warnings: list[str]
 ) -> list[Block]:
     """Canonical blocks from an adapter's raw blocks, in reading order."""
+    bad_boxes = 0
     for r in raws:
         if len(r.text) > MAX_TEXT_CHARS:
             warnings.append(f"page {r.page}: a block of {len(r.text)} characters was cut")
@@ -248,10 +252,27 @@ def finalize(
             raise IngestError(paper_id, None, f"page number {r.page} out of range 1..{MAX_PAGES}")
         if r.bbox is not None:
             try:
-                x0, y0, x1, y1 = (min(1.0, max(0.0, float(v))) for v in r.bbox)
+                raw_box = [float(v) for v in r.bbox]
+                if len(raw_box) != 4 or not all(math.isfinite(v) for v in raw_box):
+                    raise ValueError("not four finite numbers")
+                if (any(v < -BBOX_SLACK or v > 1 + BBOX_SLACK for v in raw_box)
+                        or raw_box[0] > raw_box[2] + BBOX_SLACK or raw_box[1] > raw_box[3] + BBOX_SLACK):
+                    bad_boxes += 1  # outside the page or inverted: clamped and ordered below
+                x0, y0, x1, y1 = (min(1.0, max(0.0, v)) for v in raw_box)
+                x0, x1 = min(x0, x1), max(x0, x1)
+                y0, y1 = min(y0, y1), max(y0, y1)
                 r.bbox = (round(x0, 4), round(y0, 4), round(x1, 4), round(y1, 4))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 r.bbox = None
+                bad_boxes += 1
+        if r.heading_level is not None and not (
+                isinstance(r.heading_level, int) and 1 <= r.heading_level <= MAX_HEADING_LEVEL):
+            warnings.append(f"page {r.page}: heading level {r.heading_level!r} out of range "
+                            f"1..{MAX_HEADING_LEVEL}; ignored")
+            r.heading_level = None
+    if bad_boxes:
+        warnings.append(f"{bad_boxes} bounding box(es) outside the page, inverted or not numbers: "
+                        "clamped to the page or dropped")
     _mark_repeated_furniture(raws)
     after_refs = False
     for r in raws:
@@ -266,7 +287,7 @@ def finalize(
             depth = numbering_depth(r.text, allow_letter=after_refs)
             after_refs = after_refs or r.role == "reference_heading"
             if depth is not None:
-                r.heading_level = depth
+                r.heading_level = min(depth, MAX_HEADING_LEVEL)
             elif r.heading_level is None:
                 r.heading_level = 1
         if r.role in ("figure_caption", "table_caption", "body") and r.text:

@@ -127,7 +127,7 @@ def _coords(el: ET.Element) -> list[Box]:
         try:
             page = int(float(bits[0]))
             x, y, w, h = (float(b) for b in bits[1:])
-        except ValueError:
+        except (ValueError, OverflowError):  # "inf" pages overflow int()
             continue
         if page >= 1:
             out.append((page, x, y, w, h))

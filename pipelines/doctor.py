@@ -1,0 +1,549 @@
+"""`sheaf doctor`: cross-check, per paper, the library ↔ Dagster partitions ↔ Parquet artifacts ↔
+index rows (units, FTS, vectors of the current model) ↔ the latest materialization metadata
+(counts and hashes), and report every drift with its cause; `--repair` rebuilds only the
+affected papers and removes orphans.
+
+`index_drift` is the cheap part (counts only) that `sheaf build` also runs when it plans: a
+paper whose index rows or artifacts disagree with its materializations is rebuilt from the
+first asset that drifted, whatever Dagster's event log says. That is what makes a build killed
+between an index commit and Dagster's record of it (or an index moved aside) come back whole.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagster import DagsterInstance, Definitions
+
+from pipelines.partitions import papers_partitions
+from pipelines.state import EventInfo, latest_events
+
+#: Chain assets stored as per-paper files, in chain order, with their suffix.
+ARTIFACT_ASSETS: dict[str, str] = {
+    "ocr_blocks": ".parquet", "fulltext_markdown": ".json", "render_map": ".json",
+    "structure_tree": ".json", "body_units": ".parquet", "object_units": ".parquet",
+}
+#: Where a rebuild must start when an asset's artifact (or index rows) drifted.
+_START = {"ocr_blocks": "ocr_blocks", "fulltext_markdown": "fulltext_markdown", "render_map": "fulltext_markdown",
+          "structure_tree": "structure_tree", "body_units": "body_units", "object_units": "body_units",
+          "fts_tables": "fts_tables", "vector_collections": "vector_collections"}
+
+
+# --- the planner's check -----------------------------------------------------------------------
+
+def _open_ro(settings: Any):
+    from sheaf.index import open_index
+
+    if not Path(settings.index_path).exists():
+        return None
+    try:
+        return open_index(settings=settings, readonly=True)
+    except Exception:  # noqa: BLE001 - an unusable index: every paper drifted
+        return None
+
+
+def index_drift(settings: Any, instance: DagsterInstance, keys: list[str],
+                events: dict[str, dict[str, EventInfo]] | None = None) -> dict[str, tuple[str, list[str]]]:
+    """Papers whose artifacts or index rows disagree with their latest materializations:
+    ``{key: (first asset to rebuild, reasons)}``. Counts only (cheap: a few grouped queries
+    and a stat per artifact); `sheaf doctor` adds the hashes."""
+    from sheaf.integrity import paper_index_stats
+
+    if not keys:
+        return {}
+    ev = events or {}
+    for a in ("fts_tables", "vector_collections", *ARTIFACT_ASSETS):
+        if a not in ev:
+            ev[a] = latest_events(instance, a, partitions=keys)
+    conn = _open_ro(settings)
+    stats: dict[str, dict[str, dict[str, int]]] = {}
+    try:
+        if conn is not None:
+            from sheaf.index import collections
+
+            have = set(collections(conn))
+            wanted_keys = {e.metadata.get("model_identity") for e in ev["vector_collections"].values()}
+            for ck in wanted_keys:
+                if ck is None:
+                    continue
+                try:
+                    stats[ck] = paper_index_stats(conn, ck if ck in have else None)
+                except Exception:  # noqa: BLE001 - a damaged collection reads as no vectors
+                    stats[ck] = paper_index_stats(conn, None)
+                stats[ck]["__have__"] = {"yes": int(ck in have)}  # type: ignore[index]
+            stats.setdefault("", paper_index_stats(conn, None))
+    finally:
+        if conn is not None:
+            conn.close()
+    root = Path(settings.artifacts_dir)
+    out: dict[str, tuple[str, list[str]]] = {}
+    for key in keys:
+        reasons: list[str] = []
+        starts: list[str] = []
+        for asset, suffix in ARTIFACT_ASSETS.items():
+            e = ev[asset].get(key)
+            if e is not None and "error" not in e.metadata and not (root / asset / f"{key}{suffix}").exists():
+                reasons.append(f"artifact {asset} missing")
+                starts.append(_START[asset])
+        fts = ev["fts_tables"].get(key)
+        vec = ev["vector_collections"].get(key)
+        if fts is not None and "error" not in fts.metadata:
+            ck = vec.metadata.get("model_identity") if vec is not None else None
+            s = (stats.get(ck or "") or stats.get("") or {}).get(key, {}) if conn is not None else None
+            if s is None:
+                reasons.append("index unreadable or missing")
+                starts.append("fts_tables")
+            else:
+                want_b, want_o = fts.metadata.get("body_units"), fts.metadata.get("object_units")
+                got_b, got_o = s.get("body_units", 0), s.get("object_units", 0)
+                if (want_b is not None and got_b != want_b) or (want_o is not None and got_o != want_o):
+                    reasons.append(f"index holds {got_b}+{got_o} units, the build recorded {want_b}+{want_o}")
+                    starts.append("fts_tables")
+                elif s.get("body_fts", 0) != got_b or s.get("object_fts", 0) != got_o:
+                    reasons.append(f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {got_b}+{got_o}")
+                    starts.append("fts_tables")
+        if vec is not None and "error" not in vec.metadata and (fts is None or "error" not in fts.metadata):
+            ck = vec.metadata.get("model_identity")
+            want = vec.metadata.get("passages")
+            if conn is None:
+                if "fts_tables" not in starts:
+                    reasons.append("index unreadable or missing")
+                    starts.append("fts_tables")
+            elif ck is not None and want is not None:
+                table = stats.get(ck, {})
+                have = table.get("__have__", {}).get("yes", 0)
+                s = table.get(key, {})
+                got, vecs = s.get("passages", 0), s.get("vectors", 0)
+                if not have and want:
+                    reasons.append(f"vector collection {ck} missing from the index")
+                    starts.append("vector_collections")
+                elif got != want or vecs != got or s.get("dangling_passages", 0):
+                    reasons.append(f"index holds {got} passages / {vecs} vectors, the build recorded {want}")
+                    starts.append("vector_collections")
+        if reasons:
+            from pipelines.build import CHAIN
+
+            out[key] = (min(starts, key=CHAIN.index), reasons)
+    return out
+
+
+def metadata_missing(settings: Any, last: Any) -> bool:
+    """True when the index holds fewer metadata rows than the last `library_metadata` loaded
+    (the index was replaced, moved aside or rows were lost): the metadata must be loaded again."""
+    if last is None or last.asset_materialization is None:
+        return False
+    v = last.asset_materialization.metadata.get("papers")
+    loaded = getattr(v, "value", v)
+    if not isinstance(loaded, int) or loaded <= 0:
+        return False
+    conn = _open_ro(settings)
+    if conn is None:
+        return True
+    try:
+        have = conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0]
+    except Exception:  # noqa: BLE001
+        return True
+    finally:
+        conn.close()
+    return have < loaded
+
+
+def apply_index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any]) -> dict[str, list[str]]:
+    """Mark papers whose index rows or artifacts drifted as stale, rebuilding from the first
+    drifted asset (`sheaf build` calls this on its plan). Returns {key: reasons}."""
+    from pipelines.build import CHAIN
+
+    keys = [k for k, st in statuses.items() if st.state in ("built", "stale")]
+    drift = index_drift(settings, instance, keys)
+    for key, (start, reasons) in drift.items():
+        st = statuses[key]
+        st.state = "stale"
+        st.reasons.extend(f"index drift: {r}" for r in reasons)
+        st.rebuild_from = start if st.rebuild_from is None else min(st.rebuild_from, start, key=CHAIN.index)
+    return {k: r for k, (_, r) in drift.items()}
+
+
+# --- the doctor --------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Issue:
+    kind: str
+    detail: str
+    cause: str
+    repair: str
+    paper: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"paper": self.paper, "kind": self.kind, "detail": self.detail, "cause": self.cause,
+                "repair": self.repair}
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    issues: list[Issue] = field(default_factory=list)
+    papers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    index: dict[str, Any] = field(default_factory=dict)
+    checked: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def add(self, kind: str, detail: str, cause: str, repair: str, paper: str | None = None) -> None:
+        self.issues.append(Issue(kind, detail, cause, repair, paper))
+
+    @property
+    def affected_papers(self) -> list[str]:
+        return sorted({i.paper for i in self.issues if i.paper and i.repair == "rebuild"})
+
+    def summary(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i in self.issues:
+            out[i.kind] = out.get(i.kind, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"issues": [i.to_dict() for i in self.issues], "summary": self.summary(),
+                "affected_papers": self.affected_papers, "index": self.index, "checked": self.checked,
+                "seconds": round(self.seconds, 2)}
+
+
+_KILLED = "a build was interrupted (killed, crashed or out of space) between two of its writes"
+
+
+def _artifact_hash(path: Path, asset: str) -> str | None:
+    from sheaf.artifacts import dict_hash, table_hash
+
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return table_hash(pq.read_table(path))
+    return dict_hash(json.loads(path.read_text(encoding="utf-8")))
+
+
+def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Diagnosis:
+    """Every drift between the library, Dagster, the artifacts and the index, with its cause."""
+    from io_managers.parquet import artifact_path
+    from pipelines.build import CHAIN, paper_statuses
+    from pipelines.reliability import lock_holder, process_alive
+    from pipelines.state import latest_observed_versions
+    from sheaf.index import collections
+    from sheaf.integrity import (
+        artifact_unit_digest,
+        check_index,
+        global_orphans,
+        paper_index_stats,
+        unit_digest,
+    )
+    from sheaf.library import discover
+    from sheaf.models import valid_paper_key
+
+    t0 = time.perf_counter()
+    d = Diagnosis()
+    holder = lock_holder(settings.home)
+    if holder:
+        d.add("build_running", f"a sheaf build (pid {holder}) is running", "work in progress looks like drift",
+              "none: run the doctor again when it is done")
+
+    # 1. library ↔ partitions
+    lib = discover(settings.library) if Path(settings.library).is_dir() else None
+    library_keys = {p.key for p in lib.papers} if lib else set()
+    for k in (lib.invalid_keys if lib else ()):
+        d.add("invalid_key", f"library folder {k!r} is not a safe paper key", "a folder name with path "
+              "characters or '..' (refused so it cannot escape the data folder)", "none: rename the folder")
+    partitions = list(instance.get_dynamic_partitions(papers_partitions.name))
+    part_set = set(partitions)
+    for k in sorted(library_keys - part_set):
+        d.add("unregistered_paper", "in the library but not a Dagster partition",
+              "added to the library since the last build", "rebuild", k)
+    for k in sorted(part_set - library_keys):
+        d.add("orphan_partition", "a Dagster partition whose paper is no longer in the library",
+              "the paper was removed (or its folder renamed) and no build ran since", "remove", k)
+
+    # 2. dead runs
+    from dagster import DagsterRunStatus, RunsFilter
+
+    for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING,
+                                                      DagsterRunStatus.NOT_STARTED, DagsterRunStatus.CANCELING])):
+        pid = run.tags.get("sheaf/pid")
+        host = run.tags.get("sheaf/host")
+        if host and host != socket.gethostname():
+            continue
+        if pid and pid.isdigit() and not process_alive(int(pid), run.tags.get("sheaf/pid_start")):
+            d.add("dead_run", f"run {run.run_id[:8]} ({run.job_name}) shows {run.status.value} but its process "
+                  f"(pid {pid}) is gone", "the build process was killed or crashed", "mark failed")
+
+    # 3. index health
+    health = check_index(settings.index_path, deep=True)
+    d.index = health.to_dict()
+    if not health.ok:
+        d.add("index_damaged", health.message, "the index file was damaged (disk fault, a copy cut short, "
+              "or a write outside Sheaf)" if health.state != "schema" else "written by another Sheaf version",
+              "move aside and rebuild")
+
+    from dagster import AssetKey
+
+    if health.ok and metadata_missing(settings, instance.get_latest_materialization_event(AssetKey("library_metadata"))):
+        d.add("metadata_missing", "the index holds fewer library metadata rows than the last load recorded",
+              "the index was replaced or rows were deleted outside Sheaf", "reload")
+
+    # 4. per paper: materializations ↔ artifacts ↔ index
+    observed = latest_observed_versions(instance)
+    statuses = paper_statuses(instance, defs, settings, partitions, observed=observed)
+    events = {a: latest_events(instance, a, partitions=partitions) for a in CHAIN}
+    root = Path(settings.artifacts_dir)
+    conn = _open_ro(settings) if health.ok or health.state == "damaged_collections" else None
+    try:
+        cols = collections(conn) if conn is not None else {}
+        try:
+            current = _current_identity_key(settings, cols)
+        except Exception:  # noqa: BLE001
+            current = None
+        stats = paper_index_stats(conn, current if current in cols and current not in
+                                  health.damaged_collections else None) if conn is not None else {}
+        for key in partitions:
+            st = statuses[key]
+            info: dict[str, Any] = {"state": st.state, "reasons": list(st.reasons), "error": st.error}
+            d.papers[key] = info
+            if key not in library_keys:
+                continue
+            if st.state in ("missing", "stale"):
+                d.add("not_built", f"{st.state}: {'; '.join(st.reasons)}", "the library or code changed since "
+                      "the last build, or a build did not finish", "rebuild", key)
+            failed = st.state == "failed"
+            for asset, suffix in ARTIFACT_ASSETS.items():
+                e = events[asset].get(key)
+                path = artifact_path(root, asset, key, suffix)
+                if e is None:
+                    if path.exists() and st.state != "missing":
+                        pass
+                    continue
+                if "error" in e.metadata:
+                    if path.exists():
+                        d.add("stale_artifact", f"{asset} artifact exists but the paper's last {asset} failed",
+                              _KILLED + " or the file was restored by hand", "rebuild", key)
+                    continue
+                if not path.exists():
+                    d.add("missing_artifact", f"{asset} artifact missing ({path.name})",
+                          "deleted outside Sheaf, or " + _KILLED, "rebuild", key)
+                    continue
+                want = e.metadata.get("output_hash")
+                if want and asset in ("ocr_blocks", "render_map", "structure_tree"):
+                    try:
+                        got = _artifact_hash(path, asset)
+                    except Exception as ex:  # noqa: BLE001
+                        d.add("unreadable_artifact", f"{asset}: {type(ex).__name__}: {ex}",
+                              "the file is damaged", "rebuild", key)
+                        continue
+                    if got != want:
+                        d.add("artifact_hash_mismatch", f"{asset} artifact hash {got[:12]} ≠ recorded {want[:12]}",
+                              "the file was changed outside Sheaf, or " + _KILLED, "rebuild", key)
+            bu_ev = events["body_units"].get(key)
+            if bu_ev is not None and "error" not in bu_ev.metadata:
+                bp, op = artifact_path(root, "body_units", key, ".parquet"), artifact_path(root, "object_units", key, ".parquet")
+                want = bu_ev.metadata.get("output_hash")
+                if bp.exists() and op.exists():
+                    try:
+                        import pyarrow.parquet as pq
+
+                        from sheaf.artifacts import table_hash
+
+                        bt, ot = pq.read_table(bp), pq.read_table(op)
+                        got = table_hash(bt) + ":" + table_hash(ot)[:16]
+                        if want and got != want:
+                            d.add("artifact_hash_mismatch", f"units artifacts hash {got[:12]} ≠ recorded {want[:12]}",
+                                  "the files were changed outside Sheaf, or " + _KILLED, "rebuild", key)
+                        elif conn is not None and not failed:
+                            a_digest = artifact_unit_digest(bt.to_pylist(), ot.to_pylist())
+                            i_digest = unit_digest(conn, key)
+                            if a_digest != i_digest and events["fts_tables"].get(key) is not None:
+                                d.add("index_units_mismatch", "the index's units differ from the units artifacts",
+                                      _KILLED + ", or the index was written outside Sheaf", "rebuild", key)
+                    except Exception as ex:  # noqa: BLE001
+                        d.add("unreadable_artifact", f"units: {type(ex).__name__}: {ex}", "the file is damaged",
+                              "rebuild", key)
+            s = stats.get(key, {})
+            info["index"] = s
+            fts = events["fts_tables"].get(key)
+            vec = events["vector_collections"].get(key)
+            if conn is None:
+                continue
+            if failed:
+                if s.get("body_units", 0) or s.get("object_units", 0):
+                    d.add("stale_index_rows", f"{s['body_units']}+{s['object_units']} units indexed for a failed paper",
+                          _KILLED, "rebuild", key)
+                continue
+            if fts is not None and "error" not in fts.metadata:
+                wb, wo = fts.metadata.get("body_units"), fts.metadata.get("object_units")
+                gb, go = s.get("body_units", 0), s.get("object_units", 0)
+                if (wb is not None and gb != wb) or (wo is not None and go != wo):
+                    d.add("index_units_mismatch", f"index holds {gb}+{go} units; the last fts_tables recorded {wb}+{wo}",
+                          _KILLED + ", or rows were deleted outside Sheaf (or the index was replaced)", "rebuild", key)
+                if s.get("body_fts", 0) != gb or s.get("object_fts", 0) != go:
+                    d.add("index_fts_mismatch", f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {gb}+{go}",
+                          "FTS rows deleted or added outside a paper's transaction", "rebuild", key)
+            if vec is not None and "error" not in vec.metadata:
+                want = vec.metadata.get("passages")
+                ck = vec.metadata.get("model_identity")
+                if current and ck and ck != current:
+                    continue  # built with another model: `not_built` (model changed) says so
+                if current and current in health.damaged_collections:
+                    d.add("vectors_missing", f"vector collection {current} is damaged", "see index_damaged",
+                          "rebuild", key)
+                    continue
+                got, nv = s.get("passages", 0), s.get("vectors", 0)
+                if current not in cols and want:
+                    d.add("vectors_missing", f"no vector collection of the current model ({current})",
+                          "the collection was dropped, or the index replaced", "rebuild", key)
+                elif want is not None and got != want:
+                    d.add("vectors_mismatch", f"index holds {got} passages; the last vector_collections recorded {want}",
+                          _KILLED + ", or vectors were deleted outside Sheaf", "rebuild", key)
+                elif nv != got:
+                    d.add("vectors_mismatch", f"{nv} vectors for {got} passages", "vector rows deleted or added "
+                          "outside the paper's transaction", "rebuild", key)
+                if s.get("dangling_passages"):
+                    d.add("vectors_mismatch", f"{s['dangling_passages']} passages point at units that are gone",
+                          "units replaced without their vectors", "rebuild", key)
+        if conn is not None and current in cols and current not in health.damaged_collections:
+            bad = _vector_bytes_mismatch(conn, cols[current])
+            for key, n in sorted(bad.items()):
+                d.add("vector_corrupted", f"{n} vectors differ from the cached embedding of their text",
+                      "the vector bytes were changed on disk", "rebuild", key)
+
+        # 5. orphans: index rows, artifacts, leftovers
+        if conn is not None:
+            for key in sorted(set(stats) - part_set):
+                s = stats[key]
+                d.add("orphan_index_rows", f"{s.get('body_units', 0)}+{s.get('object_units', 0)} units, "
+                      f"{s.get('passages', 0)} passages of a paper that is not a partition",
+                      "the paper was removed but its rows stayed (a removal interrupted, or rows written outside a build)",
+                      "remove", key)
+            for kind, n in global_orphans(conn).items():
+                if n:
+                    d.add("orphan_rows", f"{n} {kind.replace('_', ' ')}", "rows written or deleted outside a "
+                          "paper's transaction", "remove")
+    finally:
+        if conn is not None:
+            conn.close()
+    if root.is_dir():
+        for asset_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+            for f in sorted(asset_dir.iterdir()):
+                if f.name.startswith("."):
+                    d.add("orphan_file", f"{asset_dir.name}/{f.name}", "a temp file of a write that was interrupted",
+                          "remove")
+                    continue
+                stem = f.name.split(".", 1)[0] if f.suffix in (".parquet", ".json") else None
+                key = f.name[: -len(f.suffix)] if f.suffix in (".parquet", ".json") else None
+                if key is None or not valid_paper_key(key) or key not in part_set:
+                    d.add("orphan_artifact", f"{asset_dir.name}/{f.name}", "the paper is no longer a partition "
+                          "(removed while no build ran, or a removal was interrupted)", "remove", stem if key else None)
+    d.checked = {"library_papers": len(library_keys), "partitions": len(partitions),
+                 "indexed_papers": len(stats) if isinstance(stats, dict) else 0}
+    d.seconds = time.perf_counter() - t0
+    return d
+
+
+def _current_identity_key(settings: Any, cols: dict[str, Any]) -> str | None:
+    """The collection key of the configured model, without loading it when the index can tell:
+    the collection whose model name matches (the newest one when several do)."""
+    from sheaf.embed import resolve_model_path
+
+    name = resolve_model_path(settings.embedding_model)[0]
+    matching = [k for k, ident in cols.items() if ident.name == name]
+    if len(matching) == 1:
+        return matching[0]
+    if not matching:
+        return None
+    from assets.resources import SheafConfig
+
+    return SheafConfig(home=str(settings.home), library=str(settings.library)).embedder().identity.key
+
+
+def _vector_bytes_mismatch(conn: Any, ident: Any) -> dict[str, int]:
+    """Per paper: vectors whose bytes differ from the embedding cache's vector of their text."""
+    bad: dict[str, int] = {}
+    pt, vt = ident.passages_table, ident.vec_table
+    try:
+        rows = conn.execute(
+            f"SELECT p.paper_id, v.embedding, c.vector FROM {pt} p JOIN {vt} v ON v.passage_rowid = p.passage_rowid "
+            f"JOIN embedding_cache c ON c.model_key = ? AND c.text_sha256 = p.text_sha256", (ident.key,))
+        for pid, a, b in rows:
+            if a != b:
+                bad[pid] = bad.get(pid, 0) + 1
+    except Exception:  # noqa: BLE001, S110 - an unreadable collection is reported by the health check
+        pass
+    return bad
+
+
+# --- repair ----------------------------------------------------------------------------------------
+
+def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosis: Diagnosis,
+           progress: Any = lambda s: None) -> dict[str, Any]:
+    """Fix what `diagnosis` found: dead runs marked failed, temp files swept, a damaged index
+    moved aside, orphans removed, then only the affected papers rebuilt (a plan-driven build,
+    then a forced rebuild of papers whose drift the plan cannot see, e.g. hash mismatches)."""
+    from io_managers.parquet import delete_artifacts
+    from pipelines.build import build
+    from pipelines.reliability import (
+        build_lock,
+        prepare_index,
+        reap_dead_runs,
+        sweep_leftovers,
+    )
+    from pipelines.sync import remove_paper_everywhere
+    from sheaf.index import open_index, remove_paper
+    from sheaf.integrity import remove_global_orphans
+
+    done: dict[str, Any] = {}
+    kinds = {i.kind for i in diagnosis.issues}
+    with build_lock(settings.home, progress):
+        done["dead_runs_failed"] = [r["run_id"] for r in reap_dead_runs(instance)]
+        done["files_swept"] = sweep_leftovers(Path(settings.home), Path(settings.artifacts_dir))
+        if "index_damaged" in kinds:
+            done["index"] = prepare_index(settings, full=True, say=progress)
+        partitions = set(instance.get_dynamic_partitions(papers_partitions.name))
+        removed: list[str] = []
+        for i in diagnosis.issues:
+            if i.kind == "orphan_partition" and i.paper in partitions:
+                remove_paper_everywhere(settings, i.paper)
+                instance.delete_dynamic_partition(papers_partitions.name, i.paper)
+                removed.append(i.paper)
+        done["partitions_removed"] = removed
+        rows_removed: list[str] = []
+        if Path(settings.index_path).exists():
+            conn = open_index(settings=settings)
+            try:
+                for i in diagnosis.issues:
+                    if i.kind == "orphan_index_rows" and i.paper and i.paper not in partitions:
+                        remove_paper(conn, i.paper)
+                        rows_removed.append(i.paper)
+                if "orphan_rows" in kinds:
+                    done["orphan_rows_removed"] = remove_global_orphans(conn)
+            finally:
+                conn.close()
+        done["index_rows_removed"] = rows_removed
+        files: list[str] = []
+        root = Path(settings.artifacts_dir)
+        for i in diagnosis.issues:
+            if i.kind == "orphan_artifact":
+                p = root / i.detail
+                if i.paper and i.paper not in partitions:
+                    files += [str(x) for x in delete_artifacts(root, i.paper)]
+                elif p.exists():
+                    p.unlink()
+                    files.append(str(p))
+            elif i.kind == "orphan_file":
+                (root / i.detail).unlink(missing_ok=True)
+                files.append(str(root / i.detail))
+        done["files_removed"] = files
+        # the plan-driven build: new papers, removed ones, stale ones and count drift
+        rep = build(settings, defs, progress=progress)
+        done["build"] = {"planned": sorted(rep.planned), "seconds": rep.seconds}
+        after = diagnose(settings, defs, instance)
+        forced = [k for k in after.affected_papers if k in set(instance.get_dynamic_partitions(papers_partitions.name))]
+        if forced:
+            progress(f"rebuilding {len(forced)} papers whose drift the plan cannot see: {', '.join(forced)}")
+            rep2 = build(settings, defs, papers=forced, full=True, progress=progress)
+            done["forced_rebuild"] = {"papers": forced, "seconds": rep2.seconds}
+    return done

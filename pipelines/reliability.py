@@ -1,0 +1,372 @@
+"""Crash safety around `sheaf build` (and `sheaf doctor --repair`).
+
+- **One build at a time** per SHEAF_HOME: `build_lock` holds an exclusive `flock` on
+  ``<SHEAF_HOME>/.sheaf-build.lock`` for the whole build. A second build prints
+  "another sheaf build is running (pid N); waiting…" and waits; the kernel drops the lock
+  when its holder dies, even by kill -9, so a dead build never blocks the next one.
+- **Dead runs**: a build killed mid-run leaves its Dagster run STARTED forever (in-process
+  runs have no monitor). Runs carry `sheaf/pid` and `sheaf/pid_start` tags (`run_tags`); the
+  next build reports every unfinished run whose process is gone as FAILED ("the process
+  died") and frees the concurrency-pool slots it held (else the `sheaf_index` pool, limit 1,
+  would block the next index write forever).
+- **Leftovers**: temp files of interrupted atomic writes (``.<name>.<random>`` beside an
+  artifact, ``.stats.*``, half-exported model folders of dead processes) are swept.
+- **Storage faults**: before writing, the build checks that the index, artifacts and Dagster
+  folders are writable (a clear error naming the path: read-only, or no space left), and
+  that the index file is usable; a damaged index is moved aside and rebuilt from the
+  artifacts (`prepare_index`). A storage error during the runs is turned into the same kind
+  of clear error (`storage_error`).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sheaf.envelope import SheafError
+from sheaf.integrity import (
+    check_index,
+    drop_collection,
+    quarantine_index,
+    salvage_cache,
+    storage_problem,
+)
+
+LOCK_NAME = ".sheaf-build.lock"
+DIED_MESSAGE = "the sheaf process (pid {pid}) running this run died (killed or crashed) before it finished"
+
+
+# --- process identity and the build lock --------------------------------------------------
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return stat.rsplit(")", 1)[1].split()[19]
+    except IndexError:
+        return None
+
+
+def run_tags() -> dict[str, str]:
+    """Tags naming this process (and host) on every run a build launches."""
+    pid = os.getpid()
+    tags = {"sheaf/pid": str(pid), "sheaf/host": socket.gethostname()}
+    start = _proc_start(pid)
+    if start:
+        tags["sheaf/pid_start"] = start
+    return tags
+
+
+def process_alive(pid: int, start: str | None = None) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if start is not None:
+        now = _proc_start(pid)
+        if now is not None and now != start:
+            return False  # the pid was reused by another process
+        if now is None and Path("/proc").is_dir() and not Path(f"/proc/{pid}").exists():
+            return False
+    state = _proc_state(pid)
+    return state not in ("Z", "X")  # a zombie has finished: it holds no run
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def lock_path(home: Path) -> Path:
+    return Path(home) / LOCK_NAME
+
+
+def lock_holder(home: Path) -> int | None:
+    """The pid of the build holding the lock, or None when no build runs."""
+    p = lock_path(home)
+    if not p.exists():
+        return None
+    try:
+        fd = os.open(p, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_pid(p) or -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_pid(p: Path) -> int | None:
+    try:
+        return int(p.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_HELD: dict[str, int] = {}  # home -> depth: the lock is re-entrant within a process
+
+
+@contextmanager
+def build_lock(home: Path, say: Callable[[str], None] | None = None, *,
+               timeout: float | None = None) -> Iterator[None]:
+    """Hold the SHEAF_HOME build lock (exclusive flock) for the block; wait for another build.
+    Re-entrant within one process (`sheaf doctor --repair` builds while holding it)."""
+    home = Path(home)
+    ident = str(home.resolve())
+    if _HELD.get(ident):
+        _HELD[ident] += 1
+        try:
+            yield
+        finally:
+            _HELD[ident] -= 1
+        return
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path(home), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise storage_error(e, [home]) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(lock_path(home))
+            msg = f"another sheaf build is running (pid {holder if holder else '?'}); waiting…"
+            print(msg, file=sys.stderr, flush=True)
+            if say is not None:
+                say(msg)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if deadline is not None else 0))
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:  # type: ignore[operator]
+                        raise SheafError("TIMEOUT", f"another sheaf build is still running (pid {holder})",
+                                         {"pid": holder, "lock": str(lock_path(home))}) from None
+                    time.sleep(0.2)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {_proc_start(os.getpid()) or ''}\n".encode(), 0)
+        except OSError:
+            pass  # a full disk must not stop us from holding the lock
+        _HELD[ident] = 1
+        try:
+            yield
+        finally:
+            _HELD.pop(ident, None)
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+# --- dead runs -------------------------------------------------------------------------------
+
+def reap_dead_runs(instance: Any) -> list[dict[str, Any]]:
+    """Report every unfinished run whose sheaf process is gone as FAILED, and free the
+    concurrency slots it held. Returns what was reaped."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    unfinished = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
+                  DagsterRunStatus.CANCELING]
+    reaped: list[dict[str, Any]] = []
+    for run in instance.get_runs(RunsFilter(statuses=unfinished)):
+        pid_tag = run.tags.get("sheaf/pid")
+        if not pid_tag or not pid_tag.isdigit():
+            continue  # not ours (the daemon, `dagster asset materialize`): its own monitor's job
+        pid = int(pid_tag)
+        host = run.tags.get("sheaf/host")
+        if host and host != socket.gethostname():
+            continue  # another machine's build (shared storage): its pid means nothing here
+        if pid == os.getpid() or process_alive(pid, run.tags.get("sheaf/pid_start")):
+            continue
+        message = DIED_MESSAGE.format(pid=pid) + "; the next `sheaf build` redoes its papers"
+        instance.report_run_failed(run, message=message)
+        held = False
+        storage = instance.event_log_storage
+        if getattr(storage, "supports_global_concurrency_limits", False):
+            try:  # else the next index write waits for the dead run's pool slot forever
+                held = run.run_id in storage.get_concurrency_run_ids()
+                storage.free_concurrency_slots_for_run(run.run_id)
+            except Exception:  # noqa: BLE001, S110 - best effort; the run is failed either way
+                pass
+        reaped.append({"run_id": run.run_id, "pid": pid, "job": run.job_name, "pool_slots_freed": held})
+    return reaped
+
+
+# --- leftovers of interrupted writes --------------------------------------------------------
+
+_TMP_ARTIFACT = re.compile(r"^\.[A-Za-z0-9._-]+\.(parquet|json)\.[A-Za-z0-9_]+$")
+_TMP_MODEL = re.compile(r"^\.(?P<key>[0-9a-f]+)\.tmp-(?P<pid>\d+)-\d+$")
+
+
+def sweep_leftovers(home: Path, artifacts: Path) -> list[str]:
+    """Delete temp files of writes a dead process left behind; call with the build lock held."""
+    gone: list[str] = []
+    if artifacts.is_dir():
+        for d in [artifacts, *(p for p in artifacts.iterdir() if p.is_dir())]:
+            for f in d.iterdir():
+                if f.is_file() and (_TMP_ARTIFACT.match(f.name) or f.name.startswith(".stats.")):
+                    f.unlink(missing_ok=True)
+                    gone.append(str(f))
+    models = Path(home) / "models"
+    if models.is_dir():
+        for d in models.iterdir():
+            m = _TMP_MODEL.match(d.name)
+            if m and d.is_dir() and not process_alive(int(m["pid"])):
+                shutil.rmtree(d, ignore_errors=True)
+                gone.append(str(d))
+    return gone
+
+
+# --- storage faults -----------------------------------------------------------------------------
+
+def _free_bytes(path: Path) -> int | None:
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def storage_error(exc: BaseException | str, paths: list[Path]) -> SheafError:
+    """A clear error for a storage fault (disk full, read-only, damaged index) naming the path."""
+    kind = storage_problem(exc) or "storage error"
+    text = str(exc)
+    named = getattr(exc, "filename", None)
+    path: Path | None = Path(named) if named else None
+    if path is not None and path.name.startswith(".sheaf-probe."):
+        path = path.parent
+    if path is None:
+        for p in paths:  # a path the message names, else the first that is not writable
+            if str(p) in text:
+                path = p
+                break
+    if path is None and ("sqlalchemy" in text or "(sqlite3." in text):  # Dagster's own storage
+        path = next((p for p in paths if "dagster" in str(p)), None)
+    if path is None:
+        for p in paths:
+            if _probe_writable(p) is not None:
+                path = p
+                break
+    if path is None:
+        path = paths[0] if paths else Path(".")
+    free = _free_bytes(path)
+    if kind == "disk full":
+        msg = f"no space left on the device holding {path}"
+        hint = "free some disk space (or move SHEAF_HOME), then run `sheaf build` again; the previous index is unchanged"
+    elif kind == "read-only":
+        msg = f"cannot write to {path}: it is read-only"
+        hint = "make the folder writable (or point SHEAF_HOME elsewhere); the previous index is unchanged"
+    elif kind == "corrupt":
+        msg = f"the index at {path} is damaged"
+        hint = "run `sheaf build --full` (it moves the damaged file aside and rebuilds) or `sheaf doctor --repair`"
+    else:
+        msg = f"storage error at {path}"
+        hint = "check the disk and folder permissions"
+    return SheafError("BACKEND_UNAVAILABLE", f"{msg} ({text.strip().splitlines()[0][:300] if text.strip() else kind})",
+                      {"path": str(path), "problem": kind, "free_bytes": free}, hint=hint)
+
+
+def _probe_writable(directory: Path) -> OSError | None:
+    """Create, write, fsync and delete a small file in `directory`; the OSError if that fails."""
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".sheaf-probe.", dir=d)
+    except OSError as e:
+        return e
+    try:
+        os.write(fd, b"\0" * 4096)
+        os.fsync(fd)
+        return None
+    except OSError as e:
+        return e
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def check_writable(paths: list[Path]) -> None:
+    """Raise a clear SheafError naming the first folder that cannot be written (or is full)."""
+    for p in paths:
+        err = _probe_writable(p)
+        if err is not None:
+            raise storage_error(err, [p])
+
+
+def prepare_index(settings: Any, *, full: bool, say: Callable[[str], None]) -> dict[str, Any]:
+    """Make sure the index file can take writes. A file that is not a readable SQLite database
+    is moved aside (``sheaf.db.corrupt-<ts>``) and its embedding cache salvaged; a damaged
+    vector collection is dropped (its vectors are rebuilt from the cache); with `full`, SQLite's
+    quick_check runs too and an index of a refused schema is also moved aside. Returns what
+    was done (empty when nothing was)."""
+    from sheaf.db import sqlite3
+    from sheaf.index import open_index
+
+    path = Path(settings.index_path)
+    health = check_index(path, deep=full)
+    out: dict[str, Any] = {"state": health.state}
+    if health.state in ("not_sqlite", "corrupt") or (full and health.state == "schema"):
+        reason = "corrupt" if health.state != "schema" else f"schema{health.details.get('found', '')}"
+        moved = quarantine_index(path, reason)
+        out.update(moved_to=str(moved), problem=health.message)
+        say(f"! the index at {path} was unusable ({health.message}); moved it aside to {moved.name} "
+            "and rebuilding it from the artifacts")
+        try:
+            conn = open_index(path, settings=settings)
+        except sqlite3.DatabaseError as e:
+            raise storage_error(e, [path.parent]) from None
+        try:
+            n = salvage_cache(moved, conn) if health.state != "schema" else 0
+        finally:
+            conn.close()
+        out["embeddings_salvaged"] = n
+        if n:
+            say(f"  {n} cached embeddings salvaged from the damaged file")
+    elif health.state == "schema":
+        raise SheafError("BACKEND_UNAVAILABLE", health.message + f" ({path})", {"path": str(path), **health.details},
+                         hint="run `sheaf build --full` to move it aside and rebuild, or use the Sheaf that wrote it")
+    elif health.state == "unreadable":
+        raise storage_error(health.message, [path])
+    elif health.state == "damaged_collections":
+        conn = open_index(path, settings=settings)
+        try:
+            for key in health.damaged_collections:
+                drop_collection(conn, key)
+        finally:
+            conn.close()
+        out["collections_dropped"] = health.damaged_collections
+        say(f"! {health.message}: dropped {', '.join(health.damaged_collections)}; its vectors are rebuilt "
+            "from the embedding cache")
+    return out if len(out) > 1 else {}

@@ -1,0 +1,166 @@
+"""The discovery sensor and the nightly schedule, evaluated with build_sensor_context /
+build_schedule_context on a real instance (temp DAGSTER_HOME)."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import time
+
+import pytest
+from dagster import (
+    AssetKey, DagsterInstance, RunRequest, SensorResult, SkipReason, build_schedule_context,
+    build_sensor_context,
+)
+
+from tests.pipeline_kit import (
+    BASE_PAPERS, CHAIN, SAMPLE, Home, built_base, clone, definitions, edit_markdown, instance, new_home,
+)
+
+KEYS = ("F7RZ4JDB", "L2YSNC8V", "M3FJ9PLC")
+
+
+def _sheaf(h: Home):
+    from assets.resources import SheafConfig
+
+    return SheafConfig(home=str(h.home), library=str(h.library))
+
+
+def _sense(h: Home, inst: DagsterInstance):
+    from pipelines.sensors import library_discovery_sensor
+
+    return library_discovery_sensor(build_sensor_context(instance=inst, resources={"sheaf": _sheaf(h)}))
+
+
+def _apply(inst: DagsterInstance, result: SensorResult) -> None:
+    """What the sensor daemon does with a SensorResult (partitions first, then events)."""
+    for req in result.dynamic_partitions_requests:
+        if type(req).__name__ == "AddDynamicPartitionsRequest":
+            inst.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+        else:
+            for k in req.partition_keys:
+                inst.delete_dynamic_partition(req.partitions_def_name, k)
+    for ev in result.asset_events:
+        inst.report_runless_asset_event(ev)
+
+
+def _observed(result: SensorResult) -> dict[str, str]:
+    return {e.partition: e.tags["dagster/data_version"] for e in result.asset_events}
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch) -> Home:
+    """An unbuilt home over a 3-paper library (no model, no runs: fast)."""
+    return new_home(tmp_path / "f", KEYS).apply(monkeypatch)
+
+
+def test_discovery_sensor_adds_partitions_observes_changes_and_skips(fresh):
+    from sheaf.ingest import source_hash
+
+    inst = instance()
+    r1 = _sense(fresh, inst)
+    assert isinstance(r1, SensorResult)
+    (add,) = r1.dynamic_partitions_requests
+    assert add.partitions_def_name == "papers" and sorted(add.partition_keys) == sorted(KEYS)
+    assert _observed(r1) == {k: source_hash(fresh.papers / k, k)[2] for k in KEYS}
+    assert all(e.asset_key == AssetKey("ocr_result") for e in r1.asset_events)
+    _apply(inst, r1)
+    assert sorted(inst.get_dynamic_partitions("papers")) == sorted(KEYS)
+
+    # nothing changed: a SkipReason, no request, no event
+    r2 = _sense(fresh, inst)
+    assert isinstance(r2, SkipReason) and "no change" in r2.skip_message
+
+    # touched but identical: still nothing
+    t = time.time() + 10
+    os.utime(fresh.papers / "M3FJ9PLC" / "content_list.json", (t, t))
+    assert isinstance(_sense(fresh, inst), SkipReason)
+
+    # one paper's OCR changed: one observation, no partition request
+    edit_markdown(fresh.papers / "L2YSNC8V" / "paper.md", "A new paragraph about lichen thalli.")
+    r3 = _sense(fresh, inst)
+    assert isinstance(r3, SensorResult) and r3.dynamic_partitions_requests == []
+    assert _observed(r3) == {"L2YSNC8V": source_hash(fresh.papers / "L2YSNC8V", "L2YSNC8V")[2]}
+    _apply(inst, r3)
+    assert isinstance(_sense(fresh, inst), SkipReason)
+
+    # a paper added and one removed: add + delete requests, an observation only for the new one
+    shutil.copytree(SAMPLE / "papers" / "W6TB4YRS", fresh.papers / "W6TB4YRS")
+    shutil.rmtree(fresh.papers / "F7RZ4JDB")
+    r4 = _sense(fresh, inst)
+    kinds = {type(q).__name__: sorted(q.partition_keys) for q in r4.dynamic_partitions_requests}
+    assert kinds == {"AddDynamicPartitionsRequest": ["W6TB4YRS"], "DeleteDynamicPartitionsRequest": ["F7RZ4JDB"]}
+    assert list(_observed(r4)) == ["W6TB4YRS"]
+    _apply(inst, r4)
+    assert sorted(inst.get_dynamic_partitions("papers")) == ["L2YSNC8V", "M3FJ9PLC", "W6TB4YRS"]
+    assert isinstance(_sense(fresh, inst), SkipReason)
+
+
+def test_discovery_sensor_refuses_invalid_keys(fresh):
+    inst = instance()
+    (fresh.papers / "bad key!").mkdir()
+    shutil.copy2(fresh.papers / "L2YSNC8V" / "paper.md", fresh.papers / "bad key!" / "paper.md")
+    r = _sense(fresh, inst)
+    (add,) = r.dynamic_partitions_requests
+    assert sorted(add.partition_keys) == sorted(KEYS)
+    assert "bad key!" not in _observed(r)
+
+
+# --- the nightly schedule on a built home --------------------------------------------------
+
+@pytest.fixture
+def built(tmp_path_factory, tmp_path, monkeypatch) -> Home:
+    base, _ = built_base(tmp_path_factory)
+    return clone(base, tmp_path / "b").apply(monkeypatch)
+
+
+def _schedule(h: Home, inst: DagsterInstance):
+    from pipelines.schedules import nightly_rebuild
+
+    ctx = build_schedule_context(instance=inst, resources={"sheaf": _sheaf(h)},
+                                 scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc))
+    out = nightly_rebuild(ctx)
+    return out if isinstance(out, SkipReason) else list(out)
+
+
+def _ranges(reqs: list[RunRequest]) -> list[tuple[str, str]]:
+    return [(r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+            for r in reqs]
+
+
+@pytest.mark.slow
+def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built, monkeypatch):
+    from pipelines.sync import apply_sync, plan_sync
+
+    inst = instance()
+    skip = _schedule(built, inst)
+    assert isinstance(skip, SkipReason) and f"all {len(BASE_PAPERS)} papers are built" in skip.skip_message
+
+    # order of partitions: L2YSNC8V M3FJ9PLC P9KE3UHB W6TB4YRS, then D2LPA7XK (added last)
+    edit_markdown(built.papers / "L2YSNC8V" / "paper.md", "Stale now: a new closing paragraph.")
+    built.add_paper("D2LPA7XK")
+    apply_sync(inst, built.settings(), plan_sync(inst, built.settings()))
+    reqs = _schedule(built, inst)
+    assert all(isinstance(r, RunRequest) for r in reqs)
+    # L2YSNC8V (stale) and D2LPA7XK (missing) are not contiguous: two range runs, nothing else
+    assert _ranges(reqs) == [("L2YSNC8V", "L2YSNC8V"), ("D2LPA7XK", "D2LPA7XK")]
+    assert all(r.asset_selection is None for r in reqs)  # the whole chain
+    assert len({r.run_key for r in reqs}) == 2
+
+    # the request is runnable as is: execute it in process, then nothing is left to do
+    defs = definitions()
+    job = defs.resolve_job_def("paper_chain")
+    for r in reqs:
+        res = job.execute_in_process(instance=inst, tags=r.tags, raise_on_error=False,
+                                     run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+        assert res.success
+    assert isinstance(_schedule(built, inst), SkipReason)
+
+    # a code bump of body_units: every paper, one contiguous range, from body_units down
+    import pipelines.definitions as pdefs
+
+    monkeypatch.setattr(pdefs, "defs", pdefs.build_definitions(code_versions={"body_units": "2"}))
+    reqs = _schedule(built, inst)
+    assert _ranges(reqs) == [("L2YSNC8V", "D2LPA7XK")]
+    assert sorted(k.path[-1] for k in reqs[0].asset_selection) == \
+        sorted(CHAIN[CHAIN.index("body_units"):])
