@@ -27,7 +27,8 @@ and on the largest N:
 - the multiprocess executor against the in-process one, one paper per run, through
   `dagster asset materialize --partition K` (the run's own duration from the instance).
 
-Run from the project root (about 15-20 minutes on 2 busy cores):
+Run from the project root (about 12 minutes on a quiet 2-core machine, 25-35 with other jobs on
+it; embedding ~4,800 passages twice, in the builds and bare, dominates):
     /work/venv/bin/python bench/pipeline.py --write-docs
     /work/venv/bin/python bench/pipeline.py --sizes 50 --no-alternatives      # quicker
 """
@@ -387,9 +388,10 @@ def render(r: dict[str, Any]) -> str:
         BEGIN, "## Pipeline (`bench/pipeline.py`)", "",
         f"Measured {r['date']} on {m['cpu']} ({m['cores']} cores, {m['memory']}), Python {m['python']}, "
         f"dagster {m['dagster']}, sentence-transformers {m['sentence-transformers']}, torch {m['torch']}. "
-        f"The machine was shared with other jobs: the 1-minute load average is shown per measurement "
-        f"(2 cores: a load above 2 means the build competed for CPU). Total bench time {r['total_s'] / 60:.1f} min.",
-        "", "Rerun from the project root (15-20 minutes):", "", "```",
+        f"The 1-minute load average is shown per measurement (2 cores: above 2, the build competed with "
+        f"other jobs for CPU). Total bench time {r['total_s'] / 60:.1f} min.",
+        "", f"Rerun from the project root (this run took {r['total_s'] / 60:.0f} min; the embedding of ~4,800 "
+        "passages dominates):", "", "```",
         "/work/venv/bin/python bench/pipeline.py --write-docs", "```", "",
         "Corpus: copies of the 8 text-format sample papers (PaddleOCR-VL, MinerU, GROBID, Docling, Markdown; "
         "not the 2 PDFs) under new keys, each with a seeded variation of its text (~30% of lowercase words "

@@ -16,6 +16,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,7 @@ def run() -> dict[str, Any]:
                       "seconds": float(case.get("time", 0)),
                       "outcome": "failed" if failed else "skipped" if skipped else "passed"})
     reports = {p.stem: json.loads(p.read_text()) for p in out_dir.glob("*.json")}
+    shutil.rmtree(out_dir, ignore_errors=True)
     load = os.getloadavg()
     return {"wall_seconds": round(wall, 1),
             "cpu_seconds": round((r1.children_user - r0.children_user) + (r1.children_system - r0.children_system), 1),
@@ -69,7 +71,12 @@ def render(r: dict[str, Any]) -> str:
              f"`bench/reliability.py` (runs `tests/test_reliability_*.py`, {r['date']}): "
              f"{sum(t['outcome'] == 'passed' for t in r['tests'])} of {len(r['tests'])} tests passed in "
              f"{r['wall_seconds']} s wall ({r['cpu_seconds']} s CPU over both cores; load average after: "
-             f"{', '.join(map(str, r['loadavg_after']))}). Every fault is injected for real.", ""]
+             f"{', '.join(map(str, r['loadavg_after']))}). Every fault is injected for real."]
+    if kill.get("full_build_seconds", 0) > 7:  # a busy machine: say how much it slowed the run
+        lines[-1] += (f" The machine was shared with other jobs: a `sheaf build --full` of the 4-paper test library "
+                      f"took {kill['full_build_seconds']} s during this run and about 5.5 s on a quiet machine, so "
+                      f"scale the wall time by about {5.5 / kill['full_build_seconds']:.1f} for an idle 2-core machine.")
+    lines.append("")
     lines += ["| fault | trials | outcome | rows lost | lock failures |", "|---|---|---|---|---|"]
     import re
 
@@ -93,7 +100,8 @@ def render(r: dict[str, Any]) -> str:
     rd = rep.get("concurrency-readers")
     if rd:
         lines.append(f"| a build (paper edited, removed, added; then `--full`) under `sheaf serve` + query commands + "
-                     f"2 reader processes | {rd['queries']} queries ({json.dumps(rd['served'])} served), "
+                     f"2 reader processes | {rd['queries']} queries ({sum((rd['served'] or {}).values())} answered by "
+                     f"`sheaf serve`), "
                      f"{sum(rd['reader_reads'])} read transactions | {rd['queries_failed']} failed queries, "
                      f"{rd['violations']} half-replaced papers seen, {rd['reader_errors']} reader errors; final index = "
                      "clean build | 0 | 0 |")
@@ -127,9 +135,11 @@ def render(r: dict[str, Any]) -> str:
     fuzz = {k[5:]: v for k, v in rep.items() if k.startswith("fuzz-")}
     if fuzz:
         total = sum(sum(c.values()) for f in fuzz.values() for c in f.values())
-        lines += ["", f"Hostile input: {total} generated malformed files (hypothesis, derandomized), every one a named "
-                  "`IngestError` or a valid (and, where the damage is detectable, warned) result that went through "
-                  "render, tree, units, Arrow artifacts and an index write; no other exception:", "",
+        lines += ["", f"Hostile input: {total} generated malformed files (hypothesis, derandomized), every one ended "
+                  "in a named `IngestError` (paper, file, message) or a valid result, with warnings where the adapter "
+                  "noticed damage (always for invalid UTF-8 in a text format; bounding boxes off the page, absurd "
+                  "heading levels, cut blocks), that went through render, tree, units, the Arrow artifacts and an "
+                  "index write; no other exception, for that paper or any other:", "",
                   "| format | inputs | truncation | wrong types / structure | huge strings | deep nesting | NUL bytes | "
                   "invalid UTF-8 | absurd numbers | random bytes | wrong root | empty | entities |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -142,14 +152,15 @@ def render(r: dict[str, Any]) -> str:
         lines += ["", "Paper keys that would escape the data folder (`../x`, `/abs`, `...`, `a/b`, `x\\n`, NUL, "
                   "300 generated) are refused by key validation, artifact paths, index writes, metadata loading and "
                   "discovery."]
-    lines += ["", "Fixes these tests forced: a deleted or replaced index (or rows lost after a commit Dagster "
-              "never recorded) left `sheaf build` saying every paper was built, with no index at all (now index "
-              "drift is a reason to rebuild; a negative control in the tests proves it); killed runs stayed STARTED and held the index pool's "
+    lines += ["", "Fixes these tests forced: a deleted or moved-aside index left `sheaf build` saying every paper "
+              "was built, with no index at all (now index drift, e.g. rows a killed process committed but Dagster "
+              "never recorded, is a reason to rebuild; a negative control in the tests shows the old behaviour); killed runs stayed STARTED and held the index pool's "
               "slot, so the next build hung at its first index write (now reaped and freed); a rebuild dropped "
               "every vector until the vector step, failing semantic queries meanwhile (now only changed units' "
               "vectors); a damaged or replaced index lost the library metadata; two builds on a fresh home could "
               "fail on Dagster's storage setup (`table jobs already exists`; now a lock); "
-              "disk-full and damaged-index errors were tracebacks (`INTERNAL_ERROR`); a 1 MB paragraph took "
+              "a full disk and a damaged index ended in `INTERNAL_ERROR` (\"a bug in sheaf\") instead of a clear "
+              "error; a 1 MB paragraph took "
               "25-70 s to split into units (quadratic); absurd heading levels overflowed the Arrow int32 artifacts; "
               "`valid_paper_key` accepted a trailing newline.", END]
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from typing import Any
 from dagster import DagsterInstance, Definitions
 
 from pipelines.partitions import papers_partitions
-from pipelines.state import EventInfo, latest_events
+from pipelines.state import latest_events
 
 #: Chain assets stored as per-paper files, in chain order, with their suffix.
 ARTIFACT_ASSETS: dict[str, str] = {
@@ -46,82 +46,66 @@ def _open_ro(settings: Any):
         return None
 
 
-def index_drift(settings: Any, instance: DagsterInstance, keys: list[str],
-                events: dict[str, dict[str, EventInfo]] | None = None) -> dict[str, tuple[str, list[str]]]:
-    """Papers whose artifacts or index rows disagree with their latest materializations:
-    ``{key: (first asset to rebuild, reasons)}``. Counts only (cheap: a few grouped queries
-    and a stat per artifact); `sheaf doctor` adds the hashes."""
+def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
+    """Papers (built or stale) whose artifacts or index rows disagree with their latest
+    materializations: ``{key: (first asset to rebuild, reasons)}``. Cheap enough for every
+    build: one storage query (the vector step's model), one grouped query per index table, a
+    stat per artifact; the counts come from the statuses' metadata. `sheaf doctor` adds hashes."""
     from sheaf.integrity import paper_index_stats
 
+    keys = [k for k, st in statuses.items() if st.state in ("built", "stale")]
     if not keys:
         return {}
-    ev = events or {}
-    for a in ("fts_tables", "vector_collections", *ARTIFACT_ASSETS):
-        if a not in ev:
-            ev[a] = latest_events(instance, a, partitions=keys)
+    vec_ev = latest_events(instance, "vector_collections", partitions=keys)
     conn = _open_ro(settings)
-    stats: dict[str, dict[str, dict[str, int]]] = {}
+    stats: dict[str | None, dict[str, dict[str, int]]] = {}
+    have: set[str] = set()
     try:
         if conn is not None:
             from sheaf.index import collections
 
             have = set(collections(conn))
-            wanted_keys = {e.metadata.get("model_identity") for e in ev["vector_collections"].values()}
-            for ck in wanted_keys:
-                if ck is None:
-                    continue
+            for ck in {e.metadata.get("model_identity") for e in vec_ev.values()} | {None}:
                 try:
                     stats[ck] = paper_index_stats(conn, ck if ck in have else None)
                 except Exception:  # noqa: BLE001 - a damaged collection reads as no vectors
                     stats[ck] = paper_index_stats(conn, None)
-                stats[ck]["__have__"] = {"yes": int(ck in have)}  # type: ignore[index]
-            stats.setdefault("", paper_index_stats(conn, None))
     finally:
         if conn is not None:
             conn.close()
     root = Path(settings.artifacts_dir)
     out: dict[str, tuple[str, list[str]]] = {}
     for key in keys:
+        st = statuses[key]
         reasons: list[str] = []
         starts: list[str] = []
-        for asset, suffix in ARTIFACT_ASSETS.items():
-            e = ev[asset].get(key)
-            if e is not None and "error" not in e.metadata and not (root / asset / f"{key}{suffix}").exists():
+        for asset, suffix in ARTIFACT_ASSETS.items():  # every chain asset materialized without error
+            if not (root / asset / f"{key}{suffix}").exists():
                 reasons.append(f"artifact {asset} missing")
                 starts.append(_START[asset])
-        fts = ev["fts_tables"].get(key)
-        vec = ev["vector_collections"].get(key)
-        if fts is not None and "error" not in fts.metadata:
-            ck = vec.metadata.get("model_identity") if vec is not None else None
-            s = (stats.get(ck or "") or stats.get("") or {}).get(key, {}) if conn is not None else None
-            if s is None:
-                reasons.append("index unreadable or missing")
+        if conn is None:
+            reasons.append("index unreadable or missing")
+            starts.append("fts_tables")
+        else:
+            s = stats[None].get(key, {})
+            want_b, want_o = st.metadata.get("body_units"), st.metadata.get("object_units")
+            got_b, got_o = s.get("body_units", 0), s.get("object_units", 0)
+            if (want_b is not None and got_b != want_b) or (want_o is not None and got_o != want_o):
+                reasons.append(f"index holds {got_b}+{got_o} units, the build recorded {want_b}+{want_o}")
                 starts.append("fts_tables")
-            else:
-                want_b, want_o = fts.metadata.get("body_units"), fts.metadata.get("object_units")
-                got_b, got_o = s.get("body_units", 0), s.get("object_units", 0)
-                if (want_b is not None and got_b != want_b) or (want_o is not None and got_o != want_o):
-                    reasons.append(f"index holds {got_b}+{got_o} units, the build recorded {want_b}+{want_o}")
-                    starts.append("fts_tables")
-                elif s.get("body_fts", 0) != got_b or s.get("object_fts", 0) != got_o:
-                    reasons.append(f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {got_b}+{got_o}")
-                    starts.append("fts_tables")
-        if vec is not None and "error" not in vec.metadata and (fts is None or "error" not in fts.metadata):
-            ck = vec.metadata.get("model_identity")
-            want = vec.metadata.get("passages")
-            if conn is None:
-                if "fts_tables" not in starts:
-                    reasons.append("index unreadable or missing")
-                    starts.append("fts_tables")
-            elif ck is not None and want is not None:
-                table = stats.get(ck, {})
-                have = table.get("__have__", {}).get("yes", 0)
-                s = table.get(key, {})
-                got, vecs = s.get("passages", 0), s.get("vectors", 0)
-                if not have and want:
+            elif s.get("body_fts", 0) != got_b or s.get("object_fts", 0) != got_o:
+                reasons.append(f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {got_b}+{got_o}")
+                starts.append("fts_tables")
+            vec = vec_ev.get(key)
+            ck = vec.metadata.get("model_identity") if vec is not None else None
+            want = st.metadata.get("passages")
+            if ck is not None and want and not any(r.startswith("model changed") for r in st.reasons):
+                v = stats.get(ck, {}).get(key, {})
+                got, vecs = v.get("passages", 0), v.get("vectors", 0)
+                if ck not in have:
                     reasons.append(f"vector collection {ck} missing from the index")
                     starts.append("vector_collections")
-                elif got != want or vecs != got or s.get("dangling_passages", 0):
+                elif got != want or vecs != got or v.get("dangling_passages", 0):
                     reasons.append(f"index holds {got} passages / {vecs} vectors, the build recorded {want}")
                     starts.append("vector_collections")
         if reasons:
@@ -157,8 +141,7 @@ def apply_index_drift(settings: Any, instance: DagsterInstance, statuses: dict[s
     drifted asset (`sheaf build` calls this on its plan). Returns {key: reasons}."""
     from pipelines.build import CHAIN
 
-    keys = [k for k, st in statuses.items() if st.state in ("built", "stale")]
-    drift = index_drift(settings, instance, keys)
+    drift = index_drift(settings, instance, statuses)
     for key, (start, reasons) in drift.items():
         st = statuses[key]
         st.state = "stale"

@@ -556,7 +556,7 @@ def run_beir(ds: BeirDataset, *, modes: Sequence[str] = MODES, cache_dir: str | 
     """Evaluate each mode on a BEIR dataset (see the module docstring). `embedder` is needed
     for semantic/hybrid (default: `Embedder.from_settings`). Returns the envelope's data:
     ``metrics[mode][metric]``, ``latency_ms[mode]``, the dataset, index and configuration."""
-    from sheaf.retrieve import RRF_K, Retriever
+    from sheaf.retrieve import HYBRID_RRF_K, Retriever
 
     modes = _check_modes(modes)
     needs_model = any(m != "lexical" for m in modes)
@@ -614,7 +614,7 @@ def run_beir(ds: BeirDataset, *, modes: Sequence[str] = MODES, cache_dir: str | 
         "index": {k: info.get(k) for k in ("path", "reused", "seconds", "papers", "units", "passages",
                                             "encoded")},
         "modes": modes,
-        "config": {"depth": depth, "rrf_k": RRF_K, "aggregation": "max over units (per_paper=1)",
+        "config": {"depth": depth, "rrf_k": HYBRID_RRF_K, "aggregation": "max over units (per_paper=1)",
                    "model": getattr(embedder, "model_name", None) if needs_model else None},
         "metrics": metrics,
         "latency_ms": {m: latency_stats(t) for m, t in times.items()},

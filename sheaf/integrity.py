@@ -113,6 +113,12 @@ def collection_tables(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _first(rows: list[str]) -> str:
+    """The gist of a quick_check report (its first lines can be a long list of pages)."""
+    lines = [ln.strip() for ln in "\n".join(rows).splitlines() if ln.strip() and not ln.startswith("***")]
+    return "; ".join(lines[:2]) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
+
+
 def check_index(path: str | Path, *, deep: bool = False) -> IndexHealth:
     """Can the index file be used? Cheap by default (header, schema, collections); `deep` adds
     SQLite's `PRAGMA quick_check` (reads every page)."""
@@ -142,13 +148,16 @@ def check_index(path: str | Path, *, deep: bool = False) -> IndexHealth:
             return IndexHealth(str(p), "schema", e.message, dict(e.details))
         if v is None:
             return IndexHealth(str(p), "empty", "the index holds no tables yet")
-        if v != SCHEMA_VERSION:
+        from sheaf.index import MIGRATIONS
+
+        # An older schema with a migration path is fine: the next read-write open migrates it.
+        if v != SCHEMA_VERSION and not (v < SCHEMA_VERSION and all(x in MIGRATIONS for x in range(v, SCHEMA_VERSION))):
             return IndexHealth(str(p), "schema", f"the index has schema {v}, this Sheaf reads {SCHEMA_VERSION}",
                                {"found": v, "supported": SCHEMA_VERSION})
         if deep:
             rows = [r[0] for r in conn.execute("PRAGMA quick_check(20)")]
             if rows != ["ok"]:
-                return IndexHealth(str(p), "corrupt", f"{p} is damaged: {rows[0]}", {"quick_check": rows})
+                return IndexHealth(str(p), "corrupt", f"{p} is damaged: {_first(rows)}", {"quick_check": rows})
         for t in ("papers", "body_units", "object_units", "body_units_fts", "object_units_fts", "papers_fts",
                   "embedding_cache"):
             conn.execute(f"SELECT count(*) FROM {t}").fetchone()
@@ -159,7 +168,7 @@ def check_index(path: str | Path, *, deep: bool = False) -> IndexHealth:
         if damaged and not deep:  # a damaged table: is it the table, or the file's pages under it?
             rows = [r[0] for r in conn.execute("PRAGMA quick_check(20)")]
             if rows != ["ok"]:
-                return IndexHealth(str(p), "corrupt", f"{p} is damaged: {rows[0]}",
+                return IndexHealth(str(p), "corrupt", f"{p} is damaged: {_first(rows)}",
                                    {"quick_check": rows, "problems": damaged})
         if damaged:
             return IndexHealth(str(p), "damaged_collections",

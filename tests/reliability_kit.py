@@ -9,9 +9,12 @@ runs exactly what the console script runs, ``sheaf.cli.main(argv)``, with its ow
 environment and working directory; the tests kill it with a real ``kill -9``. The embedding
 model itself is *not* preloaded: each child loads it (~0.5 s), as a real build does.
 
-**Faults** (`fault=` of `spawn`) make the child SIGKILL itself at a precise point that a
-random delay would rarely hit (inside a write transaction, between an artifact's write and
-its rename, while the model encodes, between two Dagster events).
+**Faults** (`faults=` of `spawn`) make the child SIGKILL itself at a precise point that a
+random delay would rarely hit (`hook`: inside a `sheaf.index` write transaction; `before` /
+`after` / `timer_in`: around the nth call of any function; `atomic_write`: between an
+artifact's write and its rename), limit its file sizes (`rlimit_fsize`: a disk-full stand-in
+without mount rights), or switch a safeguard off for a negative control (`noop`,
+`nullcontext`).
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,6 +55,7 @@ def test_two_builds_at_once_one_waits_then_skips():
     assert all(r["status"] == "SUCCESS" for r in runs), [(r["job"], r["status"]) for r in runs]
     kit.report("concurrency-two-builds", {"exit_codes": codes, "waited": True, "second_planned": env2["data"]["planned"],
                                           "locked": 0})
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _wait_for(path: Path, timeout: float) -> None:
@@ -136,3 +138,4 @@ def test_build_while_serve_search_and_readers_query():
         "queries": len(queries), "queries_failed": len(failed), "reader_reads": [s["reads"] for s in stats],
         "violations": sum(len(s["violations"]) for s in stats), "reader_errors": sum(len(s["errors"]) for s in stats),
         "served": served.get("requests"), "build_seconds": None})
+    shutil.rmtree(root, ignore_errors=True)

@@ -23,6 +23,7 @@ import math
 import os
 import random
 import re
+import shutil
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -366,8 +367,11 @@ def test_adapter_fuzz(fmt: str) -> None:
 
         one()
 
-    for cls in CLASSES[fmt]:
-        fuzz_class(cls)
+    try:
+        for cls in CLASSES[fmt]:
+            fuzz_class(cls)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     total = sum(seen.values())
     assert total >= MIN_EXAMPLES, (fmt, total)
     assert set(seen) == set(CLASSES[fmt]), (fmt, seen)

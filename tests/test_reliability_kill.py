@@ -60,8 +60,8 @@ TARGETED: list[tuple[str, str, dict[str, Any]]] = [
 class Lane:
     """One Sheaf home and library that trials run in, one after another."""
 
-    def __init__(self, name: str, root: Path, refs: dict[str, Any], rng: random.Random) -> None:
-        self.name, self.root, self.refs, self.rng = name, root, refs, rng
+    def __init__(self, name: str, root: Path, refs: dict[str, Any]) -> None:
+        self.name, self.root, self.refs = name, root, refs
         self.lib = root / "lib"
         self.home = root / "home"
         self.current = "A"
@@ -139,8 +139,9 @@ class Lane:
             problems.append(f"runs still shown running: {[(r['job'], r['status']) for r in unfinished]}")
         mine = [r for r in runs if r["tags"].get("sheaf/pid") == str(pid)]
         failed_died = [r for r in mine if r["status"] == "FAILURE" and r["message"] and "died" in r["message"]]
-        if killed and mine and mine[-1]["status"] != "SUCCESS" and not failed_died:
-            problems.append(f"killed run not marked failed: {[(r['job'], r['status'], r['message']) for r in mine]}")
+        wrong = [r for r in mine if r["status"] != "SUCCESS" and r not in failed_died]
+        if wrong:  # every run of the killed process either finished, or shows FAILURE "process died"
+            problems.append(f"killed runs not marked failed: {[(r['job'], r['status'], r['message']) for r in wrong]}")
         rows = sum(len(p["body"]) + len(p["objects"]) + len(p["passages"]) for p in snap["papers"].values())
         want_rows = sum(len(p["body"]) + len(p["objects"]) + len(p["passages"]) for p in ref["snapshot"]["papers"].values())
         return {"problems": problems, "stage": stage, "runs_marked_failed": len(failed_died),
@@ -157,16 +158,17 @@ def refs():
     home_a, lib_a = kit.clone_home(out["A"], root / "a")
     t0 = time.monotonic()
     code, text = kit.zygote().run(["build", "--full"], kit.env_for(home_a, lib_a), root, root / "a.log", timeout=300)
-    out["full_seconds"] = 1.3 * (time.monotonic() - t0)
+    out["full_seconds_measured"] = time.monotonic() - t0
+    out["full_seconds"] = 1.3 * out["full_seconds_measured"]
     assert code == 0, text[-3000:]
     shutil.rmtree(root, ignore_errors=True)
     return out
 
 
-def test_kill_minus_nine_at_random_moments_and_chosen_points(refs, tmp_path):
+def test_kill_minus_nine_at_random_moments_and_chosen_points(refs):
     rng = random.Random(SEED)
     root = kit.fast_root("sheaf-kill-")
-    lanes = [Lane(f"lane{i}", root / f"lane{i}", refs, random.Random(SEED + i)) for i in range(2)]
+    lanes = [Lane(f"lane{i}", root / f"lane{i}", refs) for i in range(2)]
     # random kills: a scenario and a uniform delay over the scenario's typical duration
     full = refs["full_seconds"]
     durations = {"full": full, "toggle": 0.8 * full, "fresh": 1.6 * full}
@@ -204,7 +206,7 @@ def test_kill_minus_nine_at_random_moments_and_chosen_points(refs, tmp_path):
     if errors:
         raise errors[0]
     results = [r for lane in lanes for r in lane.results]
-    report = {"seconds": round(seconds, 1), "trials": len(results), "full_build_seconds": round(refs["full_seconds"], 2),
+    report = {"seconds": round(seconds, 1), "trials": len(results), "full_build_seconds": round(refs["full_seconds_measured"], 2),
               "kills": sum(r["killed"] for r in results),
               "targeted_kills": sum(r["killed"] for r in results if not r["label"].startswith("random")),
               "random_kills": sum(r["killed"] for r in results if r["label"].startswith("random")),

@@ -21,7 +21,7 @@ from sheaf import retrieve as rv
 from sheaf.envelope import SheafError
 from sheaf.fts import build_match_query
 from sheaf.models import BodyUnit, ObjectUnit
-from sheaf.retrieve import Retriever, make_snippet, reading_order, term_pattern
+from sheaf.retrieve import HYBRID_RRF_K, Retriever, make_snippet, reading_order, term_pattern
 from sheaf.settings import get_settings, query_settings
 
 pytestmark = pytest.mark.slow
@@ -355,14 +355,15 @@ def test_semantic_finds_by_meaning(r):
 def test_hybrid_is_rrf_of_both_legs(r):
     q = "awake cough frequency with the P2X3 antagonist"
     res = r.retrieve(q, mode="hybrid", limit=10, per_paper=0)
-    assert res.data["fusion"] == {"method": "rrf", "k": 60}
+    k = res.data["fusion"]["k"]
+    assert res.data["fusion"] == {"method": "rrf", "k": k} and k == HYBRID_RRF_K
     lex = [m["unit_id"] for m in r.retrieve(q, mode="lexical", limit=200, per_paper=0).matches]
     sem = [m["unit_id"] for m in r.retrieve(q, mode="semantic", limit=200, per_paper=0).matches]
     both = 0
     for m in res.matches:
         legs = m["legs"]
         assert set(legs) == {"lexical", "semantic"}
-        expect = sum(1 / (60 + leg["rank"]) for leg in legs.values() if leg)
+        expect = sum(1 / (k + leg["rank"]) for leg in legs.values() if leg)
         assert m["score"] == pytest.approx(expect, abs=1e-6)
         if legs["lexical"]:
             assert lex[legs["lexical"]["rank"] - 1] == m["unit_id"]
