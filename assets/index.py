@@ -38,7 +38,9 @@ def fts_tables(context: AssetExecutionContext, sheaf: SheafConfig, body_units: d
             try:
                 units, objects = _units(key, body_units, object_units)
             except IngestError:
-                remove_paper(conn, key, prune_cache=False)
+                # its old units go; its library metadata stays (the paper is still in the
+                # library: `sheaf search` still finds it by title or author)
+                remove_paper(conn, key, prune_cache=False, keep_metadata=True)
                 raise
             stats = replace_paper(conn, key, units, objects)
             c = counts(conn, key)
@@ -67,6 +69,8 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
 
     embedder = sheaf.embedder()
     identity = embedder.identity
+    if embedder.backend_note:
+        context.log.warning(embedder.backend_note)
     conn = open_index(settings=sheaf.settings())
     keys = list(context.partition_keys)
     # key -> (passages, new vectors encoded for it, its share of the encode time) or its error
@@ -117,7 +121,8 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
             n = replace_paper_vectors(conn, key, embedded)
             return {}, {"passages": n, "embeddings_computed": computed,
                         "embeddings_reused": n - computed, "model": identity.name,
-                        "model_identity": identity.key, "embed_ms": round(embed_s * 1000, 1)}
+                        "model_identity": identity.key, "embed_backend": embedder.backend,
+                        "embed_ms": round(embed_s * 1000, 1)}
 
         run_per_paper(context, keys, one)
     finally:

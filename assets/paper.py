@@ -27,8 +27,9 @@ MULTI: dict[str, Any] = dict(partitions_def=papers_partitions, backfill_policy=B
 COMMON: dict[str, Any] = dict(MULTI, automation_condition=CHAIN_CONDITION)
 
 
-def _out() -> AssetOut:
-    return AssetOut(io_manager_key="artifacts", code_version="1", automation_condition=CHAIN_CONDITION)
+def _out(description: str) -> AssetOut:
+    return AssetOut(io_manager_key="artifacts", code_version="1", automation_condition=CHAIN_CONDITION,
+                    description=description)
 
 
 def _missing(key: str, what: str) -> IngestError:
@@ -55,7 +56,8 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
 
 
 @multi_asset(
-    outs={"fulltext_markdown": _out(), "render_map": _out()},
+    outs={"fulltext_markdown": _out("Each paper's OCR render as Markdown, in reading order."),
+          "render_map": _out("Each paper's render-map: heading events and emitted-block events of the render.")},
     ins={"ocr_blocks": AssetIn()},
     group_name="render",
     **MULTI,
@@ -99,7 +101,8 @@ def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any],
 
 
 @multi_asset(
-    outs={"body_units": _out(), "object_units": _out()},
+    outs={"body_units": _out("Section-level body text units, split past the token cap."),
+          "object_units": _out("Figure and table units: caption, label, table text, nearby text.")},
     ins={"structure_tree": AssetIn(), "ocr_blocks": AssetIn()},
     group_name="units",
     **MULTI,

@@ -4,7 +4,7 @@ from dagster import ConfigurableResource
 
 from sheaf.settings import Settings, get_settings
 
-_EMBEDDERS: dict[tuple[str, int, int], object] = {}
+_EMBEDDERS: dict[tuple, object] = {}
 
 
 class SheafConfig(ConfigurableResource):
@@ -26,7 +26,7 @@ class SheafConfig(ConfigurableResource):
         from sheaf.embed import Embedder
 
         s = self.settings()
-        key = (s.embedding_model, s.embed_batch_size, s.embed_overlap_tokens)
+        key = (s.embedding_model, s.embed_batch_size, s.embed_overlap_tokens, s.embed_backend, str(s.home))
         if key not in _EMBEDDERS:
             _EMBEDDERS[key] = Embedder.from_settings(s)
         return _EMBEDDERS[key]

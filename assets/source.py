@@ -9,7 +9,9 @@ from sheaf.library import discover
 from sheaf.models import IngestError
 
 
-@observable_source_asset(partitions_def=papers_partitions, group_name="source")
+@observable_source_asset(partitions_def=papers_partitions, group_name="source",
+                         description="Raw OCR/layout output of each paper; its data version is the paper's "
+                                     "ocr_result_hash.")
 def ocr_result(context, sheaf: SheafConfig) -> DataVersionsByPartition:
     """Raw OCR/layout output of each paper; its data version is the paper's ocr_result_hash."""
     settings = sheaf.settings()

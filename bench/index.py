@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -32,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
 
 import numpy as np  # noqa: E402
 
@@ -39,6 +38,9 @@ from sheaf import index as ix  # noqa: E402
 from sheaf.db import connect, sqlite3  # noqa: E402
 from sheaf.embed import Embedder  # noqa: E402
 from sheaf.models import BodyUnit  # noqa: E402
+
+from _common import machine as _machine  # noqa: E402
+from _common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -88,22 +90,6 @@ def compact(path: Path) -> int:
 
 
 def machine() -> dict:
-    cpu = "?"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.0f} GiB"
-                break
-    except OSError:
-        pass
     import sqlite_vec
     import torch
     try:
@@ -111,10 +97,8 @@ def machine() -> dict:
         chroma = chromadb.__version__
     except Exception:
         chroma = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "python": platform.python_version(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "sqlite": sqlite3.sqlite_version, "sqlite_vec": sqlite_vec.__version__,
-            "chromadb": chroma}
+    return {**_machine(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "sqlite": sqlite3.sqlite_version, "sqlite_vec": sqlite_vec.__version__, "chromadb": chroma}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -389,17 +373,6 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section.rstrip("\n") + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.parent.mkdir(parents=True, exist_ok=True)
-    DOCS.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--units", type=int, default=2000)
@@ -423,7 +396,7 @@ def main() -> None:
     section = markdown(r)
     print(section)
     if args.write_docs:
-        write_docs(section)
+        write_docs_section(section, BEGIN, END, DOCS)
 
 
 if __name__ == "__main__":

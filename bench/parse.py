@@ -45,6 +45,10 @@ from typing import Any  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+
+from _common import machine as _machine  # noqa: E402
+from _common import splice_section  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 SAMPLE = ROOT / "data" / "sample-library" / "papers"
@@ -229,28 +233,7 @@ def spawn(papers: list[dict[str, Any]], args: argparse.Namespace, tmp: Path, emb
 # --- the parent: groups, summary, report ---------------------------------------------------
 
 def machine() -> dict[str, Any]:
-    cpu = "?"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.0f} GiB"
-                break
-    except OSError:
-        pass
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        pdfium = version("pypdfium2")
-    except PackageNotFoundError:
-        pdfium = "?"
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "python": platform.python_version(),
-            "pypdfium2": pdfium, "platform": platform.platform()}
+    return {**_machine(["pypdfium2"]), "platform": platform.platform()}
 
 
 def summarize(name: str, rows: list[dict[str, Any]], group: dict[str, Any] | None) -> dict[str, Any]:
@@ -463,14 +446,8 @@ def write_docs(section: str, r: dict[str, Any]) -> None:
     if "## Parse" not in text and "Machine:" not in text:  # created bare by another script: add the header
         body = text.split("\n", 1)[1] if text.startswith("# Benchmarks") else text
         text = header + body
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section.rstrip("\n") + text[b:]
-    elif INDEX_BEGIN in text:  # the pipeline's order: parse before index
-        a = text.index(INDEX_BEGIN)
-        text = text[:a] + section.rstrip("\n") + "\n\n" + text[a:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
+    # without its markers the section goes before the index's (the pipeline's order: parse, then index)
+    text = splice_section(text, section, BEGIN, END, before=INDEX_BEGIN)
     DOCS.parent.mkdir(parents=True, exist_ok=True)
     DOCS.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 

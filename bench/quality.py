@@ -35,10 +35,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
 
 import numpy as np  # noqa: E402
 
 from sheaf import evaluate  # noqa: E402
+
+from _common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 METRICS = evaluate.METRICS
@@ -458,9 +461,14 @@ def render(q: dict[str, Any], ev: dict[str, Any] | None, lib: dict[str, Any] | N
           "- **RRF ties go to the lexical leg's unit** (the first hit of one leg against the first hit of the "
           "other used to be decided by unit id): SciFact hybrid nDCG@10 0.7314 → 0.7315, hybrid code recall@1 0.78 → 1.0 on the "
           "sample library's known items below.",
-          "- not kept: dropping stopwords (no gain), OR-only instead of AND-then-OR (identical on claims: no "
-          "abstract holds every word of a claim), the title-only or no passage prefix (title-only +0.002 "
-          "hybrid: noise, and it would re-embed every library; no prefix −0.02), leg weights (no gain).", ""]
+          "- not kept for quality: dropping stopwords (no gain), OR-only instead of AND-then-OR (identical on "
+          "claims: no abstract holds every word of a claim), the title-only or no passage prefix (title-only "
+          "+0.002 hybrid: noise, and it would re-embed every library; no prefix −0.02), leg weights (no gain).",
+          "- **Stopwords leave the relaxed OR form for speed** (after this study, 2026-11-30): in an OR, \"the\", "
+          "\"of\", \"in\" match nearly every unit, which bm25 then scores; without them the lexical leg is ~3x "
+          "faster at 100k units (docs/benchmarks.md, Query). Cost on SciFact train, product to product: lexical "
+          "nDCG@10 0.6926 → 0.6912, hybrid 0.7315 → 0.7298 (the table at the top is the product after it; the "
+          "lever rows above were measured before it, so the replica check reads 0.6926).", ""]
     if lib:
         ld = lib["data"]
         L += ["### Known items in the sample library (`sheaf eval library`)", "",
@@ -478,8 +486,10 @@ def render(q: dict[str, Any], ev: dict[str, Any] | None, lib: dict[str, Any] | N
     L += ["### Findings on the way", "",
           "- FTS5 (SQLite 3.51.1) does not remove a deleted row of a `contentless_delete=1` table from its bm25 "
           "statistics: after replacing every paper once the SciFact index scored lexical nDCG@10 0.6406 instead of "
-          "0.6427 (a fresh build), and the drift grows with each rebuild. `sheaf eval beir` therefore always "
-          "builds its index from scratch (keeping the embedding cache); see docs/index.md.",
+          "0.6427 (a fresh build), and the drift grew with each rebuild. Fixed in index schema 3: the FTS tables "
+          "are plain contentless tables and every delete hands FTS5 the exact values it indexed, so scores after "
+          "any sequence of rebuilds equal a fresh build's (tests/test_index_fts_stats.py); the 2 → 3 migration "
+          "rebuilds the tables and so also clears drift an index already had.",
           "- `retrieve --mode lexical` used to sort by bm25 alone, so a unit holding some words could outrank one "
           "holding all of them, unlike the documented order and the lexical leg of hybrid; it now keeps the leg's "
           "order.",
@@ -491,16 +501,6 @@ def render(q: dict[str, Any], ev: dict[str, Any] | None, lib: dict[str, Any] | N
           "above): [build time vs papers](img/build_time.png), [incremental vs full](img/incremental.png), "
           "[query latency by corpus size](img/query_latency.png).", END]
     return "\n".join(L) + "\n"
-
-
-def write_docs(section: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section.rstrip("\n") + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text, encoding="utf-8")
 
 
 def main() -> None:
@@ -527,7 +527,7 @@ def main() -> None:
     section = render(r, ev, lib)
     print(section)
     if args.write_docs:
-        write_docs(section)
+        write_docs_section(section, BEGIN, END, DOCS)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ import io
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -52,8 +51,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
 
 import numpy as np  # noqa: E402
+
+from _common import machine as _machine  # noqa: E402
+from _common import splice_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -389,26 +392,12 @@ def economy(server: Server, queries: list[str]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    cpu = "?"
-    with contextlib.suppress(OSError):
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-    mem = "?"
-    with contextlib.suppress(OSError):
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.0f} GiB"
-                break
-    from importlib.metadata import version
-
     from sheaf.db import connect
 
     c = connect(":memory:")
     sqlite_v, vec_v = c.execute("SELECT sqlite_version(), vec_version()").fetchone()
     c.close()
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "python": platform.python_version(),
-            "onnxruntime": version("onnxruntime"), "tokenizers": version("tokenizers"),
-            "numpy": version("numpy"), "torch": version("torch"), "sqlite": sqlite_v, "sqlite_vec": vec_v}
+    return {**_machine(("onnxruntime", "tokenizers", "numpy", "torch")), "sqlite": sqlite_v, "sqlite_vec": vec_v}
 
 
 # --- main -------------------------------------------------------------------------------------------
@@ -630,12 +619,7 @@ def section(r: dict[str, Any]) -> str:
 
 def write_docs(r: dict[str, Any]) -> None:
     text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
-    sec = section(r)
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + sec + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + sec + "\n"
+    text = splice_section(text, section(r) + "\n", BEGIN, END)
     line = "scripts/dev python bench/query.py --write-docs     # Query: CLI latency cold / warm server, output economy"
     if "bench/query.py --write-docs" not in text.split(BEGIN)[0]:
         marker = "scripts/dev python bench/index.py --write-docs"

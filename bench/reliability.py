@@ -26,6 +26,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+
+from _common import write_docs_section  # noqa: E402
+
 DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:reliability:begin -->", "<!-- bench:reliability:end -->"
 
@@ -166,16 +170,6 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section.rstrip("\n") + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
@@ -190,7 +184,7 @@ def main() -> None:
     if r.get("exit"):
         print(r.get("tail", ""), file=sys.stderr)
     if args.write_docs:
-        write_docs(section)
+        write_docs_section(section, BEGIN, END, DOCS)
 
 
 if __name__ == "__main__":

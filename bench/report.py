@@ -63,13 +63,24 @@ def _save(fig: Any, name: str, out: Path) -> Path:
     return p
 
 
+def _footnote(fig: Any, text: str) -> None:
+    fig.text(0.01, 0.005, text, fontsize=7, color="#666")
+
+
 # --- pipeline -----------------------------------------------------------------------------------
+
+def _pipeline_sizes(r: dict[str, Any], png: str) -> list[int]:
+    """The library sizes of the pipeline results, ascending; none: says that `png` is skipped."""
+    sizes = sorted(int(n) for n in r.get("results", {}))
+    if not sizes:
+        print(f"skipped {png}: no sizes in the pipeline results", file=sys.stderr)
+    return sizes
+
 
 def plot_build_time(r: dict[str, Any], out: Path) -> Path | None:
     plt = _plt()
-    sizes = sorted(int(n) for n in r.get("results", {}))
+    sizes = _pipeline_sizes(r, "build_time.png")
     if not sizes:
-        print("skipped build_time.png: no sizes in the pipeline results", file=sys.stderr)
         return None
     res = r["results"]
     full = [res[str(n)]["full"]["wall_s"] for n in sizes]
@@ -87,15 +98,14 @@ def plot_build_time(r: dict[str, Any], out: Path) -> Path | None:
     ax.set_ylim(0, max(full + load) * 1.2)
     ax.set_title("Full build time vs library size, against the embedding floor")
     ax.legend(loc="upper left", frameon=False)
-    fig.text(0.01, 0.005, f"bench/pipeline.py, {r.get('date', '')}; 2 shared cores", fontsize=7, color="#666")
+    _footnote(fig, f"bench/pipeline.py, {r.get('date', '')}; 2 shared cores")
     return _save(fig, "build_time.png", out)
 
 
 def plot_incremental(r: dict[str, Any], out: Path) -> Path | None:
     plt = _plt()
-    sizes = sorted(int(n) for n in r.get("results", {}))
+    sizes = _pipeline_sizes(r, "incremental.png")
     if not sizes:
-        print("skipped incremental.png: no sizes in the pipeline results", file=sys.stderr)
         return None
     res = r["results"]
     kinds = [("full", "full build (every paper)", "#4C72B0"),
@@ -114,7 +124,7 @@ def plot_incremental(r: dict[str, Any], out: Path) -> Path | None:
     ax.set_title("Incremental builds: only the changed paper is rebuilt")
     ax.legend(frameon=False)
     ax.set_ylim(0, max(res[str(n)]["full"]["wall_s"] for n in sizes) * 1.15)
-    fig.text(0.01, 0.005, f"bench/pipeline.py, {r.get('date', '')}; 2 shared cores", fontsize=7, color="#666")
+    _footnote(fig, f"bench/pipeline.py, {r.get('date', '')}; 2 shared cores")
     return _save(fig, "incremental.png", out)
 
 
@@ -206,7 +216,7 @@ def plot_query_latency(r: dict[str, Any], out: Path) -> Path | None:
     ax.set_title("Query latency by corpus size\n(line: median; shaded up to the 95th percentile)", fontsize=10)
     ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     src = "bench/query.py" + (" (parsed from docs/benchmarks.md)" if r.get("source") else "")
-    fig.text(0.01, 0.005, f"{src}, {r.get('date', '')}; 2 shared cores", fontsize=7, color="#666")
+    _footnote(fig, f"{src}, {r.get('date', '')}; 2 shared cores")
     return _save(fig, "query_latency.png", out)
 
 
@@ -244,8 +254,8 @@ def plot_quality(env: dict[str, Any], out: Path) -> Path | None:
                  if n_q else "Retrieval quality by mode")
     ax.legend(frameon=False, ncol=3, loc="upper left")
     run = data.get("run", {})
-    fig.text(0.01, 0.005, f"sheaf eval beir, {run.get('date', '')[:10]}; published test-split nDCG@10: "
-             "BM25 0.665, all-MiniLM-L6-v2 0.645", fontsize=7, color="#666")
+    _footnote(fig, f"sheaf eval beir, {run.get('date', '')[:10]}; published test-split nDCG@10: "
+              "BM25 0.665, all-MiniLM-L6-v2 0.645")
     return _save(fig, "quality.png", out)
 
 
@@ -305,7 +315,7 @@ def plot_quality_levers(r: dict[str, Any], out: Path) -> Path | None:
         ("baseline", "before"), ("lexical", "lexical leg"), ("semantic", "passage prefix (semantic leg)"),
         ("fusion", "fusion"), ("kept", "kept in the product"))], fontsize=7, frameon=False,
         loc="center right", bbox_to_anchor=(1.0, 0.31))
-    fig.text(0.01, 0.005, f"bench/quality.py, {r.get('date', '')}; 809 train claims", fontsize=7, color="#666")
+    _footnote(fig, f"bench/quality.py, {r.get('date', '')}; 809 train claims")
     return _save(fig, "quality_levers.png", out)
 
 

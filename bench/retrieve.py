@@ -34,6 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+
+from _common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -225,16 +228,6 @@ def markdown(r: dict) -> str:
     return "\n".join(lines)
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section.rstrip("\n") + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--abstracts", type=int, default=5183, help="SciFact abstracts (2 units each)")
@@ -252,7 +245,7 @@ def main() -> None:
     section = markdown(r)
     print(section)
     if args.write_docs:
-        write_docs(section)
+        write_docs_section(section, BEGIN, END, DOCS)
 
 
 if __name__ == "__main__":

@@ -250,7 +250,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
                          "marked failed")
             swept = sweep_leftovers(settings.home, settings.artifacts_dir)
             prepared = prepare_index(settings, full=full, say=progress)
-            rep = _build(settings, defs, papers, full, progress)
+            rep = _build(settings, defs, papers, full, progress, instance)
         except SheafError:
             raise
         except Exception as e:
@@ -266,9 +266,9 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
 
 def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full: bool,
-           progress: Callable[[str], None]) -> BuildReport:
+           progress: Callable[[str], None], instance: DagsterInstance | None = None) -> BuildReport:
     t0 = time.perf_counter()
-    instance = get_instance(settings)
+    instance = instance or get_instance(settings)  # creating one costs ~0.5 s: `build` passes its own
     plan = plan_sync(instance, settings)
     apply_sync(instance, settings, plan)
     sync = {"added": plan.added, "removed": plan.removed, "changed": sorted(plan.changed),
@@ -343,11 +343,13 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             instance=instance, raise_on_error=False, asset_selection=[AssetKey("library_report")],
             run_config=QUIET_RUN_CONFIG, tags=run_tags())
         progress("library report updated" if res.success else "library report FAILED")
-    if runs:
-        final = paper_statuses(instance, defs, settings, wanted)
+    if runs:  # only the papers the runs touched changed state: read theirs again
+        ran = [k for k in wanted if k in targets]
+        final = {**statuses, **paper_statuses(instance, defs, settings, ran)}
+        final = {k: final[k] for k in wanted}
         from pipelines.doctor import apply_index_drift
 
-        apply_index_drift(settings, instance, final)
+        apply_index_drift(settings, instance, {k: final[k] for k in ran})
     else:  # nothing ran: the plan's statuses are final (a no-op build reads the event log once)
         final = statuses
     return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted)

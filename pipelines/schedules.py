@@ -1,6 +1,6 @@
 """Nightly schedule: materialize missing and stale papers in chunked runs."""
 
-from dagster import AssetKey, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
+from dagster import AssetKey, DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
 from assets.resources import SheafConfig
 from pipelines.automation import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
@@ -8,6 +8,7 @@ from pipelines.partitions import papers_partitions
 
 
 @schedule(cron_schedule=NIGHTLY_CRON, job_name="paper_chain", execution_timezone="UTC",
+          default_status=DefaultScheduleStatus.RUNNING,  # on whenever the daemon runs (dagster dev)
           description="Nightly: rebuild every missing or stale paper, in chunks of papers per run.")
 def nightly_rebuild(context: ScheduleEvaluationContext, sheaf: SheafConfig):
     from pipelines.build import CHAIN, chain_from, chunk_targets, needs_build, paper_statuses

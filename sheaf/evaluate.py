@@ -367,10 +367,10 @@ def _fingerprint(ds: BeirDataset, identity: Any, token_cap: int, probe: str) -> 
 
 def _fresh_index(path: Path, progress: Progress) -> Any:
     """A new, empty eval index at `path`, keeping the embedding cache of the one it replaces
-    (vectors are content-addressed: still valid). Never rebuilt in place: FTS5's contentless
-    tables with ``contentless_delete=1`` do not take deleted rows out of the bm25 statistics
-    (row count, average length), so an index whose rows were replaced scores differently
-    from a fresh one, and results would depend on the cache's history."""
+    (vectors are content-addressed: still valid). Never rebuilt in place, so results never
+    depend on the cache's history (schema 2's ``contentless_delete=1`` FTS tables kept
+    replaced rows in the bm25 statistics; schema 3 deletes exactly, but rowids, which break
+    score ties, still follow the history)."""
     from sheaf.db import connect, transaction
     from sheaf.index import open_index
 

@@ -17,10 +17,17 @@ Tables
                          the passage's rowid, ``paper_id`` a metadata column.
 ``embedding_cache``      (model key, sha256 of passage text) → vector, content-addressed.
 
-FTS tables are contentless (``content=''``, ``contentless_delete=1``): the text lives once,
-in the base tables; the FTS rowid is the base row's rowid; what is indexed is
-`sheaf.fts.fts_text` of the column (CJK spaced, hyphen-joined forms added), written by this
-module inside the same transaction as the base rows (no triggers).
+FTS tables are contentless (``content=''``): the text lives once, in the base tables; the FTS
+rowid is the base row's rowid; what is indexed is `sheaf.fts.fts_text` of the column (CJK
+spaced, hyphen-joined forms added), written by this module inside the same transaction as the
+base rows (no triggers). What a row indexes is always computed from its base row (and, for
+units, its paper's current title) by `_fts_rows`, both to insert it and to delete it: a
+contentless row is deleted with FTS5's ``'delete'`` command and exactly the values it indexed,
+so the deletes run BEFORE the base rows (or the paper's title) change, and bm25's statistics
+(row count, column lengths) stay those of a clean build of the same content. (Schema 2 used
+``contentless_delete=1``, whose deletes never leave those statistics: lexical scores drifted
+with every rebuild.) A contentless row cannot be deleted without its values, so FTS rows
+written or deleted outside this module are repaired by `rebuild_fts` (empty, refill).
 
 Writes (`replace_paper`, `remove_paper`, `upsert_papers`) each run in ONE
 ``BEGIN IMMEDIATE`` transaction across every table, vectors and FTS included: a failure at
@@ -52,13 +59,13 @@ if TYPE_CHECKING:  # pragma: no cover - sheaf.metadata is imported where a Paper
 __all__ = [
     "SCHEMA_VERSION", "MIGRATIONS", "IndexSchemaError", "ReplaceStats", "FtsHit", "VectorHit",
     "open_index", "ensure_schema", "as_unit", "schema_version", "replace_paper", "replace_paper_vectors",
-    "remove_paper", "upsert_papers", "collections", "ensure_collection", "cache_get",
+    "remove_paper", "upsert_papers", "rebuild_fts", "FTS_TABLES", "collections", "ensure_collection", "cache_get",
     "cache_put", "prune_embedding_cache", "counts", "paper_ids", "paper_ids_where", "get_paper", "get_units",
     "get_unit", "paper_units", "fts_search", "fts_best_per_paper", "search_text", "vector_search",
     "MAX_KNN_K", "set_vector_accelerator",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Hook = Callable[[str], None]
 Conn = sqlite3.Connection
@@ -75,7 +82,9 @@ class IndexSchemaError(SheafError):
 
 # --- schema ------------------------------------------------------------------------------
 
-_FTS_OPTS = f"content='', contentless_delete=1, tokenize='{FTS_TOKENIZER}'"
+#: Schema 3: plain contentless tables (deleted with the 'delete' command and the row's values).
+_FTS_OPTS = f"content='', tokenize='{FTS_TOKENIZER}'"
+_FTS_OPTS_V2 = "content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2'"
 _FTS_OPTS_V1 = "content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2'"
 
 #: Version 1. A new index is created as version 1 and then migrated (MIGRATIONS), so new and
@@ -170,6 +179,9 @@ FTS_V2 = {
 }
 
 
+FTS_TABLES = tuple(FTS_V2)  # the columns of schema 3 are those of schema 2
+
+
 def _body_fts_row(rowid: int, section_path: Sequence[str], text: str, title: str | None) -> tuple:
     return (rowid, fts_text(" > ".join(section_path)), fts_text(text), fts_text(title))
 
@@ -180,38 +192,121 @@ def _object_fts_row(rowid: int, caption: str | None, label: str | None, table_te
             fts_text(title))
 
 
+def _papers_fts_row(rowid: int, has_metadata: int, title: str | None, authors: str | None,
+                    abstract: str | None, journal: str | None, domain: str | None,
+                    year: int | None) -> tuple:
+    if not has_metadata:  # a stub: indexed empty (its title, if any, is not metadata)
+        return (rowid, "", "", "", "", "", "")
+    return (rowid, fts_text(title), fts_text("; ".join(json.loads(authors or "[]"))), fts_text(abstract),
+            fts_text(journal), fts_text(domain), str(year) if year is not None else "")
+
+
+_CURRENT: Any = object()  # `_fts_rows(title=...)` default: the paper's title in the papers table
+
+_FTS_SELECT = {
+    "papers_fts": ("SELECT b.paper_rowid, b.has_metadata, b.title, b.authors, b.abstract, b.journal, "
+                   "b.domain, b.year FROM papers b"),
+    "body_units_fts": ("SELECT b.unit_rowid, b.section_path, b.text, p.title FROM body_units b "
+                       "LEFT JOIN papers p ON p.paper_id = b.paper_id"),
+    "object_units_fts": ("SELECT b.unit_rowid, b.caption, b.label, b.table_text, b.nearby_text, p.title "
+                         "FROM object_units b LEFT JOIN papers p ON p.paper_id = b.paper_id"),
+}
+
+
+def _fts_rows(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = (), *,
+              title: Any = _CURRENT) -> list[tuple]:
+    """``(rowid, *values)`` that `fts` indexes for the base rows matching `where` (columns
+    qualified ``b.``): computed from the base rows and, for units, their paper's title as the
+    papers table holds it now (or `title`, for units indexed under another one). The ONE
+    definition of what is indexed: inserts and deletes both use it."""
+    rows = conn.execute(f"{_FTS_SELECT[fts]} WHERE {where} ORDER BY 1", tuple(args)).fetchall()
+    if fts == "papers_fts":
+        return [_papers_fts_row(*r) for r in rows]
+    if fts == "body_units_fts":
+        return [_body_fts_row(r, json.loads(sp), t, ti if title is _CURRENT else title)
+                for r, sp, t, ti in rows]
+    return [_object_fts_row(*r[:5], r[5] if title is _CURRENT else title) for r in rows]
+
+
+def _fts_insert(conn: Conn, fts: str, rows: Sequence[tuple]) -> None:
+    cols = FTS_V2[fts]
+    conn.executemany(f"INSERT INTO {fts}(rowid, {cols}) VALUES (?, {', '.join('?' * (cols.count(',') + 1))})",
+                     rows)
+
+
+def _fts_delete(conn: Conn, fts: str, rows: Sequence[tuple]) -> int:
+    """Take rows out of a contentless FTS table: FTS5's ``'delete'`` command with exactly the
+    values they indexed (`_fts_rows`, computed before the base rows change). Rows the FTS
+    table does not hold are skipped: a 'delete' of an absent rowid would still subtract its
+    tokens and decrement the row count (silent damage). Returns how many were deleted."""
+    if not rows:
+        return 0
+    ids = [r[0] for r in rows]
+    present: set[int] = set()
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        present |= {r[0] for r in conn.execute(
+            f"SELECT rowid FROM {fts} WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)}
+    cols = FTS_V2[fts]
+    todo = [r for r in rows if r[0] in present]
+    conn.executemany(f"INSERT INTO {fts}({fts}, rowid, {cols}) "
+                     f"VALUES ('delete', ?, {', '.join('?' * (cols.count(',') + 1))})", todo)
+    return len(todo)
+
+
+def _fill_fts(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = ()) -> None:
+    """Write the FTS rows of the base rows matching `where`; the caller has deleted the old ones."""
+    _fts_insert(conn, fts, _fts_rows(conn, fts, where, args))
+
+
 def _fill_unit_fts(conn: Conn, paper_id: str | None = None) -> None:
     """(Re)write the FTS rows of every unit (of one paper) from the base tables and the
     papers' titles; the caller has deleted the old rows."""
-    where, args = ("WHERE b.paper_id = ?", (paper_id,)) if paper_id else ("", ())
-    rows = conn.execute(f"SELECT b.unit_rowid, b.section_path, b.text, p.title FROM body_units b "
-                        f"LEFT JOIN papers p ON p.paper_id = b.paper_id {where}", args).fetchall()
-    conn.executemany("INSERT INTO body_units_fts(rowid, heading, text, title) VALUES (?,?,?,?)",
-                     [_body_fts_row(r, json.loads(sp), t, ti) for r, sp, t, ti in rows])
-    rows = conn.execute(f"SELECT b.unit_rowid, b.caption, b.label, b.table_text, b.nearby_text, p.title "
-                        f"FROM object_units b LEFT JOIN papers p ON p.paper_id = b.paper_id {where}",
-                        args).fetchall()
-    conn.executemany("INSERT INTO object_units_fts(rowid, caption, label, table_text, nearby_text, title) "
-                     "VALUES (?,?,?,?,?,?)", [_object_fts_row(*r) for r in rows])
+    where, args = ("b.paper_id = ?", (paper_id,)) if paper_id else ("1", ())
+    for fts in ("body_units_fts", "object_units_fts"):
+        _fill_fts(conn, fts, where, args)
+
+
+def _recreate_fts(conn: Conn, opts: str) -> None:
+    """Drop the three FTS tables, create them with `opts` and refill them from the base tables
+    (a full-text rebuild; units, vectors and the cache are untouched)."""
+    for table, cols in FTS_V2.items():
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5({cols}, {opts})")
+    for table in FTS_V2:
+        _fill_fts(conn, table)
 
 
 def _migrate_1_fts_porter_title(conn: Conn) -> None:
     """1 → 2: the FTS tables recreated (porter tokenizer, title column) and refilled from the
-    base tables (a full-text rebuild; units, vectors and the cache are untouched)."""
-    for table, cols in FTS_V2.items():
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5({cols}, {_FTS_OPTS})")
-    rows = conn.execute("SELECT paper_rowid, has_metadata, title, authors, abstract, journal, domain, year "
-                        "FROM papers").fetchall()
-    conn.executemany(
-        "INSERT INTO papers_fts(rowid, title, authors, abstract, journal, domain, year) VALUES (?,?,?,?,?,?,?)",
-        [(r, fts_text(t), fts_text("; ".join(json.loads(a or "[]"))), fts_text(ab), fts_text(j), fts_text(d),
-          str(y) if y is not None else "") if meta else (r, "", "", "", "", "", "")
-         for r, meta, t, a, ab, j, d, y in rows])
-    _fill_unit_fts(conn)
+    base tables."""
+    _recreate_fts(conn, _FTS_OPTS_V2)
+
+
+def _migrate_2_fts_exact_deletes(conn: Conn) -> None:
+    """2 → 3: the FTS tables recreated without ``contentless_delete=1`` (whose deletes left
+    bm25's statistics inflated) and refilled from the base tables: a refill also drops the
+    drift a schema-2 index accumulated."""
+    _recreate_fts(conn, _FTS_OPTS)
 
 
 MIGRATIONS[1] = _migrate_1_fts_porter_title
+MIGRATIONS[2] = _migrate_2_fts_exact_deletes
+
+
+def rebuild_fts(conn: Conn, tables: Iterable[str] = FTS_TABLES) -> None:
+    """Empty FTS tables and refill them from the base tables (own transaction unless one is
+    open). The repair for FTS rows written or deleted outside this module: a contentless row
+    cannot be deleted without the values it indexed, so orphans go with a rebuild."""
+    if not conn.in_transaction:
+        with transaction(conn):
+            return rebuild_fts(conn, tables)
+    for t in tables:
+        if t not in FTS_V2:
+            raise ValueError(f"not an FTS table: {t}")
+        conn.execute(f"INSERT INTO {t}({t}) VALUES ('delete-all')")
+        _fill_fts(conn, t)
+
 
 _SHEAF_TABLES = {"meta", "papers", "body_units", "object_units", "embedding_cache"}
 
@@ -494,9 +589,9 @@ def _as_list(passages: EmbeddedPassages | Sequence[EmbeddedPassages] | None) -> 
 
 def _ensure_paper_row(conn: Conn, paper_id: str) -> None:
     if conn.execute("SELECT 1 FROM papers WHERE paper_id = ?", (paper_id,)).fetchone() is None:
-        cur = conn.execute("INSERT INTO papers(paper_id) VALUES (?)", (paper_id,))
-        conn.execute("INSERT INTO papers_fts(rowid, title, authors, abstract, journal, domain, year) "
-                     "VALUES (?, '', '', '', '', '', '')", (cur.lastrowid,))
+        rowid = _next_rowid(conn, "papers", "paper_rowid", "papers_fts")
+        conn.execute("INSERT INTO papers(paper_rowid, paper_id) VALUES (?, ?)", (rowid, paper_id))
+        _fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
 
 
 def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity,
@@ -539,16 +634,22 @@ def _unchanged_units(conn: Conn, paper_id: str, units: Sequence[BodyUnit],
 def _delete_units(conn: Conn, paper_id: str) -> int:
     n = 0
     for table in ("body_units", "object_units"):
-        rowids = [r[0] for r in conn.execute(f"SELECT unit_rowid FROM {table} WHERE paper_id = ?", (paper_id,))]
-        if rowids:
-            conn.executemany(f"DELETE FROM {table}_fts WHERE rowid = ?", [(r,) for r in rowids])
+        rows = _fts_rows(conn, f"{table}_fts", "b.paper_id = ?", (paper_id,))  # before the base rows go
+        if rows:
+            _fts_delete(conn, f"{table}_fts", rows)
             conn.execute(f"DELETE FROM {table} WHERE paper_id = ?", (paper_id,))
-        n += len(rowids)
+        n += len(rows)
     return n
 
 
-def _next_rowid(conn: Conn, table: str, col: str) -> int:
-    return int(conn.execute(f"SELECT COALESCE(MAX({col}), 0) + 1 FROM {table}").fetchone()[0])
+def _next_rowid(conn: Conn, table: str, col: str, fts: str | None = None) -> int:
+    """The next free rowid of `table`, and of its FTS table: a new row never lands on an FTS
+    row left behind by a write outside Sheaf (two rows under one rowid of a contentless
+    table could never be told apart again)."""
+    n = int(conn.execute(f"SELECT COALESCE(MAX({col}), 0) FROM {table}").fetchone()[0])
+    if fts is not None:
+        n = max(n, int(conn.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {fts}").fetchone()[0]))
+    return n + 1
 
 
 def _assign_short_ids(conn: Conn, units: Sequence[BodyUnit | ObjectUnit]) -> tuple[list[str], int]:
@@ -575,39 +676,34 @@ def _assign_short_ids(conn: Conn, units: Sequence[BodyUnit | ObjectUnit]) -> tup
 def _insert_units(conn: Conn, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit],
                   hook: Hook | None) -> int:
     shorts, lengthened = _assign_short_ids(conn, [*units, *objects])
-    pid = (units or objects)[0].paper_id if (units or objects) else None
-    row = conn.execute("SELECT title FROM papers WHERE paper_id = ?", (pid,)).fetchone() if pid else None
-    title = row[0] if row else None
     if units:
-        r0 = _next_rowid(conn, "body_units", "unit_rowid")
-        rows, fts = [], []
+        r0 = _next_rowid(conn, "body_units", "unit_rowid", "body_units_fts")
+        rows = []
         for i, u in enumerate(units):
             ps = u.page_span or (None, None)
             rows.append((r0 + i, u.unit_id, shorts[i], u.paper_id, u.node_id, _j(u.section_path),
                          u.section_level, ps[0], ps[1], _j(u.block_ids), u.text, u.token_count,
                          u.unit_kind, u.part_ordinal))
-            fts.append(_body_fts_row(r0 + i, u.section_path, u.text, title))
         conn.executemany("INSERT INTO body_units(unit_rowid, unit_id, short_id, paper_id, node_id, "
                          "section_path, section_level, page_start, page_end, block_ids, text, "
                          "token_count, unit_kind, part_ordinal) "
                          "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         _call(hook, "after_body_units")
-        conn.executemany("INSERT INTO body_units_fts(rowid, heading, text, title) VALUES (?,?,?,?)", fts)
+        # what is indexed is computed from the rows just written, as every delete will compute it
+        _fill_fts(conn, "body_units_fts", "b.unit_rowid >= ?", (r0,))
         _call(hook, "after_body_units_fts")
     if objects:
-        r0 = _next_rowid(conn, "object_units", "unit_rowid")
-        rows, fts = [], []
+        r0 = _next_rowid(conn, "object_units", "unit_rowid", "object_units_fts")
+        rows = []
         for i, o in enumerate(objects):
             rows.append((r0 + i, o.unit_id, shorts[len(units) + i], o.paper_id, o.object_kind,
                          o.label, o.caption or "", o.table_text or "", o.nearby_text or "",
                          o.node_id, _j(o.section_path), o.page, _j(o.block_ids)))
-            fts.append(_object_fts_row(r0 + i, o.caption, o.label, o.table_text, o.nearby_text, title))
         conn.executemany("INSERT INTO object_units(unit_rowid, unit_id, short_id, paper_id, "
                          "object_kind, label, caption, table_text, nearby_text, node_id, "
                          "section_path, page, block_ids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         _call(hook, "after_object_units")
-        conn.executemany("INSERT INTO object_units_fts(rowid, caption, label, table_text, nearby_text, "
-                         "title) VALUES (?,?,?,?,?,?)", fts)
+        _fill_fts(conn, "object_units_fts", "b.unit_rowid >= ?", (r0,))
         _call(hook, "after_object_units_fts")
     return lengthened
 
@@ -700,11 +796,15 @@ def replace_paper_vectors(conn: Conn, paper_id: str, passages: EmbeddedPassages,
     return n
 
 
-def remove_paper(conn: Conn, paper_id: str, *, prune_cache: bool = True,
+def remove_paper(conn: Conn, paper_id: str, *, prune_cache: bool = True, keep_metadata: bool = False,
                  hook: Hook | None = None) -> bool:
     """Delete every row of a paper (metadata, FTS, units, passages, vectors) in one
     transaction; with `prune_cache`, also the cached vectors only this paper used.
-    Returns False when the index held nothing of it."""
+
+    `keep_metadata` keeps its library metadata (the ``papers`` row and its ``papers_fts`` row,
+    when loaded from the export; a stub row goes): for a paper still in the library whose
+    content must go (its units failed to build), so it is still found by title or author.
+    Returns False when the index held nothing of it (nothing but the kept metadata)."""
     with transaction(conn):
         idents = list(collections(conn).values())
         shas: set[str] = set()
@@ -716,9 +816,10 @@ def remove_paper(conn: Conn, paper_id: str, *, prune_cache: bool = True,
         _call(hook, "after_vectors")
         n += _delete_units(conn, paper_id)
         _call(hook, "after_units")
-        row = conn.execute("SELECT paper_rowid FROM papers WHERE paper_id = ?", (paper_id,)).fetchone()
-        if row is not None:
-            conn.execute("DELETE FROM papers_fts WHERE rowid = ?", (row[0],))
+        row = conn.execute("SELECT paper_rowid, has_metadata FROM papers WHERE paper_id = ?",
+                           (paper_id,)).fetchone()
+        if row is not None and not (keep_metadata and row[1]):
+            _fts_delete(conn, "papers_fts", _fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (row[0],)))
             conn.execute("DELETE FROM papers WHERE paper_rowid = ?", (row[0],))
             n += 1
         _call(hook, "after_paper")
@@ -738,23 +839,13 @@ def _meta_sha(m: PaperMeta) -> str:
                           .encode("utf-8")).hexdigest()
 
 
-def _papers_fts_row(m: PaperMeta) -> tuple[str, ...]:
-    return (fts_text(m.title), fts_text("; ".join(m.authors)), fts_text(m.abstract),
-            fts_text(m.journal), fts_text(m.domain), str(m.year) if m.year is not None else "")
-
-
-def _refresh_unit_titles(conn: Conn, paper_id: str) -> None:
-    for table in ("body_units", "object_units"):
-        rowids = [r[0] for r in conn.execute(f"SELECT unit_rowid FROM {table} WHERE paper_id = ?", (paper_id,))]
-        conn.executemany(f"DELETE FROM {table}_fts WHERE rowid = ?", [(r,) for r in rowids])
-    _fill_unit_fts(conn, paper_id)
-
-
 def upsert_papers(conn: Conn, metas: Iterable[PaperMeta], *, hook: Hook | None = None) -> dict[str, int]:
     """Insert or update library metadata (and `papers_fts`) in one transaction.
 
     Unchanged records are skipped (compared by a hash of the record). Papers absent from
-    `metas` are left alone. Returns ``{"inserted": n, "updated": n, "unchanged": n}``.
+    `metas` are left alone. A changed title is rewritten in the FTS rows of the paper's units
+    (a column of each). Returns ``{"inserted": n, "updated": n, "unchanged": n}``.
+    `hook(step)` is called before the commit (``before_commit``).
     """
     metas = list(metas)
     for m in metas:
@@ -770,24 +861,28 @@ def upsert_papers(conn: Conn, metas: Iterable[PaperMeta], *, hook: Hook | None =
                     m.pmid, m.abstract, _j(m.collections), m.domain, m.item_type, 1, sha, m.source)
             row = conn.execute("SELECT paper_rowid, meta_sha256, title FROM papers WHERE paper_id = ?",
                                (m.key,)).fetchone()
-            if row is None:
-                cur = conn.execute(f"INSERT INTO papers(paper_id, {', '.join(cols)}) "
-                                   f"VALUES (?, {', '.join('?' * len(cols))})", (m.key, *vals))
-                rowid = cur.lastrowid
-                stats["inserted"] += 1
-            elif row[1] == sha:
+            if row is not None and row[1] == sha:
                 stats["unchanged"] += 1
                 continue
+            old_title = row[2] if row is not None else None  # units without a papers row: none
+            retitle = (old_title or "") != (m.title or "")
+            if retitle:  # the title is a column of every unit's FTS row: out under the old one
+                for fts in ("body_units_fts", "object_units_fts"):
+                    _fts_delete(conn, fts, _fts_rows(conn, fts, "b.paper_id = ?", (m.key,), title=old_title))
+            if row is None:
+                rowid = _next_rowid(conn, "papers", "paper_rowid", "papers_fts")
+                conn.execute(f"INSERT INTO papers(paper_rowid, paper_id, {', '.join(cols)}) "
+                             f"VALUES (?, ?, {', '.join('?' * len(cols))})", (rowid, m.key, *vals))
+                stats["inserted"] += 1
             else:
                 rowid = row[0]
+                _fts_delete(conn, "papers_fts", _fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (rowid,)))
                 conn.execute(f"UPDATE papers SET {', '.join(c + ' = ?' for c in cols)} "
                              "WHERE paper_rowid = ?", (*vals, rowid))
-                conn.execute("DELETE FROM papers_fts WHERE rowid = ?", (rowid,))
                 stats["updated"] += 1
-            conn.execute("INSERT INTO papers_fts(rowid, title, authors, abstract, journal, domain, year) "
-                         "VALUES (?,?,?,?,?,?,?)", (rowid, *_papers_fts_row(m)))
-            if row is not None and (row[2] or "") != (m.title or ""):
-                _refresh_unit_titles(conn, m.key)  # the title is a column of every unit's FTS row
+            _fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
+            if retitle:
+                _fill_unit_fts(conn, m.key)
         _call(hook, "before_commit")
     return stats
 
@@ -940,22 +1035,55 @@ _SCOPES = {
 }
 
 
-def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
-               paper_ids: Sequence[str] | None = None,
-               weights: Sequence[float] | None = None) -> list[FtsHit]:
-    """Run a MATCH expression (build it with `sheaf.fts.build_match_query`) on one scope's
-    FTS table, best first. `weights` are bm25 column weights; `paper_ids` filters."""
+def _fts_scope(scope: str, weights: Sequence[float] | None) -> tuple[str, str, str, str, str]:
+    """(fts table, base table, key column, ref column, bm25 call) of a scope."""
     if scope not in _SCOPES:
         raise ValueError(f"scope must be one of {sorted(_SCOPES)}")
     fts, base, key, ref = _SCOPES[scope]
     w = "" if not weights else ", " + ", ".join(str(float(x)) for x in weights)
+    return fts, base, key, ref, f"bm25({fts}{w})"
+
+
+def _ranked(conn: Conn, fts: str, bm25: str, match: str, limit: int = -1) -> Any:
+    """Cursor over (rowid, bm25) of the FTS rows matching `match`, best first (ties: rowid),
+    at most `limit` (-1: all). The base rows are joined afterwards, only for the rows used:
+    joining every matching row before the sort costs more than the sort itself."""
+    return conn.execute(f"SELECT rowid, {bm25} AS s FROM {fts} WHERE {fts} MATCH ? ORDER BY s, rowid LIMIT ?",
+                        (match, int(limit)))
+
+
+def _refs(conn: Conn, base: str, key: str, ref: str, rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """rowid → (ref, paper_id) of the base rows (absent rowids are left out)."""
+    out: dict[int, tuple[str, str]] = {}
+    for i in range(0, len(rowids), 500):
+        chunk = rowids[i:i + 500]
+        for r in conn.execute(f"SELECT {key}, {ref}, paper_id FROM {base} WHERE {key} IN "
+                              f"({','.join('?' * len(chunk))})", chunk):
+            out[r[0]] = (r[1], r[2])
+    return out
+
+
+def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
+               paper_ids: Sequence[str] | None = None,
+               weights: Sequence[float] | None = None) -> list[FtsHit]:
+    """Run a MATCH expression (build it with `sheaf.fts.build_match_query`) on one scope's
+    FTS table, best first (ties: rowid). `weights` are bm25 column weights; `paper_ids`
+    filters; `limit` -1: every hit."""
+    fts, base, key, ref, bm25 = _fts_scope(scope, weights)
+    if paper_ids is None and limit >= 0:  # every hit (or a filter): the join below at once
+        rows = _ranked(conn, fts, bm25, match, limit).fetchall()
+        refs = _refs(conn, base, key, ref, [r[0] for r in rows])
+        if len(refs) == len(rows):
+            return [FtsHit(*refs[rid], -float(s)) for rid, s in rows]
+        # An FTS row without its base row (written outside Sheaf) took a place in the limit:
+        # rank with the join instead (below), which never counts it.
     args: list[Any] = [match]
     flt = ""
     if paper_ids is not None:
         flt = f" AND b.paper_id IN ({','.join('?' * len(paper_ids))})"
         args += list(paper_ids)
     args.append(int(limit))
-    q = (f"SELECT b.{ref}, b.paper_id, bm25({fts}{w}) AS s FROM {fts} JOIN {base} b "
+    q = (f"SELECT b.{ref}, b.paper_id, {bm25} AS s FROM {fts} JOIN {base} b "
          f"ON b.{key} = {fts}.rowid WHERE {fts} MATCH ?{flt} ORDER BY s, b.{key} LIMIT ?")
     return [FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, args)]
 
@@ -963,23 +1091,44 @@ def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
 def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
                        paper_ids: Sequence[str] | None = None,
                        weights: Sequence[float] | None = None) -> list[FtsHit]:
-    """Like `fts_search`, but only each paper's best hit: best paper first, at most `limit`
-    papers (every matching row is ranked, so no paper is lost to a row limit)."""
-    if scope not in _SCOPES:
-        raise ValueError(f"scope must be one of {sorted(_SCOPES)}")
-    fts, base, key, ref = _SCOPES[scope]
-    w = "" if not weights else ", " + ", ".join(str(float(x)) for x in weights)
-    args: list[Any] = [match]
-    flt = ""
-    if paper_ids is not None:
-        flt = f" WHERE b.paper_id IN ({','.join('?' * len(paper_ids))})"
-        args += list(paper_ids)
-    args.append(int(limit))
-    q = (f"SELECT ref, paper_id, s FROM (SELECT b.{ref} AS ref, b.paper_id AS paper_id, f.s AS s, "
-         f"ROW_NUMBER() OVER (PARTITION BY b.paper_id ORDER BY f.s, b.{key}) AS rn "
-         f"FROM (SELECT rowid, bm25({fts}{w}) AS s FROM {fts} WHERE {fts} MATCH ?) f "
-         f"JOIN {base} b ON b.{key} = f.rowid{flt}) WHERE rn = 1 ORDER BY s, paper_id LIMIT ?")
-    return [FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, args)]
+    """Like `fts_search`, but only each paper's best hit (ties: rowid): best paper first
+    (ties: paper_id), at most `limit` papers (-1: all); no paper is lost to a row limit.
+
+    The ranked rows are read best first and joined to their base rows in batches, only until
+    `limit` papers are certain: every paper not seen yet scores below the last one kept."""
+    fts, base, key, ref, bm25 = _fts_scope(scope, weights)
+    allowed = None if paper_ids is None else set(paper_ids)
+    limit = int(limit)
+    if limit == 0:
+        return []
+    best: dict[str, tuple[float, str]] = {}  # paper_id → (bm25, ref) of its first (best) row
+    cut: float | None = None  # bm25 of the row that brought the limit-th paper
+    batch = max(64, min(limit, 1000)) if limit > 0 else 1000
+    cur = _ranked(conn, fts, bm25, match)
+    try:
+        done = False
+        while not done:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                break
+            batch = min(batch * 2, 4000)
+            refs = _refs(conn, base, key, ref, [r[0] for r in rows])
+            for rid, s in rows:
+                if cut is not None and s > cut:  # papers tied with the cut are all in
+                    done = True
+                    break
+                hit = refs.get(rid)
+                if hit is None or hit[1] in best or (allowed is not None and hit[1] not in allowed):
+                    continue
+                best[hit[1]] = (s, hit[0])
+                if len(best) == limit:
+                    cut = s
+    finally:
+        cur.close()
+    ranked = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
+    if limit >= 0:
+        ranked = ranked[:limit]
+    return [FtsHit(r, pid, -float(s)) for pid, (s, r) in ranked]
 
 
 def search_text(conn: Conn, query: str, scope: str = "body", *, limit: int = 20,

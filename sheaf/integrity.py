@@ -381,9 +381,10 @@ def global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
 
 
 def remove_global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
-    """Delete what `global_orphans` counts (one transaction); returns rows deleted per kind."""
+    """Delete what `global_orphans` counts (one transaction); returns rows deleted per kind.
+    An FTS table with orphan (or missing) rows is rebuilt from the base tables."""
     from sheaf.db import transaction
-    from sheaf.index import collections
+    from sheaf.index import collections, rebuild_fts
 
     out: dict[str, int] = {}
     with transaction(conn):
@@ -408,13 +409,17 @@ def remove_global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
             conn.executemany(f"DELETE FROM {pt} WHERE passage_rowid = ?", [(r,) for r in set(dangling) | set(no_vec)])
             out[f"{pt}_removed"] = len(set(dangling) | set(no_vec))
             out[f"{vt}_removed"] = len(set(dangling) | set(stray))
-        for table in ("body_units", "object_units"):
-            fts_orphans = [r[0] for r in conn.execute(
-                f"SELECT rowid FROM {table}_fts WHERE rowid NOT IN (SELECT unit_rowid FROM {table})")]
-            conn.executemany(f"DELETE FROM {table}_fts WHERE rowid = ?", [(r,) for r in fts_orphans])
-            out[f"{table}_fts_removed"] = len(fts_orphans)
-        fts_orphans = [r[0] for r in conn.execute(
-            "SELECT rowid FROM papers_fts WHERE rowid NOT IN (SELECT paper_rowid FROM papers)")]
-        conn.executemany("DELETE FROM papers_fts WHERE rowid = ?", [(r,) for r in fts_orphans])
-        out["papers_fts_removed"] = len(fts_orphans)
+        # An FTS row without its base row cannot be deleted alone (a contentless row is deleted
+        # with the values it indexed, and those went with the base row): the table is rebuilt
+        # from the base tables, which also restores base rows' missing FTS rows.
+        for fts, base, key in (("body_units_fts", "body_units", "unit_rowid"),
+                               ("object_units_fts", "object_units", "unit_rowid"),
+                               ("papers_fts", "papers", "paper_rowid")):
+            orphans = int(conn.execute(f"SELECT count(*) FROM {fts} WHERE rowid NOT IN "
+                                       f"(SELECT {key} FROM {base})").fetchone()[0])
+            missing = int(conn.execute(f"SELECT count(*) FROM {base} WHERE {key} NOT IN "
+                                       f"(SELECT rowid FROM {fts})").fetchone()[0])
+            if orphans or missing:
+                rebuild_fts(conn, [fts])
+            out[f"{base}_fts_removed"] = orphans
     return out

@@ -45,8 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "EXPORT_FORMAT", "FALLBACK_WARNING", "OnnxQueryEncoder", "ExportStatus", "models_dir",
-    "export_dir", "export_status", "export_onnx", "ensure_onnx_export", "query_vector",
-    "clear_caches",
+    "export_dir", "export_status", "export_onnx", "ensure_onnx_export", "export_to_models_dir",
+    "find_export", "query_vector", "clear_caches",
 ]
 
 EXPORT_FORMAT = 1
@@ -216,6 +216,11 @@ class OnnxQueryEncoder:
                                        providers=["CPUExecutionProvider"])
         return cls(path, meta, session, split_tok, model_tok, overlap_tokens)
 
+    @property
+    def split_tokenizer(self) -> Any:
+        """The tokenizer without truncation or padding (measures passages and windows)."""
+        return self._split_tok
+
     def windows(self, text: str) -> list[str]:
         """The query's windows, as `Embedder.embed_query` cuts them."""
         budget = self.identity.max_tokens - self.n_special
@@ -315,14 +320,14 @@ def _embedder(settings: Any) -> "Embedder":
     return emb
 
 
-def _find_export(settings: "Settings") -> ModelIdentity | None:
-    """Without an identity: the newest export made from the configured model, if any."""
+def _newest_export(root: Path, model: str) -> ModelIdentity | None:
+    """The identity of the newest export in `root` made from `model` (name or path), if any."""
     try:
-        name, _ = resolve_model_path(settings.embedding_model)
+        name, _ = resolve_model_path(model)
     except SheafError:
         return None
     best: tuple[float, ModelIdentity] | None = None
-    for meta_path in models_dir(settings).glob(f"*/{EXPORT_JSON}"):
+    for meta_path in Path(root).glob(f"*/{EXPORT_JSON}"):
         meta = _read_meta(meta_path.parent)
         if not meta or meta.get("format") != EXPORT_FORMAT:
             continue
@@ -335,6 +340,21 @@ def _find_export(settings: "Settings") -> ModelIdentity | None:
             if best is None or m > best[0]:
                 best = (m, ident)
     return best[1] if best else None
+
+
+def _find_export(settings: "Settings") -> ModelIdentity | None:
+    """Without an identity: the newest export made from the configured model, if any."""
+    return _newest_export(models_dir(settings), settings.embedding_model)
+
+
+def find_export(root: Path, model: str) -> Path | None:
+    """The folder of a usable export (`export_status`) of `model` in the models folder
+    `root`, or None. Never imports torch: the build's embedder loads from it."""
+    ident = _newest_export(root, model)
+    if ident is None:
+        return None
+    status = export_status(Path(root) / ident.key, ident, model)
+    return status.path if status.usable else None
 
 
 def query_vector(text: str, settings: "Settings | Any",
@@ -451,10 +471,11 @@ def _verify(path: Path, embedder: "Embedder") -> dict[str, float]:
     than the window, and a padded batch); refuse the export below `VERIFY_MIN_COSINE`."""
     enc = OnnxQueryEncoder.load(path, overlap_tokens=embedder.overlap_tokens)
     texts = list(_VERIFY_TEXTS) + [" ".join(f"w{i} tibia" for i in range(400))]
-    ref = embedder.encode(texts)
+    ref = embedder.encode_with_sentence_transformers(texts)
     got = np.concatenate([enc.encode_texts(texts[:3]), enc.encode_texts(texts[3:])])
     cos = np.sum(ref * got, axis=1)
-    q_ref = embedder.embed_query(texts[-1]).vector
+    q_ref = embedder.encode_with_sentence_transformers(enc.windows(texts[-1])).mean(axis=0)
+    q_ref = q_ref / float(np.linalg.norm(q_ref))
     q_cos = float(np.dot(q_ref, enc.encode(texts[-1])))
     worst = float(min(cos.min(), q_cos))
     if not worst >= VERIFY_MIN_COSINE:
@@ -549,15 +570,20 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def ensure_onnx_export(embedder: "Embedder", settings: "Settings") -> tuple[Path, bool]:
-    """The build's hook: export `embedder`'s model unless a usable export of its identity is
-    already there (then it costs a JSON read and a stat per model file). Returns (folder,
-    exported now). Concurrent builds serialize on a lock file; the second finds it done."""
+def export_to_models_dir(embedder: "Embedder", root: Path) -> tuple[Path, bool]:
+    """Export `embedder`'s model into the models folder `root` unless a usable export of its
+    identity is already there (then it costs a JSON read and a stat per model file). Returns
+    (folder, exported now). Concurrent builds serialize on a lock file; the second finds it done."""
     identity = embedder.identity
-    path = export_dir(settings, identity)
+    path = Path(root) / identity.key
     if export_status(path, identity, embedder.model_name).usable:
         return path, False
-    with _file_lock(models_dir(settings) / f".{identity.key}.lock"):
+    with _file_lock(Path(root) / f".{identity.key}.lock"):
         if export_status(path, identity, embedder.model_name).usable:
             return path, False
         return export_onnx(embedder, path), True
+
+
+def ensure_onnx_export(embedder: "Embedder", settings: "Settings") -> tuple[Path, bool]:
+    """The build's hook: `export_to_models_dir` into ``<SHEAF_HOME>/models``."""
+    return export_to_models_dir(embedder, models_dir(settings))

@@ -32,6 +32,7 @@ bit for bit and checked against sqlite-vec when a matrix is loaded; ties by rowi
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -41,8 +42,8 @@ from typing import Any
 
 __all__ = [
     "SERVED_COMMANDS", "DISCOVERY_FILE", "CONNECT_TIMEOUT", "discovery_path", "server_signature",
-    "cli_args", "try_server", "read_discovery", "run_command", "MatrixAccelerator", "SheafServer",
-    "serve",
+    "cli_args", "try_server", "read_discovery", "run_command", "RetrieverPool", "MatrixAccelerator",
+    "SheafServer", "serve",
 ]
 
 SERVED_COMMANDS = ("search", "retrieve", "get", "timeline", "grep")
@@ -200,12 +201,15 @@ def _subparser(command: str) -> Any:
     return None
 
 
-def run_command(command: str, args: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def run_command(command: str, args: dict[str, Any], *,
+                retrievers: "RetrieverPool | None" = None) -> tuple[dict[str, Any], int]:
     """Run a served CLI command in this process exactly as `sheaf <command> --json` would
     (the same function, argparse's defaults for absent arguments) → (envelope, exit code).
-    A `SheafError` becomes the CLI's error envelope (exit 2); anything else propagates."""
+    A `SheafError` becomes the CLI's error envelope (exit 2); anything else propagates.
+    `retrievers`: the command borrows its Retriever from this pool instead of opening one."""
     import argparse
 
+    from sheaf import cli
     from sheaf.envelope import SheafError, error
 
     if command not in SERVED_COMMANDS:
@@ -225,12 +229,111 @@ def run_command(command: str, args: dict[str, Any]) -> tuple[dict[str, Any], int
     ns.command = command
     ns.json = True  # the envelope, never a table on the server's stdout
     ns.no_server = True
+    token = cli._LEASE.set(retrievers.lease if retrievers is not None else None)
     try:
         env = ns.func(ns)
     except SheafError as e:
         return error(command, e.code, e.message, e.details), 2
+    finally:
+        cli._LEASE.reset(token)
     code = int(env.pop("_exit", 0) or 0)
     return env, code
+
+
+# --- open Retrievers kept between queries ------------------------------------------------------
+
+class RetrieverPool:
+    """Open `Retriever`s (each its own read-only connection) lent to one request at a time
+    and kept between requests: a query then skips opening the index (connection, sqlite-vec,
+    schema check) and keeps what the Retriever remembers about the index content (the vector
+    collection, the papers without vectors: `Retriever._memoized`).
+
+    A Retriever is lent again only while its index is the one a fresh open would read: the
+    same file (device and inode: a file replaced or removed is reopened, or reported as a
+    fresh open reports it) and no commit since it was last lent (``PRAGMA data_version``);
+    otherwise it is closed and a new one opened. Its per-query state (paper fields, parsed
+    titles) starts empty for every request, as a fresh Retriever's does. Thread-safe."""
+
+    def __init__(self, settings: Any, max_idle: int = 4) -> None:
+        self.settings = settings
+        self.path = Path(settings.index_path)
+        self.max_idle = max_idle
+        self._idle: list[tuple[Any, tuple[int, int], int]] = []  # (retriever, file id, data_version)
+        self._lock = threading.Lock()
+        self.stats = {"opened": 0, "reused": 0}
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    @staticmethod
+    def _data_version(r: Any) -> int:
+        return int(r.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _acquire(self) -> tuple[Any, tuple[int, int] | None, int | None]:
+        fid = self._file_id()
+        while True:
+            with self._lock:
+                item = self._idle.pop() if self._idle else None
+            if item is None:
+                break
+            r, rfid, dv = item
+            try:
+                if fid is not None and rfid == fid and self._data_version(r) == dv:
+                    r.clear_paper_cache()
+                    with self._lock:
+                        self.stats["reused"] += 1
+                    return r, rfid, dv
+            except Exception:  # noqa: BLE001 - a broken connection is just replaced
+                pass
+            self._close(r)
+        from sheaf.retrieve import Retriever
+
+        r = Retriever.open(self.settings)  # INDEX_NOT_FOUND etc., as a command's own open
+        with self._lock:
+            self.stats["opened"] += 1
+        try:
+            return r, fid, self._data_version(r)
+        except Exception:
+            self._close(r)
+            raise
+
+    @staticmethod
+    def _close(r: Any) -> None:
+        try:
+            r.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    @contextlib.contextmanager
+    def lease(self) -> Any:
+        """``with pool.lease() as retriever:`` a Retriever for this request alone."""
+        from sheaf.envelope import SheafError
+
+        r, fid, dv = self._acquire()
+        keep = False
+        try:
+            yield r
+            keep = True
+        except SheafError:  # a refused query: the Retriever is as good as before
+            keep = True
+            raise
+        finally:
+            with self._lock:
+                if keep and fid is not None and len(self._idle) < self.max_idle:
+                    self._idle.append((r, fid, dv))
+                    r = None
+            if r is not None:
+                self._close(r)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for r, _, _ in idle:
+            self._close(r)
 
 
 # --- the in-memory vector matrix --------------------------------------------------------------
@@ -632,6 +735,7 @@ class SheafServer:
         self.port = int(self.httpd.server_address[1])
         self.accelerator = MatrixAccelerator(settings.index_path,
                                              busy_timeout_ms=getattr(settings, "sqlite_busy_timeout_ms", 10_000))
+        self.retrievers = RetrieverPool(settings)
         self.discovery = discovery_path(settings)
 
     # -- state ------------------------------------------------------------------------------------
@@ -641,7 +745,7 @@ class SheafServer:
             self._counts[what] = self._counts.get(what, 0) + 1
 
     def run(self, command: str, args: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        env, code = run_command(command, args)
+        env, code = run_command(command, args, retrievers=self.retrievers)
         self.count(command)
         return env, code
 
@@ -651,6 +755,7 @@ class SheafServer:
         return {"ok": True, "pid": os.getpid(), "version": __version__,
                 "index_path": str(self.settings.index_path), "uptime_s": round(time.time() - self.started, 1),
                 "requests": dict(self._counts), "matrices": self.accelerator.loaded(),
+                "retrievers": dict(self.retrievers.stats),
                 "accelerator": dict(self.accelerator.stats), "accelerator_disabled": dict(self.accelerator.disabled)}
 
     def warm(self) -> list[str]:
@@ -670,6 +775,8 @@ class SheafServer:
             mine = [c for c in collections(conn).values() if c.name == name]
         finally:
             conn.close()
+        with contextlib.suppress(SheafError), self.retrievers.lease():
+            pass  # the first query finds an open Retriever
         if not mine:
             return ["no vectors of the configured model yet: semantic queries will say so"]
         ident = mine[0]
@@ -721,6 +828,7 @@ class SheafServer:
     def close(self) -> None:
         self.remove_discovery()
         self.httpd.server_close()
+        self.retrievers.close()
         self.accelerator.close()
 
 

@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "embedding_model": "all-MiniLM-L6-v2",  # SHEAF_EMBEDDING_MODEL: name or local path
     "embed_batch_size": 32,  # SHEAF_EMBED_BATCH_SIZE: passages per forward pass (2 cores: 16-32)
     "embed_overlap_tokens": 32,  # SHEAF_EMBED_OVERLAP_TOKENS: shared by consecutive passages
+    "embed_backend": "onnx",  # SHEAF_EMBED_BACKEND: onnx (exported once, no torch after) | sentence-transformers
     "index_file": None,  # SHEAF_INDEX_FILE: overrides <home>/index/sheaf.db
     "sqlite_busy_timeout_ms": 10_000,  # SHEAF_SQLITE_BUSY_TIMEOUT_MS
 }
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
         embedding_model: str
         embed_batch_size: int
         embed_overlap_tokens: int
+        embed_backend: str
         index_file: Path | None
         sqlite_busy_timeout_ms: int
 
@@ -62,6 +64,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _make_settings_class() -> type:
+    from typing import Literal
+
     from pydantic_settings import BaseSettings, SettingsConfigDict
 
     class Settings(BaseSettings):
@@ -76,6 +80,7 @@ def _make_settings_class() -> type:
         embedding_model: str = DEFAULTS["embedding_model"]
         embed_batch_size: int = DEFAULTS["embed_batch_size"]
         embed_overlap_tokens: int = DEFAULTS["embed_overlap_tokens"]
+        embed_backend: Literal["onnx", "sentence-transformers"] = DEFAULTS["embed_backend"]
         index_file: Path | None = DEFAULTS["index_file"]
         sqlite_busy_timeout_ms: int = DEFAULTS["sqlite_busy_timeout_ms"]
 

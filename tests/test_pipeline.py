@@ -295,6 +295,9 @@ def test_paper_turning_malformed_alone_is_failed_not_stale(home):
     # nothing stale of the old version survives: artifacts and index rows are gone
     assert artifacts_of(home, key) == []
     assert {k: v for k, v in _content_rows(home, key).items() if v} == {}
+    # ... but its library metadata stays (the paper is still in the library and its export)
+    c = index_counts(home, key)
+    assert c["papers"] == c["papers_fts"] == 1
     before = run_ids(inst)
     code, env = run_cli(["build", "--json"])
     assert code == 1 and env["data"]["runs"] == []

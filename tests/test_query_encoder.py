@@ -204,3 +204,90 @@ def test_identity_round_trip_of_export(export, embedder):
     meta = json.loads((path / EXPORT_JSON).read_text())
     assert ModelIdentity(**meta["identity"]) == embedder.identity
     assert meta["identity_key"] == embedder.identity.key == path.name
+
+
+# --- the build's embedder on the export (SHEAF_EMBED_BACKEND=onnx, the default) -------------
+
+def test_build_embedder_encodes_with_the_export_same_passages_and_vectors(export, embedder, sample_index):
+    """With an export in <home>/models, `Embedder.from_settings` never loads torch: same
+    identity, the same passages (the export's tokenizer measures them), vectors within cosine
+    0.9999 of sentence-transformers' for every passage of the sample library."""
+    from sheaf.embed import Embedder
+
+    settings, _ = export
+    onnx = Embedder.from_settings(settings)
+    assert onnx.backend == "onnx" and onnx.backend_note is None
+    assert onnx.identity == embedder.identity
+    passages = []
+    for out in sample_index.papers.values():
+        a = embedder.build_passages(out.body_units, out.object_units, out.paper.title)
+        b = onnx.build_passages(out.body_units, out.object_units, out.paper.title)
+        assert a == b
+        passages += a
+    texts = [p.text for p in passages]
+    ref = embedder.encode(texts)
+    got = onnx.encode(texts)
+    assert got.shape == ref.shape and onnx.encoded_count == len(texts)
+    assert float(np.sum(ref * got, axis=1).min()) >= 0.9999
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+def test_sentence_transformers_backend_setting(export):
+    from sheaf.embed import Embedder
+
+    settings, _ = export
+    st = Embedder.from_settings(get_settings(home=settings.home, embed_backend="sentence-transformers"))
+    assert st.models_dir is None
+    with pytest.raises(Exception, match="embed_backend"):
+        get_settings(home=settings.home, embed_backend="tensorflow")
+
+
+def test_broken_export_is_not_loaded_and_says_why(export, embedder, tmp_path):
+    """An export whose model file is damaged (right size, wrong bytes) is refused when
+    loading: the embedder notes why and would load sentence-transformers and re-export."""
+    from sheaf.embed import Embedder
+
+    _, path = export
+    models = tmp_path / "models"
+    dst = models / path.name
+    dst.mkdir(parents=True)
+    for p in path.iterdir():
+        if p.name == "model.onnx":
+            (dst / p.name).write_bytes(b"\0" * p.stat().st_size)
+        else:
+            os.link(p, dst / p.name)
+    e = Embedder(models_dir=str(models))
+    assert e._load_export() is None
+    assert e.backend_note and "ONNX export unusable" in e.backend_note
+
+
+_BUILD_CHILD = r"""
+import json, sys
+from sheaf.cli import main
+try:
+    code = main(["build", "--json"])
+except SystemExit as e:
+    code = e.code
+heavy = sorted(m for m in ("torch", "sentence_transformers", "transformers") if m in sys.modules)
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+def test_build_of_a_changed_paper_never_imports_torch(export, tmp_path):
+    """A home whose model is exported: `sheaf build` embeds a changed paper without torch."""
+    import shutil
+
+    from tests.conftest import SAMPLE_LIBRARY, link_onnx_export
+
+    _, path = export
+    home, lib = tmp_path / "home", tmp_path / "lib"
+    (lib / "papers").mkdir(parents=True)
+    shutil.copytree(SAMPLE_LIBRARY / "papers" / "R4N8DWTE", lib / "papers" / "R4N8DWTE")
+    link_onnx_export(path, home)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SHEAF_HOME": str(home), "SHEAF_LIBRARY": str(lib),
+           "DAGSTER_HOME": str(home / "dagster_home")}
+    r = subprocess.run([sys.executable, "-c", _BUILD_CHILD], capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out == {"code": 0, "heavy": []}, (out, r.stderr[-2000:])

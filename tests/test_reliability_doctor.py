@@ -33,7 +33,7 @@ def _plant(home: Path, lib: Path) -> None:
     from dagster._core.test_utils import create_run_for_test
 
     from sheaf.db import connect, transaction
-    from sheaf.index import collections, replace_paper
+    from sheaf.index import _fts_delete, _fts_rows, collections, replace_paper
     from sheaf.models import BodyUnit
 
     art = home / "artifacts"
@@ -52,8 +52,8 @@ def _plant(home: Path, lib: Path) -> None:
         ident = next(iter(collections(conn).values()))
         pt, vt = ident.passages_table, ident.vec_table
         with transaction(conn):
-            rowids = [r[0] for r in conn.execute("SELECT unit_rowid FROM body_units WHERE paper_id = 'L2YSNC8V'")]
-            conn.executemany("DELETE FROM body_units_fts WHERE rowid = ?", [(r,) for r in rowids])
+            # the paper's body FTS rows deleted (exactly: a contentless row goes with its values)
+            _fts_delete(conn, "body_units_fts", _fts_rows(conn, "body_units_fts", "b.paper_id = 'L2YSNC8V'"))
             pr = conn.execute(f"SELECT passage_rowid FROM {pt} WHERE paper_id = 'L2YSNC8V' LIMIT 1").fetchone()[0]
             conn.execute(f"DELETE FROM {vt} WHERE passage_rowid = ?", (pr,))
             conn.execute(f"DELETE FROM {pt} WHERE passage_rowid = ?", (pr,))

@@ -164,3 +164,24 @@ def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built, mo
     assert _ranges(reqs) == [("L2YSNC8V", "D2LPA7XK")]
     assert sorted(k.path[-1] for k in reqs[0].asset_selection) == \
         sorted(CHAIN[CHAIN.index("body_units"):])
+
+
+def test_sensors_and_nightly_schedule_run_whenever_the_daemon_runs():
+    """`dagster dev` starts discovery, automation and the nightly schedule without a click."""
+    from dagster import DefaultScheduleStatus, DefaultSensorStatus
+
+    from pipelines.definitions import defs
+
+    assert [s.default_status for s in defs.schedules] == [DefaultScheduleStatus.RUNNING]
+    assert {s.name: s.default_status for s in defs.sensors} == {
+        "library_discovery_sensor": DefaultSensorStatus.RUNNING, "sheaf_automation": DefaultSensorStatus.RUNNING}
+
+
+def test_every_asset_has_its_own_description():
+    """The UI shows each asset's description: every one set, no two multi-asset outputs sharing one."""
+    from pipelines.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    descriptions = {k.to_user_string(): graph.get(k).description for k in graph.get_all_asset_keys()}
+    assert all(descriptions.values()), [k for k, d in descriptions.items() if not d]
+    assert len(set(descriptions.values())) == len(descriptions), descriptions
