@@ -5,6 +5,7 @@ pool, so two runs never write the SQLite file at once.
 """
 import hashlib
 import time
+from dataclasses import replace
 from typing import Any
 
 from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, asset
@@ -65,20 +66,19 @@ EMBED_GROUP_PASSAGES = 128
 def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_units: dict[str, Any],
                        object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
     """The paper's passages and vectors in the current embedding model's sqlite-vec collection."""
-    from sheaf.index import cache_get
-
     embedder = sheaf.embedder()
     identity = embedder.identity
     if embedder.backend_note:
         context.log.warning(embedder.backend_note)
     conn = open_index(settings=sheaf.settings())
     keys = list(context.partition_keys)
-    # key -> (passages, new vectors encoded for it, its share of the encode time) or its error
-    prepared: dict[str, tuple[list, int, float] | IngestError | SheafError] = {}
+    # key -> (its embedded passages, its share of the encode time) or its error
+    prepared: dict[str, tuple[Any, float] | IngestError | SheafError] = {}
 
     def prepare(first: str) -> None:
-        """Passages of `first` and the papers after it; their new passages encoded in one call
-        (into the embedding cache, which each paper's `embed` then reads)."""
+        """Passages of `first` and the papers after it, embedded in one call (one cache read,
+        the new passages encoded together), then split per paper. A text new to several papers
+        of the group counts as computed for the first of them."""
         group: list[tuple[str, list]] = []
         size = 0
         for key in keys[keys.index(first):]:
@@ -93,19 +93,16 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
                 continue
             group.append((key, passages))
             size += len(passages)
-        cached = set(cache_get(conn, identity, {p.text_sha256 for _, ps in group for p in ps}))
-        new: dict[str, str] = {}  # sha -> the paper it is counted for (its first)
-        for key, ps in group:
-            for p in ps:
-                if p.text_sha256 not in cached:
-                    new.setdefault(p.text_sha256, key)
         t0 = time.perf_counter()
-        if new:
-            embedder.embed([p for _, ps in group for p in ps], conn)
+        embedded = embedder.embed([p for _, ps in group for p in ps], conn)
         encode_s = time.perf_counter() - t0
-        for key, ps in group:
-            mine = sum(1 for k in new.values() if k == key)
-            prepared[key] = (ps, mine, encode_s * mine / len(new) if new else 0.0)
+        credited: set[str] = set()
+        for key, _ in group:
+            mine = embedded.for_paper(key)
+            new = mine.fresh - credited
+            credited |= new
+            prepared[key] = (replace(mine, encoded=len(new)),
+                             encode_s * len(new) / len(embedded.fresh) if embedded.fresh else 0.0)
 
     try:
         def one(key: str):
@@ -114,13 +111,10 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
             item = prepared.pop(key)
             if isinstance(item, Exception):
                 raise item
-            passages, computed, encode_s = item
-            t0 = time.perf_counter()
-            embedded = embedder.embed(passages, conn)  # from the cache `prepare` filled
-            embed_s = time.perf_counter() - t0 + encode_s
+            embedded, embed_s = item
             n = replace_paper_vectors(conn, key, embedded)
-            return {}, {"passages": n, "embeddings_computed": computed,
-                        "embeddings_reused": n - computed, "model": identity.name,
+            return {}, {"passages": n, "embeddings_computed": embedded.encoded,
+                        "embeddings_reused": n - embedded.encoded, "model": identity.name,
                         "model_identity": identity.key, "embed_backend": embedder.backend,
                         "embed_ms": round(embed_s * 1000, 1)}
 

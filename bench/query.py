@@ -216,14 +216,6 @@ def build_index(path: Path, n_units: int, docs: list[dict[str, str]], passages: 
             "mb": round(sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 1e6, 1)}
 
 
-def link_export(src: Path, home: Path) -> None:
-    dest = home / "models" / src.name
-    dest.mkdir(parents=True, exist_ok=True)
-    for p in src.iterdir():
-        if not (dest / p.name).exists():
-            os.link(p, dest / p.name)
-
-
 # --- measuring ------------------------------------------------------------------------------------
 
 def env_for(home: Path) -> dict[str, str]:
@@ -404,7 +396,7 @@ def machine() -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from sheaf.embed import Embedder
-    from sheaf.query_encoder import ensure_onnx_export
+    from sheaf.query_encoder import ensure_onnx_export, link_export
     from sheaf.settings import get_settings
 
     t_start = time.perf_counter()

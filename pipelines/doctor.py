@@ -11,7 +11,6 @@ between an index commit and Dagster's record of it (or an index moved aside) com
 from __future__ import annotations
 
 import json
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,7 +194,7 @@ class Diagnosis:
 _KILLED = "a build was interrupted (killed, crashed or out of space) between two of its writes"
 
 
-def _artifact_hash(path: Path, asset: str) -> str | None:
+def _artifact_hash(path: Path) -> str | None:
     from sheaf.artifacts import dict_hash, table_hash
 
     if path.suffix == ".parquet":
@@ -209,7 +208,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
     """Every drift between the library, Dagster, the artifacts and the index, with its cause."""
     from io_managers.parquet import artifact_path
     from pipelines.build import CHAIN, paper_statuses
-    from pipelines.reliability import lock_holder, process_alive
+    from pipelines.reliability import lock_holder
     from pipelines.state import latest_observed_versions
     from sheaf.index import collections
     from sheaf.integrity import (
@@ -245,16 +244,10 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
               "the paper was removed (or its folder renamed) and no build ran since", "remove", k)
 
     # 2. dead runs
-    from dagster import DagsterRunStatus, RunsFilter
+    from pipelines.reliability import dead_runs
 
-    for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING,
-                                                      DagsterRunStatus.NOT_STARTED, DagsterRunStatus.CANCELING])):
-        pid = run.tags.get("sheaf/pid")
-        host = run.tags.get("sheaf/host")
-        if host and host != socket.gethostname():
-            continue
-        if pid and pid.isdigit() and not process_alive(int(pid), run.tags.get("sheaf/pid_start")):
-            d.add("dead_run", f"run {run.run_id[:8]} ({run.job_name}) shows {run.status.value} but its process "
+    for run, pid in dead_runs(instance):
+        d.add("dead_run", f"run {run.run_id[:8]} ({run.job_name}) shows {run.status.value} but its process "
                   f"(pid {pid}) is gone", "the build process was killed or crashed", "mark failed")
 
     # 3. index health
@@ -299,8 +292,6 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                 e = events[asset].get(key)
                 path = artifact_path(root, asset, key, suffix)
                 if e is None:
-                    if path.exists() and st.state != "missing":
-                        pass
                     continue
                 if "error" in e.metadata:
                     if path.exists():
@@ -314,7 +305,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                 want = e.metadata.get("output_hash")
                 if want and asset in ("ocr_blocks", "render_map", "structure_tree"):
                     try:
-                        got = _artifact_hash(path, asset)
+                        got = _artifact_hash(path)
                     except Exception as ex:  # noqa: BLE001
                         d.add("unreadable_artifact", f"{asset}: {type(ex).__name__}: {ex}",
                               "the file is damaged", "rebuild", key)
@@ -416,11 +407,10 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                     d.add("orphan_file", f"{asset_dir.name}/{f.name}", "a temp file of a write that was interrupted",
                           "remove")
                     continue
-                stem = f.name.split(".", 1)[0] if f.suffix in (".parquet", ".json") else None
                 key = f.name[: -len(f.suffix)] if f.suffix in (".parquet", ".json") else None
                 if key is None or not valid_paper_key(key) or key not in part_set:
                     d.add("orphan_artifact", f"{asset_dir.name}/{f.name}", "the paper is no longer a partition "
-                          "(removed while no build ran, or a removal was interrupted)", "remove", stem if key else None)
+                          "(removed while no build ran, or a removal was interrupted)", "remove", key)
     d.checked = {"library_papers": len(library_keys), "partitions": len(partitions),
                  "indexed_papers": len(stats) if isinstance(stats, dict) else 0}
     d.seconds = time.perf_counter() - t0

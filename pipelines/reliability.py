@@ -186,24 +186,30 @@ def build_lock(home: Path, say: Callable[[str], None] | None = None, *,
 
 # --- dead runs -------------------------------------------------------------------------------
 
-def reap_dead_runs(instance: Any) -> list[dict[str, Any]]:
-    """Report every unfinished run whose sheaf process is gone as FAILED, and free the
-    concurrency slots it held. Returns what was reaped."""
+def dead_runs(instance: Any) -> Iterator[tuple[Any, int]]:
+    """Unfinished runs started by a `sheaf build` process (``sheaf/pid`` tag) of this machine
+    that is gone: (run, pid). Runs of other launchers are their own monitor's business."""
     from dagster import DagsterRunStatus, RunsFilter
 
     unfinished = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
                   DagsterRunStatus.CANCELING]
-    reaped: list[dict[str, Any]] = []
     for run in instance.get_runs(RunsFilter(statuses=unfinished)):
         pid_tag = run.tags.get("sheaf/pid")
         if not pid_tag or not pid_tag.isdigit():
-            continue  # not ours (the daemon, `dagster asset materialize`): its own monitor's job
+            continue  # not ours (the daemon, `dagster asset materialize`)
         pid = int(pid_tag)
         host = run.tags.get("sheaf/host")
         if host and host != socket.gethostname():
             continue  # another machine's build (shared storage): its pid means nothing here
-        if pid == os.getpid() or process_alive(pid, run.tags.get("sheaf/pid_start")):
-            continue
+        if pid != os.getpid() and not process_alive(pid, run.tags.get("sheaf/pid_start")):
+            yield run, pid
+
+
+def reap_dead_runs(instance: Any) -> list[dict[str, Any]]:
+    """Report every unfinished run whose sheaf process is gone as FAILED, and free the
+    concurrency slots it held. Returns what was reaped."""
+    reaped: list[dict[str, Any]] = []
+    for run, pid in dead_runs(instance):
         message = DIED_MESSAGE.format(pid=pid) + "; the next `sheaf build` redoes its papers"
         instance.report_run_failed(run, message=message)
         held = False

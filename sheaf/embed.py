@@ -16,6 +16,7 @@ importing this module is cheap (numpy only).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -90,8 +91,9 @@ class ModelIdentity:
 
     @property
     def key(self) -> str:
-        """12 hex digits of sha256 over the canonical JSON: the collection's name suffix."""
-        return hashlib.sha256(self.to_json().encode("utf-8")).hexdigest()[:12]
+        """12 hex digits of sha256 over the canonical JSON: the collection's name suffix
+        (computed once per identity: a query reads it a dozen times)."""
+        return _identity_key(self)
 
     @property
     def vec_table(self) -> str:
@@ -105,6 +107,11 @@ class ModelIdentity:
         return (f"{self.name} ({self.dimension}-d, weights {self.weights_sha256[:12]}, "
                 f"max {self.max_tokens} tokens, {'normalized' if self.normalize else 'raw'}; "
                 f"collection {self.key})")
+
+
+@functools.lru_cache(maxsize=64)
+def _identity_key(identity: ModelIdentity) -> str:
+    return hashlib.sha256(identity.to_json().encode("utf-8")).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +138,7 @@ class EmbeddedPassages:
     passages: tuple[Passage, ...]
     vectors: np.ndarray  # float32, shape (len(passages), identity.dimension)
     encoded: int = 0  # how many of them the model computed (the rest came from the cache)
+    fresh: frozenset[str] = frozenset()  # sha256 of the texts the model computed (not cached)
 
     def __post_init__(self) -> None:
         if self.vectors.shape != (len(self.passages), self.identity.dimension):
@@ -140,9 +148,12 @@ class EmbeddedPassages:
     def for_paper(self, paper_id: str) -> "EmbeddedPassages":
         """The subset belonging to one paper (for a bulk embed followed by per-paper writes)."""
         idx = [i for i, p in enumerate(self.passages) if p.paper_id == paper_id]
-        return EmbeddedPassages(self.identity, tuple(self.passages[i] for i in idx),
+        mine = tuple(self.passages[i] for i in idx)
+        fresh = self.fresh & {p.text_sha256 for p in mine}
+        return EmbeddedPassages(self.identity, mine,
                                 self.vectors[idx] if idx else
-                                np.zeros((0, self.identity.dimension), np.float32))
+                                np.zeros((0, self.identity.dimension), np.float32),
+                                encoded=len(fresh), fresh=frozenset(fresh))
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,7 +521,7 @@ class Embedder:
         matrix = np.zeros((len(passages), ident.dimension), np.float32)
         for i, s in enumerate(shas):
             matrix[i] = found[s] if s in found else fresh[s]
-        return EmbeddedPassages(ident, passages, matrix, encoded=len(fresh))
+        return EmbeddedPassages(ident, passages, matrix, encoded=len(fresh), fresh=frozenset(fresh))
 
     def embed_query(self, text: str) -> QueryVector:
         """A query vector. A query longer than the window is not truncated: its windows are

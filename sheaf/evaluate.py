@@ -371,8 +371,8 @@ def _fresh_index(path: Path, progress: Progress) -> Any:
     depend on the cache's history (schema 2's ``contentless_delete=1`` FTS tables kept
     replaced rows in the bm25 statistics; schema 3 deletes exactly, but rowids, which break
     score ties, still follow the history)."""
-    from sheaf.db import connect, transaction
     from sheaf.index import open_index
+    from sheaf.integrity import salvage_cache
 
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.with_name(path.name + ".old")
@@ -381,17 +381,9 @@ def _fresh_index(path: Path, progress: Progress) -> Any:
         if p.exists():
             p.replace(Path(str(old) + suffix))
     conn = open_index(path)
-    if old.exists():
-        try:
-            src = connect(old, create=False)
-            rows = src.execute("SELECT model_key, text_sha256, vector FROM embedding_cache").fetchall()
-            src.close()
-            with transaction(conn):
-                conn.executemany("INSERT OR IGNORE INTO embedding_cache(model_key, text_sha256, vector) "
-                                 "VALUES (?, ?, ?)", rows)
-            progress(f"kept {len(rows)} cached vectors of the previous eval index")
-        except Exception:  # noqa: BLE001 - an unreadable old file: embed afresh
-            pass
+    if old.exists():  # an unreadable old file salvages nothing: embed afresh
+        kept = salvage_cache(old, conn)
+        progress(f"kept {kept} cached vectors of the previous eval index")
     for suffix in ("", "-wal", "-shm"):
         Path(str(old) + suffix).unlink(missing_ok=True)
     return conn

@@ -199,7 +199,7 @@ def quarantine_index(path: str | Path, reason: str = "corrupt", *, now: float | 
     return target
 
 
-def salvage_cache(source: str | Path, conn: sqlite3.Connection, *, limit_errors: int = 1) -> int:
+def salvage_cache(source: str | Path, conn: sqlite3.Connection) -> int:
     """Copy what can be read of `source`'s embedding cache into `conn`'s (INSERT OR IGNORE).
 
     Only vectors that are finite and unit-length (the collections are normalized) are kept, so
@@ -311,14 +311,11 @@ def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = Non
             f"SELECT p.paper_id, count(*) FROM {pt} p WHERE NOT EXISTS (SELECT 1 FROM body_units b "
             f"WHERE b.unit_id = p.unit_id AND b.paper_id = p.paper_id) AND NOT EXISTS (SELECT 1 FROM "
             f"object_units o WHERE o.unit_id = p.unit_id AND o.paper_id = p.paper_id) GROUP BY p.paper_id")))
-        put("passages_without_vector", _grouped(conn, (
-            f"SELECT p.paper_id, count(*) FROM {pt} p WHERE p.passage_rowid NOT IN "
-            f"(SELECT passage_rowid FROM {vt}) GROUP BY p.paper_id")))
     for s in stats.values():
         for k in ("body_units", "object_units", "body_fts", "object_fts"):
             s.setdefault(k, 0)
         if collection_key:
-            for k in ("passages", "vectors", "dangling_passages", "passages_without_vector"):
+            for k in ("passages", "vectors", "dangling_passages"):
                 s.setdefault(k, 0)
     return stats
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "EXPORT_FORMAT", "FALLBACK_WARNING", "OnnxQueryEncoder", "ExportStatus", "models_dir",
     "export_dir", "export_status", "export_onnx", "ensure_onnx_export", "export_to_models_dir",
-    "find_export", "query_vector", "clear_caches",
+    "find_export", "link_export", "query_vector", "clear_caches",
 ]
 
 EXPORT_FORMAT = 1
@@ -282,37 +282,10 @@ def _onnx_encoder(path: Path, overlap: int) -> OnnxQueryEncoder:
     return enc
 
 
-def sheaf_env(name: str) -> str | None:
-    """``SHEAF_<NAME>`` from the environment, read as pydantic-settings reads it (name
-    case-insensitive, an exactly upper-case name first; empty = unset)."""
-    key = "SHEAF_" + name.upper()
-    value = os.environ.get(key)
-    if value is None:
-        value = next((v for k, v in os.environ.items() if k.upper() == key), None)
-    return value or None
-
-
-def _int_setting(settings: Any, name: str) -> int:
-    """An integer setting from `Settings`, or (for the pydantic-free `QuerySettings` of the
-    query path, which does not carry it) from the environment as `Settings` would read it."""
-    value = getattr(settings, name, None)
-    if value is None:
-        from sheaf.settings import DEFAULTS
-
-        raw = sheaf_env(name)
-        try:
-            value = int(raw.strip()) if raw is not None else DEFAULTS[name]
-        except ValueError:
-            raise SheafError("BAD_INPUT", f"SHEAF_{name.upper()} must be an integer, not {raw!r}",
-                             {"variable": f"SHEAF_{name.upper()}"}) from None
-    return int(value)
-
-
 def _embedder(settings: Any) -> "Embedder":
     from sheaf.embed import Embedder
 
-    key = (settings.embedding_model, _int_setting(settings, "embed_batch_size"),
-           _int_setting(settings, "embed_overlap_tokens"))
+    key = (settings.embedding_model, int(settings.embed_batch_size), int(settings.embed_overlap_tokens))
     with _LOCK:
         emb = _EMBEDDERS.get(key)
         if emb is None:
@@ -361,8 +334,7 @@ def query_vector(text: str, settings: "Settings | Any",
                  identity: ModelIdentity | None = None) -> tuple[QueryVector, list[str]]:
     """The query's vector for the collection of `identity` (normally read from the index's
     ``meta``), and warnings. `settings`: `Settings` or the query path's `QuerySettings`
-    (home, embedding_model; the overlap of long-query windows is read from the environment
-    when absent).
+    (home, embedding_model, embed_overlap_tokens for the windows of a long query).
 
     ONNX (onnxruntime + tokenizers, no torch) when ``<home>/models/<identity.key>`` holds a
     usable export of that very identity made from the configured model; otherwise
@@ -371,7 +343,7 @@ def query_vector(text: str, settings: "Settings | Any",
     refused by `vector_search` (``MODEL_CHANGED``). `identity=None`: the newest export of the
     configured model, if any.
     """
-    overlap = _int_setting(settings, "embed_overlap_tokens")
+    overlap = int(settings.embed_overlap_tokens)
     if identity is None:
         identity = _find_export(settings)
     if identity is not None:
@@ -555,6 +527,20 @@ def export_onnx(embedder_or_model_name: "Embedder | str", out_dir: str | Path) -
         for k in [k for k in _ONNX if k[0] == str(out_dir.resolve())]:
             del _ONNX[k]
     return out_dir
+
+
+def link_export(export: Path, home: Path) -> Path:
+    """Put an export folder into ``<home>/models`` as hard links (a copy where the file system
+    cannot link): another home of the same model then needs no export of its own (~9 s)."""
+    dest = Path(home) / "models" / Path(export).name
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in Path(export).iterdir():
+        if not (dest / p.name).exists():
+            try:
+                os.link(p, dest / p.name)
+            except OSError:
+                shutil.copy2(p, dest / p.name)
+    return dest
 
 
 @contextlib.contextmanager

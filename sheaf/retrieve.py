@@ -626,14 +626,6 @@ class Retriever:
                              {"collection": ident.key}, hint=hint)
         return ident
 
-    def _full_settings(self) -> Any:
-        s = self.settings
-        if hasattr(s, "embed_batch_size"):
-            return s
-        from sheaf.settings import get_settings
-        return get_settings(home=s.home, library=s.library, index_file=s.index_file,
-                            embedding_model=s.embedding_model)
-
     def query_vector(self, query: str) -> tuple[QueryVector, list[str]]:
         ident = self._collection()
         return encode_query(query, self.settings, ident)

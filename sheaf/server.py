@@ -66,16 +66,12 @@ def server_signature(settings: Any) -> dict[str, Any]:
     client's answer: Sheaf version, index file, home, library, model, query windowing."""
     from sheaf import __version__
 
-    key = "SHEAF_EMBED_OVERLAP_TOKENS"
-    overlap = os.environ.get(key)
-    if overlap is None:
-        overlap = next((v for k, v in os.environ.items() if k.upper() == key), None)
     return {"version": __version__,
             "index_path": os.path.abspath(settings.index_path),
             "home": os.path.abspath(settings.home),
             "library": os.path.abspath(settings.library),
             "embedding_model": str(settings.embedding_model),
-            "embed_overlap_tokens": overlap or None}
+            "embed_overlap_tokens": int(settings.embed_overlap_tokens)}
 
 
 def cli_args(ns: Any) -> dict[str, Any]:

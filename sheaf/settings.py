@@ -137,6 +137,8 @@ class QuerySettings:
     index_file: Path | None
     sqlite_busy_timeout_ms: int
     embedding_model: str
+    embed_batch_size: int = DEFAULTS["embed_batch_size"]
+    embed_overlap_tokens: int = DEFAULTS["embed_overlap_tokens"]
 
     @property
     def artifacts_dir(self) -> Path:
@@ -173,4 +175,6 @@ def query_settings(**overrides: Any) -> QuerySettings:
     return QuerySettings(home=Path(get("home")), library=Path(get("library")),
                          index_file=None if get("index_file") is None else Path(get("index_file")),
                          sqlite_busy_timeout_ms=int(get("sqlite_busy_timeout_ms")),
-                         embedding_model=str(get("embedding_model")))
+                         embedding_model=str(get("embedding_model")),
+                         embed_batch_size=int(get("embed_batch_size")),
+                         embed_overlap_tokens=int(get("embed_overlap_tokens")))

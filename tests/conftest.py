@@ -133,11 +133,6 @@ def onnx_export(tmp_path_factory, embedder) -> Path:
 
 def link_onnx_export(export: Path, home: Path) -> Path:
     """Hard-link a session's ONNX export into `home`'s models folder (no 90 MB copy)."""
-    import os
+    from sheaf.query_encoder import link_export
 
-    dest = home / "models" / export.name
-    dest.mkdir(parents=True, exist_ok=True)
-    for p in export.iterdir():
-        if not (dest / p.name).exists():
-            os.link(p, dest / p.name)
-    return dest
+    return link_export(export, home)

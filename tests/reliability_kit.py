@@ -283,15 +283,11 @@ def seed_models(home: Path, template: Path | None) -> None:
     dst = home / "models"
     if dst.exists():
         return
-    home.mkdir(parents=True, exist_ok=True)
-    def link_or_copy(src: str, dst_: str) -> None:
-        try:
-            os.link(src, dst_)
-        except OSError:
-            shutil.copy2(src, dst_)
+    from sheaf.query_encoder import link_export
 
-    shutil.copytree(template / "models", dst, copy_function=link_or_copy,
-                    ignore=shutil.ignore_patterns(".*"))
+    for export in (template / "models").iterdir():
+        if export.is_dir() and not export.name.startswith("."):
+            link_export(export, home)
 
 
 def sheaf_cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:

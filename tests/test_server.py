@@ -260,16 +260,22 @@ def _stop_server(proc: subprocess.Popen) -> None:
             proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def served(sample_index, onnx_export, tmp_path_factory):
+def _home_with_index(sample_index, onnx_export, home: Path) -> dict[str, str]:
+    """`home` holding a copy of the sample index and the session's ONNX export; the
+    environment of a process using it (no other SHEAF_* variable leaks in)."""
     from tests.conftest import link_onnx_export
 
-    root = tmp_path_factory.mktemp("served")
-    home = root / "home"
     sample_index.copy(home / "index" / "sheaf.db")
     link_onnx_export(onnx_export, home)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHEAF_")}
     env.update({"SHEAF_HOME": str(home), "SHEAF_LIBRARY": str(sample_index.library), "PYTHONPATH": str(ROOT)})
+    return env
+
+
+@pytest.fixture(scope="module")
+def served(sample_index, onnx_export, tmp_path_factory):
+    home = tmp_path_factory.mktemp("served") / "home"
+    env = _home_with_index(sample_index, onnx_export, home)
     proc = _start_server(env, home)
     try:
         yield home, env, proc
@@ -337,13 +343,8 @@ def test_served_and_local_tables_are_identical(served):
 
 
 def test_dead_server_is_detected_and_its_file_removed(sample_index, onnx_export, tmp_path):
-    from tests.conftest import link_onnx_export
-
     home = tmp_path / "home"
-    sample_index.copy(home / "index" / "sheaf.db")
-    link_onnx_export(onnx_export, home)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHEAF_")}
-    env.update({"SHEAF_HOME": str(home), "SHEAF_LIBRARY": str(sample_index.library), "PYTHONPATH": str(ROOT)})
+    env = _home_with_index(sample_index, onnx_export, home)
     proc = _start_server(env, home)
     try:
         second = subprocess.run([sys.executable, "-m", "sheaf.cli", "serve", "--json"], cwd=ROOT, env=env,
