@@ -62,7 +62,7 @@ __all__ = [
     "remove_paper", "upsert_papers", "rebuild_fts", "FTS_TABLES", "collections", "ensure_collection", "cache_get",
     "cache_put", "prune_embedding_cache", "counts", "paper_ids", "paper_ids_where", "get_paper", "get_units",
     "get_unit", "paper_units", "fts_search", "fts_best_per_paper", "search_text", "vector_search",
-    "MAX_KNN_K", "set_vector_accelerator",
+    "MAX_KNN_K", "set_vector_accelerator", "set_lexical_accelerator", "paper_rowids",
 ]
 
 SCHEMA_VERSION = 3
@@ -1049,12 +1049,48 @@ def _fts_scope(scope: str, weights: Sequence[float] | None) -> tuple[str, str, s
     return fts, base, key, ref, f"bm25({fts}{w})"
 
 
-def _ranked(conn: Conn, fts: str, bm25: str, match: str, limit: int = -1) -> Any:
+def _ranked(conn: Conn, fts: str, bm25: str, match: str, limit: int = -1,
+            weights: Sequence[float] | None = None, rowids: Sequence[int] | None = None) -> Any:
     """Cursor over (rowid, bm25) of the FTS rows matching `match`, best first (ties: rowid),
-    at most `limit` (-1: all). The base rows are joined afterwards, only for the rows used:
-    joining every matching row before the sort costs more than the sort itself."""
+    at most `limit` (-1: all); only `rowids` when given. The base rows are joined afterwards,
+    only for the rows used: joining every matching row before the sort costs more than the
+    sort itself. A warm server's lexical accelerator (`sheaf.bm25`) answers the same from
+    memory when it can."""
+    if _LEXICAL_ACCELERATOR is not None:
+        got = _LEXICAL_ACCELERATOR(conn, fts, weights, match, rowids)
+        if got is not None:
+            return _Limited(got, limit)
+    if rowids is not None:
+        return None
     return conn.execute(f"SELECT rowid, {bm25} AS s FROM {fts} WHERE {fts} MATCH ? ORDER BY s, rowid LIMIT ?",
                         (match, int(limit)))
+
+
+class _Limited:
+    """An accelerator's ranked rows read like `_ranked`'s cursor, at most `limit` of them."""
+
+    def __init__(self, rows: Any, limit: int) -> None:
+        self._rows = rows
+        self._left = None if limit < 0 else int(limit)
+
+    def fetchmany(self, n: int) -> list[tuple[int, float]]:
+        if self._left is not None:
+            n = min(n, self._left)
+        got = self._rows.fetchmany(n)
+        if self._left is not None:
+            self._left -= len(got)
+        return got
+
+    def fetchall(self) -> list[tuple[int, float]]:
+        out: list[tuple[int, float]] = []
+        while True:
+            got = self.fetchmany(4096 if self._left is None else self._left)
+            if not got:
+                return out
+            out += got
+
+    def close(self) -> None:
+        self._rows.close()
 
 
 def _refs(conn: Conn, base: str, key: str, ref: str, rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
@@ -1075,11 +1111,19 @@ def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
     FTS table, best first (ties: rowid). `weights` are bm25 column weights; `paper_ids`
     filters; `limit` -1: every hit."""
     fts, base, key, ref, bm25 = _fts_scope(scope, weights)
-    if paper_ids is None and limit >= 0:  # every hit (or a filter): the join below at once
-        rows = _ranked(conn, fts, bm25, match, limit).fetchall()
-        refs = _refs(conn, base, key, ref, [r[0] for r in rows])
-        if len(refs) == len(rows):
-            return [FtsHit(*refs[rid], -float(s)) for rid, s in rows]
+    if limit >= 0:  # every hit (or a filter): the join below at once
+        rowids = None
+        if paper_ids is not None:
+            if _LEXICAL_ACCELERATOR is None:
+                rowids = []
+            else:
+                rowids = paper_rowids(conn, scope, paper_ids)
+        cur = None if rowids == [] else _ranked(conn, fts, bm25, match, limit, weights, rowids)
+        if cur is not None:
+            rows = cur.fetchall()
+            refs = _refs(conn, base, key, ref, [r[0] for r in rows])
+            if len(refs) == len(rows):
+                return [FtsHit(*refs[rid], -float(s)) for rid, s in rows]
         # An FTS row without its base row (written outside Sheaf) took a place in the limit:
         # rank with the join instead (below), which never counts it.
     args: list[Any] = [match]
@@ -1091,6 +1135,18 @@ def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
     q = (f"SELECT b.{ref}, b.paper_id, {bm25} AS s FROM {fts} JOIN {base} b "
          f"ON b.{key} = {fts}.rowid WHERE {fts} MATCH ?{flt} ORDER BY s, b.{key} LIMIT ?")
     return [FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, args)]
+
+
+def paper_rowids(conn: Conn, scope: str, paper_ids: Sequence[str]) -> list[int]:
+    """The FTS rowids of a scope's rows of these papers."""
+    _, base, key, _, _ = _fts_scope(scope, None)
+    out: list[int] = []
+    ids = list(paper_ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        out += [r[0] for r in conn.execute(
+            f"SELECT {key} FROM {base} WHERE paper_id IN ({','.join('?' * len(chunk))})", chunk)]
+    return out
 
 
 def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
@@ -1109,7 +1165,7 @@ def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
     best: dict[str, tuple[float, str]] = {}  # paper_id → (bm25, ref) of its first (best) row
     cut: float | None = None  # bm25 of the row that brought the limit-th paper
     batch = max(64, min(limit, 1000)) if limit > 0 else 1000
-    cur = _ranked(conn, fts, bm25, match)
+    cur = _ranked(conn, fts, bm25, match, weights=weights)
     try:
         done = False
         while not done:
@@ -1212,8 +1268,10 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
         except sqlite3.DatabaseError as e:  # OperationalError and the rest (a damaged vec0 table)
             raise SheafError("VECTOR_CORRUPTED", f"vector collection {ident.key} unreadable: {e}",
                              {"collection": ident.key}, hint="rebuild the vectors") from e
-        rows.sort(key=lambda r: (r[1], r[0]))
-        if len(rows) <= k or rows[-1][1] > rows[k - 1][1] or fetch >= MAX_KNN_K:
+        fetched = len(rows)
+        # A zero vector has no direction: sqlite-vec gives it a NULL distance; it is near nothing.
+        rows = sorted((r for r in rows if r[1] is not None), key=lambda r: (r[1], r[0]))
+        if fetched < fetch or fetch >= MAX_KNN_K or (len(rows) > k and rows[-1][1] > rows[k - 1][1]):
             break
         fetch = min(fetch * 2, MAX_KNN_K)
     return [VectorHit(r[2], r[3], r[4], r[5], r[6], float(r[1]), 1.0 - float(r[1])) for r in rows[:k]]
@@ -1229,3 +1287,14 @@ def set_vector_accelerator(fn: Callable[..., list[VectorHit] | None] | None) -> 
     """Install (or with None remove) the process's vector-search accelerator."""
     global _VECTOR_ACCELERATOR
     _VECTOR_ACCELERATOR = fn
+
+
+_LEXICAL_ACCELERATOR: Callable[..., Any] | None = None
+
+
+def set_lexical_accelerator(fn: Callable[..., Any] | None) -> None:
+    """Install (or with None remove) the process's full-text ranking accelerator
+    (`sheaf.bm25.Bm25Accelerator`): called as ``fn(conn, fts, weights, match, rowids)``, it
+    answers rows like ``ORDER BY bm25(...), rowid`` (a `fetchmany` cursor) or None."""
+    global _LEXICAL_ACCELERATOR
+    _LEXICAL_ACCELERATOR = fn

@@ -165,6 +165,27 @@ def export_status(path: Path, identity: ModelIdentity, model: str | None = None)
     return ExportStatus(path, True, "ok", meta)
 
 
+#: Seconds a checked export status is reused by `query_vector` (0: checked on every query).
+#: A warm server sets 2: the check (the export's record, the model's files) costs about 1 ms,
+#: a query there about 20.
+STATUS_TTL_SECONDS = 0.0
+_STATUS: dict[tuple[str, str, str | None], tuple[float, ExportStatus]] = {}
+
+
+def _export_status_recent(path: Path, identity: ModelIdentity, model: str | None) -> ExportStatus:
+    """`export_status`, or its answer of less than `STATUS_TTL_SECONDS` ago."""
+    if STATUS_TTL_SECONDS <= 0:
+        return export_status(path, identity, model)
+    key = (str(path), identity.key, model)
+    now = time.monotonic()
+    hit = _STATUS.get(key)
+    if hit is not None and now - hit[0] < STATUS_TTL_SECONDS:
+        return hit[1]
+    status = export_status(path, identity, model)
+    _STATUS[key] = (now, status)
+    return status
+
+
 # --- the encoder (onnxruntime + tokenizers + numpy only) -------------------------------------
 
 class OnnxQueryEncoder:
@@ -266,6 +287,7 @@ def clear_caches() -> None:
     with _LOCK:
         _ONNX.clear()
         _EMBEDDERS.clear()
+        _STATUS.clear()
 
 
 def _onnx_encoder(path: Path, overlap: int) -> OnnxQueryEncoder:
@@ -347,7 +369,7 @@ def query_vector(text: str, settings: "Settings | Any",
     if identity is None:
         identity = _find_export(settings)
     if identity is not None:
-        status = export_status(export_dir(settings, identity), identity, settings.embedding_model)
+        status = _export_status_recent(export_dir(settings, identity), identity, settings.embedding_model)
         if status.usable:
             try:
                 vec, windows = _onnx_encoder(status.path, overlap).encode_query(text)

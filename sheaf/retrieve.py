@@ -188,24 +188,46 @@ def _highlight_re(query: str) -> re.Pattern[str] | None:
     return re.compile("|".join(alts), re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=64)
+def _query_hits(text: str, query: str) -> tuple[tuple[int, str], ...]:
+    """(offset, word) of each query word in `text` (cached: a match's snippet and its summary
+    are cut from the same text)."""
+    pat = _highlight_re(query)
+    return tuple((m.start(), m.group(0).lower()) for m in pat.finditer(text)) if pat else ()
+
+
+def _best_window(hits: Sequence[tuple[int, str]], span: int) -> int:
+    """The index of the hit that opens the window (of `span` characters) holding the most (and
+    longest) distinct words: the first such. The window slides over the hits, counting the
+    words it takes in and lets go (long units have hundreds of hits)."""
+    best, best_len = 0, -1
+    j = 0
+    inside: dict[str, int] = {}
+    total = 0
+    for i, (s0, t0) in enumerate(hits):
+        while j < len(hits) and hits[j][0] < s0 + span:
+            t = hits[j][1]
+            if not inside.get(t):
+                total += len(t)
+            inside[t] = inside.get(t, 0) + 1
+            j += 1
+        if total > best_len:
+            best, best_len = i, total
+        inside[t0] -= 1
+        if not inside[t0]:
+            total -= len(t0)
+    return best
+
+
 def make_snippet(text: str, query: str = "", width: int = SNIPPET_CHARS, start_hint: int = 0) -> str:
     """A one-line window of about `width` characters of `text`: the window holding the most
     (and the longest) distinct query words, else the text from `start_hint`. Cut ends are
     marked with "…"."""
     if not text:
         return ""
-    pat = _highlight_re(query) if query else None
-    hits = [(m.start(), m.group(0).lower()) for m in pat.finditer(text)] if pat else []
+    hits = _query_hits(text, query) if query else ()
     if hits:
-        best, best_key = 0, (-1, -1)
-        j = 0
-        for i, (s0, _) in enumerate(hits):
-            while j < len(hits) and hits[j][0] < s0 + width - width // 6:
-                j += 1
-            terms = {t for _, t in hits[i:j]}
-            key = (sum(len(t) for t in terms), -i)
-            if key > best_key:
-                best, best_key = i, key
+        best = _best_window(hits, width - width // 6)
         lead = width // 6
         start = max(0, hits[best][0] - lead)
         if start > 0:  # begin at a sentence start if one is near, else at a word start

@@ -334,23 +334,172 @@ class RetrieverPool:
 
 # --- the in-memory vector matrix --------------------------------------------------------------
 
-def _vec0_cosine(rows: Any, q: Any) -> Any:
-    """sqlite-vec's cosine distance, bit for bit: float32 products summed in order (dot and
-    both squared norms), then ``1 - dot / (sqrt(a) * sqrt(b))`` in double, returned as float."""
+def _f32_sums(P: Any) -> Any:
+    """Each row of `P` summed in float32 strictly in order (a C loop's ``s += p[i]``): along
+    the rows for few of them, else across them, one column at a time (bit for bit the same)."""
     import numpy as np
 
-    dot = np.cumsum(rows * q, axis=1, dtype=np.float32)[:, -1]
-    a = np.cumsum(rows * rows, axis=1, dtype=np.float32)[:, -1]
+    if len(P) <= 128:
+        return np.cumsum(P, axis=1, dtype=np.float32)[:, -1]
+    cols = np.ascontiguousarray(P.T, dtype=np.float32)
+    acc = cols[0].copy()
+    for c in cols[1:]:
+        acc += c
+    return acc
+
+
+def _vec0_cosine(rows: Any, q: Any, sq_norms: Any = None) -> Any:
+    """sqlite-vec's cosine distance, bit for bit: float32 products summed in order (dot and
+    both squared norms), then ``1 - dot / (sqrt(a) * sqrt(b))`` in double, returned as float.
+    `sq_norms`: the rows' squared norms so summed, if known (`_Matrix.sq_norms`)."""
+    import numpy as np
+
+    dot = _f32_sums(rows * q)
+    a = _f32_sums(rows * rows) if sq_norms is None else sq_norms
     b = np.cumsum(q * q, dtype=np.float32)[-1]
-    d = 1.0 - dot.astype(np.float64) / (np.sqrt(a.astype(np.float64)) * np.sqrt(np.float64(b)))
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero vector: NaN (vec0: NULL)
+        d = 1.0 - dot.astype(np.float64) / (np.sqrt(a.astype(np.float64)) * np.sqrt(np.float64(b)))
     return d.astype(np.float32).astype(np.float64)
 
 
+# The query's uint8 codes are round(q / s_q) + 64 in [0, 128] (uint8 x int8 is MLAS's fast
+# kernel). Not the full [0, 255]: without AVX-VNNI, MLAS multiplies with VPMADDUBSW, which
+# saturates a pair of products past 32767; 2·128·127 = 32512 never does, on any CPU.
+_INT8_ZERO_POINT = 64
+_INT8_SLACK = 4e-6  # × ||q||: float32 rounding of the bounds (< 1e-6 ||q||, see `_Int8Scan`)
+
+
+class _Int8Scan:
+    """The matrix quantized to int8, one scale per row, scanned by onnxruntime's integer
+    matrix product: a proven bound on every row's cosine for the price of reading n x dim
+    bytes (191k x 384: ~4 ms on one core, against ~25 ms for the float32 ``X @ q``).
+
+    Row j is stored as int8 codes c_j with x̂_j = s_j c_j, s_j = max|x_j| / 127; the query
+    as uint8 codes u with q̂ = s_q (u - 64), s_q = max|q| / 64. onnxruntime returns the
+    exact integer dots I_j = (u - 64)·c_j, so q̂·x̂_j = s_q s_j I_j, and by Cauchy-Schwarz,
+    with e_j = ||x_j - x̂_j|| (measured at load) and ||x̂_j|| <= ||x_j|| + e_j:
+
+        |q·x_j - q̂·x̂_j| = |q·(x_j - x̂_j) + (q - q̂)·x̂_j| <= ||q|| e_j + ||q - q̂|| (||x_j|| + e_j)
+
+    Divided by ||x_j||, on the float32 scan's scale (``(X @ q) * inv_norm`` = cosine·||q||):
+
+        cos_j·||q|| = s_q I_j a_j ± ((||q|| + ||q - q̂||) r_j + ||q - q̂|| + slack)
+
+    with a_j = s_j / ||x_j|| and r_j = e_j / ||x_j||, computed in float64 from the stored
+    float32 vector, then stored as float32, r_j rounded up (r_j = inf for the `unbounded`
+    rows: those sqlite-vec gives no finite distance, always candidates). The slack
+    (`_INT8_SLACK` × ||q||) covers the float32 arithmetic of the bounds: a few roundings of
+    relative size 2**-24 (a_j; I_j·a_j, exact I_j as float32 while dim <= 2064; ·s_q; the
+    radius; ±) on quantities below (||q|| + ||q - q̂||)(1 + r_j) ~ 1.3 ||q||: < 1e-6 ||q||.
+
+    onnxruntime holds the codes (as the session's initializer, prepacked for its kernel):
+    no numpy copy is kept."""
+
+    def __init__(self, X: Any, unbounded: Any = None, *, chunk: int = 16384) -> None:
+        import numpy as np
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+
+        n, dim = X.shape
+        if n == 0 or not np.isfinite(X).all():
+            raise ValueError("no rows, or non-finite values: the float32 scan serves them")
+        codes = np.empty((dim, n), dtype=np.int8)  # B of A @ B: column j = row j's codes
+        self.a = np.empty(n, dtype=np.float32)  # s_j / ||x_j||
+        self.r = np.empty(n, dtype=np.float32)  # ||x_j - x̂_j|| / ||x_j||, rounded up
+        for i in range(0, n, chunk):
+            x = X[i:i + chunk]
+            s = np.abs(x).max(axis=1) / np.float32(127)  # float32: the scale is what it is
+            c = np.clip(np.rint(x / np.where(s > 0, s, 1)[:, None]), -127, 127)  # any codes do
+            codes[:, i:i + len(x)] = c.T.astype(np.int8)
+            x64, s64 = x.astype(np.float64), s.astype(np.float64)
+            d = x64 - c.astype(np.float64) * s64[:, None]  # c·s is exact in float64
+            e = np.sqrt(np.einsum("ij,ij->i", d, d))
+            norm = np.sqrt(np.einsum("ij,ij->i", x64, x64))
+            inv = np.divide(1.0, norm, out=np.zeros_like(norm), where=norm > 0)
+            self.a[i:i + len(x)] = s64 * inv
+            # rounded up past the float64 error (< 1e-13) and the cast to float32 (2**-24)
+            r = np.nextafter((e * inv * (1 + 1e-9)).astype(np.float32), np.float32(np.inf))
+            r[norm == 0] = np.inf
+            self.r[i:i + len(x)] = r
+        del x, c, x64, d
+        if unbounded is not None:
+            self.r[unbounded] = np.inf
+        # a probe of the kernel (a few columns), checked once the session is built
+        probe = np.random.default_rng(7).integers(0, 2 * _INT8_ZERO_POINT + 1, (1, dim), dtype=np.uint8)
+        cols = np.unique(np.linspace(0, n - 1, min(n, 2048)).astype(np.int64))
+        want = (probe.astype(np.int32) - _INT8_ZERO_POINT) @ codes[:, cols].astype(np.int32)
+        init = numpy_helper.from_array(codes, "X")
+        del codes  # onnxruntime keeps the only copy
+        graph = helper.make_graph(
+            [helper.make_node("MatMulInteger", ["q", "X", "zp"], ["dots"])], "sheaf_int8_scan",
+            [helper.make_tensor_value_info("q", TensorProto.UINT8, [1, dim])],
+            [helper.make_tensor_value_info("dots", TensorProto.INT32, [1, n])],
+            initializer=[init, numpy_helper.from_array(np.array(_INT8_ZERO_POINT, np.uint8), "zp")])
+        del init
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = min(model.ir_version, 8)  # any onnxruntime >= 1.10 reads it
+        blob = model.SerializeToString()
+        del model, graph
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.intra_op_num_threads = 1  # the other core runs the lexical leg meanwhile
+        so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(blob, sess_options=so, providers=["CPUExecutionProvider"])
+        # onnxruntime's Python session keeps the model's bytes (a second copy of the codes)
+        # only to rebuild itself on another provider after a failed run: no fallback, no copy
+        self.session.disable_fallback()
+        if getattr(self.session, "_model_bytes", None) is blob:
+            self.session._model_bytes = None
+        del blob
+        got = self.session.run(None, {"q": probe})[0]
+        if got.shape != (1, n) or not np.array_equal(got[0, cols], want[0]):
+            raise RuntimeError("onnxruntime's integer product disagreed with numpy's")
+
+    def bounds(self, q: Any, qn: float) -> tuple[Any, Any] | None:
+        """(approximation, radius), float32 (n,): cos_j·||q|| lies within approximation ± radius
+        (None for a query too small or too large for float32 scales; `qn`: float32's ||q||)."""
+        import numpy as np
+
+        q64 = q.astype(np.float64)
+        zp = _INT8_ZERO_POINT
+        sq = float(np.float32(np.abs(q64).max() / zp))  # exact in float32 and float64
+        if not (sq > 1e-30 and qn < 1e30):
+            return None
+        u = np.clip(np.rint(q64 / sq), -zp, zp)
+        eq = float(np.sqrt(np.square(q64 - u * sq).sum())) * (1 + 1e-9)  # ||q - q̂||, rounded up
+        qn64 = float(np.sqrt(np.square(q64).sum())) * (1 + 1e-9)  # ||q||, not float32's estimate
+        dots = self.session.run(None, {"q": (u + zp).astype(np.uint8).reshape(1, -1)})[0][0]
+        approx = np.multiply(dots, self.a, dtype=np.float32)
+        approx *= np.float32(sq)
+        rad = self.r * np.float32(qn64 + eq)
+        rad += np.float32(eq + _INT8_SLACK * qn64)
+        return approx, rad
+
+
+def _kth_largest(v: Any, k: int) -> Any:
+    """The k-th largest of `v` (1 <= k <= len(v)) without a partition of all of it: the
+    k-th largest of block maxima is a value with at least k elements at or above it (one per
+    block), so the k-th largest lies among the (few) elements at or above it."""
+    import numpy as np
+
+    m = len(v)
+    blocks = min(8 * k, m // 16)
+    if blocks >= 4 * k:
+        w = m // blocks
+        maxima = v[:blocks * w].reshape(blocks, w).max(axis=1)
+        v = v[v >= np.partition(maxima, blocks - k)[blocks - k]]
+        m = len(v)
+    return np.partition(v, m - k)[m - k]
+
+
 class _Matrix:
-    """One collection's vectors in memory."""
+    """One collection's vectors in memory: float32 as stored (the exact re-rank), and, with
+    onnxruntime, an `_Int8Scan` that finds the candidates (else a float32 ``X @ q`` does)."""
 
     def __init__(self, identity: Any, rowids: Any, X: Any, paper_codes: Any, papers: list[str],
-                 signature: tuple[Any, ...]) -> None:
+                 signature: tuple[Any, ...], *, int8: bool = True) -> None:
         import numpy as np
 
         self.identity = identity
@@ -358,43 +507,100 @@ class _Matrix:
         self.X = X  # float32 (n, dim), as stored
         norms = np.linalg.norm(X, axis=1) if len(X) else np.zeros(0, np.float32)
         self.inv_norm = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0).astype(np.float32)
+        # sqlite-vec's squared norms (float32, summed in order): half of each exact distance
+        self.sq_norms = np.concatenate([_f32_sums(X[i:i + 16384] * X[i:i + 16384])
+                                        for i in range(0, len(X), 16384)] or [np.zeros(0, np.float32)])
+        # rows sqlite-vec gives no finite distance (NULL: zero vectors): candidates always,
+        # so that a NaN among the k nearest declines the query (see `ranked`)
+        self.null_rows = (self.sq_norms == 0) if (self.sq_norms == 0).any() else None
         self.pcode = paper_codes  # int32 (n,)
         self.papers = papers
         self.code = {p: i for i, p in enumerate(papers)}
         self.signature = signature
+        self.int8: _Int8Scan | None = None
+        self.int8_error: str | None = None  # why the float32 scan serves (int8 was asked for)
+        if int8 and len(X):
+            try:
+                self.int8 = _Int8Scan(X, self.null_rows)
+            except Exception as e:  # noqa: BLE001 - no onnxruntime/onnx, or no fast kernel: float32
+                self.int8_error = f"{type(e).__name__}: {e}"
 
-    def search(self, conn: Any, q: Any, k: int, paper_ids: Any, max_candidates: int) -> list[Any] | None:
+    def _candidates_float32(self, q: Any, qn: float, kk: int, idx: Any) -> Any:
+        """Rows (positions in `idx`, or in the matrix) that may be among the kk nearest: the
+        float32 ``X @ q`` scan, within a tolerance of its kk-th best approximation."""
         import numpy as np
 
-        from sheaf.index import VectorHit
+        approx = (self.X @ q) * self.inv_norm
+        null = self.null_rows
+        if null is not None:
+            approx[null] = -np.inf
+        if idx is not None:
+            approx = approx[idx]
+            null = None if null is None else null[idx]
+        m = len(approx)
+        kth = np.partition(approx, m - kk)[m - kk]
+        keep = approx >= kth - (1e-4 * qn + 1e-6)
+        return np.flatnonzero(keep if null is None else keep | null)
+
+    def _candidates_int8(self, q: Any, qn: float, kk: int, idx: Any) -> Any:
+        """The same guarantee from proven bounds: every row whose upper bound reaches the
+        kk-th largest lower bound (less the tolerance for sqlite-vec's float32 rounding)."""
+        import numpy as np
+
+        assert self.int8 is not None
+        bounds = self.int8.bounds(q, qn)
+        if bounds is None:
+            return self._candidates_float32(q, qn, kk, idx)
+        approx, rad = bounds
+        if idx is not None:
+            approx, rad = approx[idx], rad[idx]
+        floor = _kth_largest(approx - rad, kk) - np.float32(1e-4 * qn + 1e-6)
+        return np.flatnonzero(approx + rad >= floor)
+
+    def ranked(self, q: Any, k: int, paper_ids: Any, max_candidates: int, *,
+               scan: str | None = None) -> tuple[list[int], list[float]] | None:
+        """The k nearest rows as sqlite-vec ranks them: (rowids, distances), or None (more
+        candidates than `max_candidates`, a zero query, a zero vector among the k nearest).
+        `scan` forces "int8" or "float32"."""
+        import numpy as np
 
         q = np.ascontiguousarray(q, dtype=np.float32).reshape(-1)
         qn = float(np.linalg.norm(q))
         if not qn > 0:
             return None  # sqlite-vec's answer to a zero vector is its own business
-        approx = (self.X @ q) * self.inv_norm
         idx = None
         if paper_ids is not None:
             codes = [c for c in (self.code.get(p) for p in paper_ids) if c is not None]
             if not codes:
-                return []
+                return [], []
             allowed = np.zeros(len(self.papers), dtype=bool)
             allowed[codes] = True
             idx = np.flatnonzero(allowed[self.pcode])
-            approx = approx[idx]
-        m = len(approx)
+        m = len(self.rowids) if idx is None else len(idx)
         if m == 0:
-            return []
+            return [], []
         kk = min(int(k), m)
-        kth = np.partition(approx, m - kk)[m - kk]
-        cand = np.flatnonzero(approx >= kth - (1e-4 * qn + 1e-6))
+        use_int8 = self.int8 is not None if scan is None else scan == "int8"
+        if use_int8 and self.int8 is None:
+            raise ValueError(f"no int8 scan for this matrix: {self.int8_error}")
+        cand = (self._candidates_int8 if use_int8 else self._candidates_float32)(q, qn, kk, idx)
         if len(cand) > max_candidates:
             return None
         rows = cand if idx is None else idx[cand]
-        exact = _vec0_cosine(self.X[rows], q)
+        exact = _vec0_cosine(self.X[rows], q, self.sq_norms[rows])
         order = np.lexsort((self.rowids[rows], exact))[:kk]
-        sel = self.rowids[rows[order]].tolist()
-        dist = exact[order].tolist()
+        if not np.isfinite(exact[order]).all():
+            return None  # sqlite-vec's NULL distances (zero vectors): its own business too
+        return self.rowids[rows[order]].tolist(), exact[order].tolist()
+
+    def search(self, conn: Any, q: Any, k: int, paper_ids: Any, max_candidates: int, *,
+               scan: str | None = None) -> list[Any] | None:
+        from sheaf.index import VectorHit
+
+        got = self.ranked(q, k, paper_ids, max_candidates, scan=scan)
+        if got is None:
+            return None
+        sel, dist = got
         pt = self.identity.passages_table
         meta: dict[int, tuple[Any, ...]] = {}
         for i in range(0, len(sel), 500):
@@ -435,8 +641,9 @@ class MatrixAccelerator:
     catches up."""
 
     def __init__(self, index_path: str | Path, *, busy_timeout_ms: int = 10_000,
-                 max_candidates: int = 50_000) -> None:
+                 max_candidates: int = 50_000, int8: bool = True) -> None:
         single_thread_blas()
+        self.int8 = int8  # candidates by the int8 scan (`_Int8Scan`) when onnxruntime can
         self.path = Path(index_path).resolve()
         self.busy_timeout_ms = busy_timeout_ms
         self.max_candidates = max_candidates
@@ -507,7 +714,7 @@ class MatrixAccelerator:
         code = {p: i for i, p in enumerate(papers)}
         pcode = np.fromiter((code[r[2]] for r in rows), dtype=np.int32, count=len(rows))
         del rows
-        m = _Matrix(identity, rowids, X, pcode, papers, sig)
+        m = _Matrix(identity, rowids, X, pcode, papers, sig, int8=self.int8)
         why = self._verify(m, conn)
         with self._lock:
             self.stats["loads"] += 1
@@ -635,6 +842,16 @@ class MatrixAccelerator:
 
 # --- the server ---------------------------------------------------------------------------------
 
+def _lexical_accelerator(index_path: str | Path, busy_timeout_ms: int) -> Any:
+    """The in-memory bm25 of the index's three FTS tables, each with the weights the query
+    path ranks it with ready at load."""
+    from sheaf.bm25 import Bm25Accelerator
+    from sheaf.retrieve import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS
+
+    return Bm25Accelerator(index_path, busy_timeout_ms=busy_timeout_ms, warm_weights={
+        "body_units_fts": BODY_WEIGHTS, "object_units_fts": OBJECT_WEIGHTS, "papers_fts": PAPER_WEIGHTS})
+
+
 def _handler_class() -> type:
     from http.server import BaseHTTPRequestHandler
 
@@ -729,8 +946,9 @@ class SheafServer:
         self.httpd.count = self.count  # type: ignore[attr-defined]
         self.host = host
         self.port = int(self.httpd.server_address[1])
-        self.accelerator = MatrixAccelerator(settings.index_path,
-                                             busy_timeout_ms=getattr(settings, "sqlite_busy_timeout_ms", 10_000))
+        busy = getattr(settings, "sqlite_busy_timeout_ms", 10_000)
+        self.accelerator = MatrixAccelerator(settings.index_path, busy_timeout_ms=busy)
+        self.lexical = _lexical_accelerator(settings.index_path, busy)
         self.retrievers = RetrieverPool(settings)
         self.discovery = discovery_path(settings)
 
@@ -752,14 +970,17 @@ class SheafServer:
                 "index_path": str(self.settings.index_path), "uptime_s": round(time.time() - self.started, 1),
                 "requests": dict(self._counts), "matrices": self.accelerator.loaded(),
                 "retrievers": dict(self.retrievers.stats),
-                "accelerator": dict(self.accelerator.stats), "accelerator_disabled": dict(self.accelerator.disabled)}
+                "accelerator": dict(self.accelerator.stats), "accelerator_disabled": dict(self.accelerator.disabled),
+                "lexical": {"tables_bytes": self.lexical.loaded(), "stats": dict(self.lexical.stats),
+                            "disabled": dict(self.lexical.disabled)}}
 
     def warm(self) -> list[str]:
-        """Load the query encoder and the vector matrix of the configured model's collection
-        now, not on the first query. Returns notes (nothing to warm yet, fallbacks)."""
+        """Load the query encoder, the vector matrix of the configured model's collection and
+        the in-memory copy of the full-text tables now, not on the first query. Returns notes
+        (nothing to warm yet, fallbacks)."""
         from sheaf.embed import resolve_model_path
         from sheaf.envelope import SheafError
-        from sheaf.index import collections, open_index
+        from sheaf.index import FTS_TABLES, collections, open_index
 
         notes: list[str] = []
         try:
@@ -771,19 +992,31 @@ class SheafServer:
             mine = [c for c in collections(conn).values() if c.name == name]
         finally:
             conn.close()
+        for fts in FTS_TABLES:  # loaded in the background meanwhile
+            self.lexical.table(fts)
         with contextlib.suppress(SheafError), self.retrievers.lease():
             pass  # the first query finds an open Retriever
         if not mine:
-            return ["no vectors of the configured model yet: semantic queries will say so"]
-        ident = mine[0]
-        from sheaf import retrieve
+            notes.append("no vectors of the configured model yet: semantic queries will say so")
+        else:
+            ident = mine[0]
+            from sheaf import retrieve
 
-        _, warnings = retrieve.encode_query("warm up the query encoder", self.settings, ident)
-        notes += warnings
-        if self.accelerator.matrix(ident, wait=True) is None:
-            notes.append(self.accelerator.disabled.get(ident.key, "vector matrix not loaded")
-                         + ": vector search uses sqlite-vec")
+            _, warnings = retrieve.encode_query("warm up the query encoder", self.settings, ident)
+            notes += warnings
+            if self.accelerator.matrix(ident, wait=True) is None:
+                notes.append(self.accelerator.disabled.get(ident.key, "vector matrix not loaded")
+                             + ": vector search uses sqlite-vec")
+        self.lexical.wait_idle()
+        notes += [f"{fts}: {why}: full-text ranking uses FTS5" for fts, why in self.lexical.disabled.items()]
         return notes
+
+    def install_accelerators(self, on: bool = True) -> None:
+        """Make this process's index reads use (or stop using) the server's in-memory copies."""
+        from sheaf.index import set_lexical_accelerator, set_vector_accelerator
+
+        set_vector_accelerator(self.accelerator if on else None)
+        set_lexical_accelerator(self.lexical if on else None)
 
     # -- discovery and lifecycle --------------------------------------------------------------------
 
@@ -810,13 +1043,11 @@ class SheafServer:
         return f"http://{h}:{self.port}"
 
     def serve_forever(self) -> None:
-        from sheaf.index import set_vector_accelerator
-
-        set_vector_accelerator(self.accelerator)
+        self.install_accelerators()
         try:
             self.httpd.serve_forever(poll_interval=0.2)
         finally:
-            set_vector_accelerator(None)
+            self.install_accelerators(False)
 
     def shutdown(self) -> None:
         self.httpd.shutdown()
@@ -826,6 +1057,7 @@ class SheafServer:
         self.httpd.server_close()
         self.retrievers.close()
         self.accelerator.close()
+        self.lexical.close()
 
 
 def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
@@ -843,11 +1075,12 @@ def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
                          {"discovery": str(discovery_path(settings)), "pid": other.get("pid")},
                          hint="stop it first (kill the pid), or use it: the query commands already do")
     srv = SheafServer(settings, host, port)
+    from sheaf import query_encoder
+
+    query_encoder.STATUS_TTL_SECONDS = 2.0  # the export is rechecked at most every 2 s here
     previous: dict[int, Any] = {}
     try:
-        from sheaf.index import set_vector_accelerator
-
-        set_vector_accelerator(srv.accelerator)
+        srv.install_accelerators()
         notes = srv.warm()
         srv.write_discovery()
         if threading.current_thread() is threading.main_thread():

@@ -177,6 +177,33 @@ def test_incomplete_export_falls_back(export, embedder, tmp_path):
     _assert_fallback(get_settings(home=home), embedder.identity, embedder, "incomplete")
 
 
+def test_a_server_reuses_the_export_check_for_its_ttl(export, embedder, tmp_path, monkeypatch):
+    """With `STATUS_TTL_SECONDS` (a warm server: 2 s) the export is checked once per period,
+    not on every query; a broken export is still noticed once the period is over."""
+    import sheaf.query_encoder as qe
+
+    settings, path = export
+    home = tmp_path / "home"
+    copy = export_dir(get_settings(home=home), embedder.identity)
+    _stale_copy(path, copy, lambda meta: None)
+    s = get_settings(home=home)
+    clear_caches()
+    monkeypatch.setattr(qe, "STATUS_TTL_SECONDS", 30.0)
+    calls = []
+    real = qe.export_status
+    monkeypatch.setattr(qe, "export_status", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    assert query_vector("alumina creep", s, embedder.identity)[1] == []
+    (copy / "tokenizer.json").unlink()  # broken, but within the period the first check stands
+    assert query_vector("alumina creep", s, embedder.identity)[1] == [] and len(calls) == 1
+    qe._STATUS.clear()  # the period is over
+    warnings = query_vector("alumina creep", s, embedder.identity)[1]
+    assert len(calls) == 2 and "tokenizer file is missing" in warnings[0]
+    monkeypatch.setattr(qe, "STATUS_TTL_SECONDS", 0.0)
+    query_vector("alumina creep", s, embedder.identity)
+    query_vector("alumina creep", s, embedder.identity)
+    assert len(calls) == 4  # without a period: every query checks
+
+
 def test_other_configured_model_does_not_use_export(export, embedder, tmp_path):
     settings, _ = export
     st = export_status(export_dir(settings, embedder.identity), embedder.identity,

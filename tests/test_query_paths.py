@@ -412,3 +412,58 @@ def test_cli_help_is_argparse_own(monkeypatch, columns):
     ours = helps()
     monkeypatch.setattr(cli._Parser, "_get_formatter", argparse.ArgumentParser._get_formatter)
     assert ours == helps()
+
+
+# --- snippets: the sliding window picks the window the plain count picks ----------------------------
+
+def _plain_best_window(hits: list[tuple[int, str]], span: int) -> int:
+    """What `make_snippet` computed before it slid its window: every window counted afresh."""
+    best, best_key, j = 0, (-1, -1), 0
+    for i, (s0, _) in enumerate(hits):
+        while j < len(hits) and hits[j][0] < s0 + span:
+            j += 1
+        key = (sum(len(t) for t in {t for _, t in hits[i:j]}), -i)
+        if key > best_key:
+            best, best_key = i, key
+    return best
+
+
+def test_snippet_window_equals_the_plain_count():
+    from sheaf.retrieve import _best_window, _highlight_re
+
+    rng = random.Random(2)
+    words = "cell cells regeneration regenerating bone density alumina creep rate of the soil moisture".split()
+    for _ in range(1500):
+        text = " ".join(rng.choice([*words, "x" * rng.randint(1, 9)]) for _ in range(rng.randint(1, 250)))
+        pat = _highlight_re(" ".join(rng.sample(words[:-4], rng.randint(1, 5))))  # not "of the" alone
+        hits = [(m.start(), m.group(0).lower()) for m in pat.finditer(text)]
+        span = rng.choice([50, 92, 200])
+        assert _best_window(hits, span) == (_plain_best_window(hits, span) if hits else 0)
+
+
+def test_vector_search_leaves_out_zero_vectors(tmp_path):
+    """A stored all-zero vector (sqlite-vec: NULL distance) is near nothing: it is left out,
+    and never costs a place in k (it used to crash the sort)."""
+    import numpy as np
+
+    from sheaf.embed import QueryVector
+
+    path = tmp_path / "i.db"
+    conn = ix.open_index(path)
+    keys = [f"ZERO{i:04d}" for i in range(6)]
+    for k in keys:
+        ix.replace_paper(conn, k, [body(k, "n0", f"text of {k}")], [])
+    add_passages(conn, keys)
+    rng = np.random.default_rng(1)
+    vecs = {k: (np.zeros(4, np.float32) if i % 2 == 0 else rng.standard_normal(4).astype(np.float32))
+            for i, k in enumerate(keys)}
+    with ix.transaction(conn):
+        for k, v in vecs.items():
+            conn.execute(f"UPDATE {IDENT.vec_table} SET embedding = ? WHERE paper_id = ?", (v.tobytes(), k))
+    q = QueryVector(IDENT, np.array([1, 0, 0, 0], np.float32), "q")
+    for kk in (1, 2, 3, 10):
+        hits = ix.vector_search(conn, q, kk)
+        assert [h.paper_id for h in hits] == sorted((k for k in keys[1::2]), key=lambda k: -vecs[k][0]
+                                                    / np.linalg.norm(vecs[k]))[:kk]
+        assert all(h.distance == h.distance for h in hits)  # no NaN, no None
+    conn.close()

@@ -329,6 +329,10 @@ def test_served_and_local_envelopes_are_identical(served):
     assert oks >= len(cases) - 4  # the error cases are compared too
     health = _health(home)
     assert health["accelerator"]["answered"] > 0 and health["accelerator"]["declined"] == 0
+    # the full-text legs were ranked from the server's in-memory copy, bit for bit as FTS5
+    lex = health["lexical"]
+    assert lex["stats"]["answered"] > 20 and lex["disabled"] == {}, lex
+    assert set(lex["tables_bytes"]) == {"papers_fts", "body_units_fts", "object_units_fts"}
 
 
 def test_served_and_local_tables_are_identical(served):
