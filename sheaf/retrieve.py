@@ -815,14 +815,13 @@ class Retriever:
     def _passage_starts(self, qv: QueryVector, ordinals: dict[str, int],
                         picked: list[dict[str, Any]]) -> dict[str, int]:
         """Where each semantic match's best passage starts in its unit's text (snippet hint)."""
-        want = [(c["unit_id"], ordinals[c["unit_id"]]) for c in picked if ordinals.get(c["unit_id"])]
-        out: dict[str, int] = {}
-        for uid, ordinal in want:
-            r = self.conn.execute(f"SELECT char_start FROM {qv.identity.passages_table} WHERE passage_id = ?",
-                                  (f"{uid}#{ordinal}",)).fetchone()
-            if r:
-                out[uid] = int(r[0])
-        return out
+        want = {f"{c['unit_id']}#{ordinals[c['unit_id']]}": c["unit_id"] for c in picked
+                if ordinals.get(c["unit_id"])}
+        if not want:
+            return {}
+        rows = self.conn.execute(f"SELECT passage_id, char_start FROM {qv.identity.passages_table} WHERE "
+                                 f"passage_id IN ({','.join('?' * len(want))})", list(want)).fetchall()
+        return {want[pid]: int(start) for pid, start in rows}
 
     def _embedding_gaps(self, ident: ModelIdentity, paper_ids: Sequence[str] | None) -> list[str]:
         """A warning when indexed papers (of `paper_ids`, default all) have no vectors of `ident`."""
