@@ -364,6 +364,21 @@ class RankedRows:
         self._r, self._s = self._r[:0], self._s[:0]
 
 
+def wait_for_loads(lock: threading.Lock, loading: dict[str, threading.Thread], timeout: float) -> bool:
+    """Wait (at most `timeout` s) until `loading` (loader threads, guarded by `lock`, each
+    removing itself when done) is empty; True when it is. Shared by the server's accelerators."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with lock:
+            threads = list(loading.values())
+        if not threads:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        threads[0].join(left)
+
+
 @functools.lru_cache(maxsize=64)
 def _resolved(path: str) -> Path:
     return Path(path).resolve()
@@ -450,16 +465,8 @@ class Bm25Accelerator:
         return None
 
     def wait_idle(self, timeout: float = 120.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                threads = list(self._loading.values())
-            if not threads:
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            threads[0].join(left)
+        """Wait (bounded) for background loads to finish; True when none is left."""
+        return wait_for_loads(self._lock, self._loading, timeout)
 
     def loaded(self) -> dict[str, int]:
         """Table → bytes held."""

@@ -792,16 +792,9 @@ class MatrixAccelerator:
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Wait (bounded) for background loads to finish; True when none is left."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                threads = list(self._loading.values())
-            if not threads:
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            threads[0].join(left)
+        from sheaf.bm25 import wait_for_loads
+
+        return wait_for_loads(self._lock, self._loading, timeout)
 
     # -- the hook -------------------------------------------------------------------------------
 

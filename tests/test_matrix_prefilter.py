@@ -247,18 +247,9 @@ def test_without_onnxruntime_the_float32_scan_answers(monkeypatch):
 # --- against sqlite-vec ---------------------------------------------------------------------------
 
 def _index(path, X: np.ndarray, papers: int) -> None:
-    conn = ix.open_index(path)
-    ix.ensure_collection(conn, IDENT)
-    n = len(X)
-    with ix.transaction(conn):
-        conn.executemany("INSERT INTO papers(paper_id) VALUES (?)", [(f"P{i:03d}",) for i in range(papers)])
-        conn.executemany(f"INSERT INTO {IDENT.passages_table}(passage_rowid, passage_id, unit_id, unit_type, "
-                         "paper_id, ordinal, char_start, char_end, text_sha256) VALUES (?,?,?,?,?,?,?,?,?)",
-                         [(i + 1, f"u{i}#0", f"u{i}", "body", f"P{i % papers:03d}", 0, 0, 1, "x")
-                          for i in range(n)])
-        conn.executemany(f"INSERT INTO {IDENT.vec_table}(passage_rowid, embedding, paper_id) VALUES (?,?,?)",
-                         [(i + 1, X[i].tobytes(), f"P{i % papers:03d}") for i in range(n)])
-    conn.close()
+    from tests.test_server import write_vector_index
+
+    write_vector_index(path, X, papers, IDENT)
 
 
 def test_vec0_cosine_is_bit_exact_past_128_rows(tmp_path):

@@ -29,6 +29,23 @@ IDENT = ModelIdentity("test/random", "f" * 64, DIM, True, 128, "{text}")
 
 # --- the matrix accelerator against sqlite-vec ------------------------------------------------
 
+def write_vector_index(path: Path, X: np.ndarray, papers: int, ident: ModelIdentity) -> None:
+    """An index whose collection `ident` holds the rows of `X`, one passage (and unit) each,
+    spread round-robin over `papers` papers P000, P001, ..."""
+    conn = ix.open_index(path)
+    ix.ensure_collection(conn, ident)
+    n = len(X)
+    with ix.transaction(conn):
+        conn.executemany("INSERT INTO papers(paper_id) VALUES (?)", [(f"P{i:03d}",) for i in range(papers)])
+        conn.executemany(f"INSERT INTO {ident.passages_table}(passage_rowid, passage_id, unit_id, unit_type, "
+                         "paper_id, ordinal, char_start, char_end, text_sha256) VALUES (?,?,?,?,?,?,?,?,?)",
+                         [(i + 1, f"u{i}#0", f"u{i}", "body", f"P{i % papers:03d}", 0, 0, 1, "x")
+                          for i in range(n)])
+        conn.executemany(f"INSERT INTO {ident.vec_table}(passage_rowid, embedding, paper_id) VALUES (?,?,?)",
+                         [(i + 1, X[i].tobytes(), f"P{i % papers:03d}") for i in range(n)])
+    conn.close()
+
+
 def _random_index(path: Path, n: int, papers: int, seed: int = 0) -> np.ndarray:
     """An index whose collection holds `n` random unit vectors over `papers` papers, with
     runs of exact duplicates (the ties sqlite-vec and the matrix must break alike)."""
@@ -37,17 +54,7 @@ def _random_index(path: Path, n: int, papers: int, seed: int = 0) -> np.ndarray:
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     for a in range(0, n - 40, max(n // 7, 41)):  # duplicate runs across papers
         X[a + 1:a + 13] = X[a]
-    conn = ix.open_index(path)
-    ix.ensure_collection(conn, IDENT)
-    with ix.transaction(conn):
-        conn.executemany("INSERT INTO papers(paper_id) VALUES (?)", [(f"P{i:03d}",) for i in range(papers)])
-        conn.executemany(f"INSERT INTO {IDENT.passages_table}(passage_rowid, passage_id, unit_id, unit_type, "
-                         "paper_id, ordinal, char_start, char_end, text_sha256) VALUES (?,?,?,?,?,?,?,?,?)",
-                         [(i + 1, f"u{i}#0", f"u{i}", "body", f"P{i % papers:03d}", 0, 0, 1, "x")
-                          for i in range(n)])
-        conn.executemany(f"INSERT INTO {IDENT.vec_table}(passage_rowid, embedding, paper_id) VALUES (?,?,?)",
-                         [(i + 1, X[i].tobytes(), f"P{i % papers:03d}") for i in range(n)])
-    conn.close()
+    write_vector_index(path, X, papers, IDENT)
     return X
 
 
