@@ -45,10 +45,12 @@ from typing import TYPE_CHECKING, Any
 from sheaf import __version__
 from sheaf._lazy import lazy_module
 from sheaf.db import connect, sqlite3, transaction
-from sheaf.embed import EmbeddedPassages, ModelChangedError, ModelIdentity, QueryVector
 from sheaf.envelope import SheafError
 from sheaf.fts import FTS_TEXT_VERSION, FTS_TOKENIZER, build_match_query, fts_text
 from sheaf.models import BodyUnit, ObjectUnit, valid_paper_key
+
+if TYPE_CHECKING:  # sheaf.embed is imported where used: `sheaf search` never needs it
+    from sheaf.embed import EmbeddedPassages, ModelIdentity, QueryVector
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
@@ -429,6 +431,8 @@ def open_index(path: str | Path | None = None, *, create: bool = True, readonly:
 
 def collections(conn: Conn) -> dict[str, ModelIdentity]:
     """Every vector collection of the index: identity key → identity."""
+    from sheaf.embed import ModelIdentity
+
     return {k[len("collection:"):]: ModelIdentity.from_json(v) for k, v in
             conn.execute("SELECT key, value FROM meta WHERE key LIKE 'collection:%'")}
 
@@ -436,6 +440,8 @@ def collections(conn: Conn) -> dict[str, ModelIdentity]:
 def ensure_collection(conn: Conn, identity: ModelIdentity) -> None:
     """Create `identity`'s passages table and vec0 table if missing (call inside a transaction
     or on its own: it opens one when none is open)."""
+    from sheaf.embed import ModelChangedError, ModelIdentity
+
     if not conn.in_transaction:
         with transaction(conn):
             return ensure_collection(conn, identity)
@@ -580,6 +586,8 @@ def _validate(paper_id: str, units: Sequence[BodyUnit], objects: Sequence[Object
 
 
 def _as_list(passages: EmbeddedPassages | Sequence[EmbeddedPassages] | None) -> list[EmbeddedPassages]:
+    from sheaf.embed import EmbeddedPassages
+
     if passages is None:
         return []
     if isinstance(passages, EmbeddedPassages):
@@ -1227,6 +1235,8 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
     Refused with `ModelChangedError` (``MODEL_CHANGED``) when the index has vectors but none
     of the query's identity; ``VECTOR_NOT_BUILT`` when it has no vectors at all.
     """
+    from sheaf.embed import ModelChangedError
+
     cols = collections(conn)
     ident = query.identity
     if ident.key not in cols:

@@ -31,10 +31,9 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.db import sqlite3
-from sheaf.embed import ModelChangedError, ModelIdentity, QueryVector, unit_embedding_text
 from sheaf.envelope import SheafError
 from sheaf.fts import (  # the query builder's own rules, so grep and search agree on codes
     _CJK_RE, _CODE_RE, _DIGITS_RE, _LETTERS_RE, _WORD_RE, QUERY_STOPWORDS, _is_code, build_match_query,
@@ -45,6 +44,9 @@ from sheaf.index import (
 )
 from sheaf.models import BodyUnit, ObjectUnit
 from sheaf.settings import query_settings
+
+if TYPE_CHECKING:  # sheaf.embed is imported where used: `sheaf search` never needs it
+    from sheaf.embed import ModelIdentity, QueryVector
 
 __all__ = [
     "RRF_K", "HYBRID_RRF_K", "DEFAULT_LIMIT", "DEFAULT_PER_PAPER", "MODES", "KINDS", "Result", "Retriever",
@@ -384,7 +386,11 @@ def _unit_source(u: Unit) -> str:
 
 
 def _unit_text(u: Unit) -> str:
-    return u.text if isinstance(u, BodyUnit) else unit_embedding_text(u)
+    if isinstance(u, BodyUnit):
+        return u.text
+    from sheaf.embed import unit_embedding_text
+
+    return unit_embedding_text(u)
 
 
 def _page_span(u: Unit) -> list[int] | None:
@@ -629,6 +635,8 @@ class Retriever:
         name = _canonical_model(self.settings.embedding_model)
         mine = [c for c in cols.values() if c.name == name]
         if not mine:
+            from sheaf.embed import ModelChangedError
+
             raise ModelChangedError(
                 f"the configured embedding model {name!r} has no vectors in the index, which holds "
                 + "; ".join(c.describe() for c in cols.values()),
