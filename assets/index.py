@@ -132,7 +132,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
 @asset(group_name="source", code_version="1", pool=INDEX_POOL)
 def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
     """Paper metadata from the library's Better BibTeX / CSL-JSON exports: the papers table and its FTS."""
-    from sheaf.index import upsert_papers
+    from sheaf.index import prune_metadata, upsert_papers
     from sheaf.metadata import load_metadata_files
 
     settings = sheaf.settings()
@@ -141,11 +141,19 @@ def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> Mate
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     load = load_metadata_files(files)
+    # Papers the export no longer lists lose their metadata, but only when every export file
+    # was read: an unreadable or missing export (mid-rewrite by Zotero) must not strip the index.
+    unread = [w for w in load.warnings if w.item == "-"]
     conn = open_index(settings=settings)
     try:
         stats = upsert_papers(conn, load.papers)
+        if files and not unread:
+            stats.update(prune_metadata(conn, [m.key for m in load.papers]))
     finally:
         conn.close()
+    if not files or unread:
+        context.log.warning("metadata of papers missing from the export kept: "
+                            + ("no export file found" if not files else f"{len(unread)} export file(s) unreadable"))
     for w in load.warnings:
         context.log.warning(str(w))
     return MaterializeResult(metadata={

@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover - sheaf.metadata is imported where a Paper
 __all__ = [
     "SCHEMA_VERSION", "MIGRATIONS", "IndexSchemaError", "ReplaceStats", "FtsHit", "VectorHit",
     "open_index", "ensure_schema", "as_unit", "schema_version", "replace_paper", "replace_paper_vectors",
-    "remove_paper", "upsert_papers", "rebuild_fts", "FTS_TABLES", "collections", "ensure_collection", "cache_get",
+    "remove_paper", "upsert_papers", "prune_metadata", "rebuild_fts", "FTS_TABLES", "collections", "ensure_collection", "cache_get",
     "cache_put", "prune_embedding_cache", "counts", "paper_ids", "paper_ids_where", "get_paper", "get_units",
     "get_unit", "paper_units", "fts_search", "fts_best_per_paper", "search_text", "vector_search",
     "MAX_KNN_K", "set_vector_accelerator", "set_lexical_accelerator", "paper_rowids",
@@ -891,6 +891,40 @@ def upsert_papers(conn: Conn, metas: Iterable[PaperMeta], *, hook: Hook | None =
             _fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
             if retitle:
                 _fill_unit_fts(conn, m.key)
+        _call(hook, "before_commit")
+    return stats
+
+
+def prune_metadata(conn: Conn, exported: Iterable[str], *, hook: Hook | None = None) -> dict[str, int]:
+    """Forget the library metadata of papers no longer in the export (`exported`: the keys it
+    holds now), in one transaction: a paper still indexed (it has units) keeps the stub row
+    `replace_paper` makes (no title, empty metadata FTS row; its units' FTS rows lose the
+    title); any other paper's row goes with its FTS row. Returns ``{"stubbed": n, "removed": n}``.
+    `hook(step)` is called before the commit (``before_commit``)."""
+    keep = set(exported)
+    stats = {"stubbed": 0, "removed": 0}
+    with transaction(conn):
+        gone = [r for r in conn.execute("SELECT paper_rowid, paper_id, title FROM papers WHERE has_metadata = 1")
+                if r[1] not in keep]
+        for rowid, pid, title in gone:
+            _fts_delete(conn, "papers_fts", _fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (rowid,)))
+            indexed = conn.execute("SELECT 1 FROM body_units WHERE paper_id = ? UNION ALL "
+                                   "SELECT 1 FROM object_units WHERE paper_id = ? LIMIT 1", (pid, pid)).fetchone()
+            if indexed is None:
+                conn.execute("DELETE FROM papers WHERE paper_rowid = ?", (rowid,))
+                stats["removed"] += 1
+                continue
+            if title:  # the title is a column of every unit's FTS row: out under the old one
+                for fts in ("body_units_fts", "object_units_fts"):
+                    _fts_delete(conn, fts, _fts_rows(conn, fts, "b.paper_id = ?", (pid,), title=title))
+            conn.execute("UPDATE papers SET citation_key = NULL, title = NULL, authors = '[]', first_author = NULL, "
+                         "year = NULL, journal = NULL, doi = NULL, pmid = NULL, abstract = NULL, collections = '[]', "
+                         "domain = NULL, item_type = NULL, has_metadata = 0, meta_sha256 = NULL, source = NULL "
+                         "WHERE paper_rowid = ?", (rowid,))
+            _fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
+            if title:
+                _fill_unit_fts(conn, pid)
+            stats["stubbed"] += 1
         _call(hook, "before_commit")
     return stats
 

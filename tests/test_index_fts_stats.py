@@ -85,6 +85,11 @@ class Model:
         ix.upsert_papers(conn, [m])
         self.metas[pid] = m
 
+    def drop_from_export(self, conn, pid: str) -> None:
+        """The export no longer lists `pid`: its metadata goes (a stub stays while it has units)."""
+        self.metas[pid] = None
+        ix.prune_metadata(conn, [p for p, m in self.metas.items() if m is not None])
+
     def remove(self, conn, pid: str, keep_metadata: bool = False) -> None:
         ix.remove_paper(conn, pid, keep_metadata=keep_metadata)
         self.units[pid] = None
@@ -180,6 +185,7 @@ OPS = st.lists(st.one_of(
     st.tuples(st.just("replace"), st.sampled_from(PAPERS), st.integers(0, 4)),
     st.tuples(st.just("upsert"), st.sampled_from(PAPERS), st.integers(0, len(TITLES) - 1)),
     st.tuples(st.just("remove"), st.sampled_from(PAPERS), st.booleans()),
+    st.tuples(st.just("drop_from_export"), st.sampled_from(PAPERS), st.just(0)),
 ), min_size=1, max_size=25)
 
 
@@ -194,6 +200,8 @@ def test_random_write_sequences_score_as_a_fresh_build(ops):
                 m.replace(conn, pid, arg)
             elif op == "upsert":
                 m.upsert(conn, pid, TITLES[arg], n % 3)
+            elif op == "drop_from_export":
+                m.drop_from_export(conn, pid)
             else:
                 m.remove(conn, pid, keep_metadata=arg)
         assert_same_as_fresh(conn, m)
@@ -397,3 +405,23 @@ def test_unit_objects_keep_indexed_values_when_none(conn):
     m.units["PA"] = ix.paper_units(conn, "PA")
     m.replace(conn, "PA", 1)
     assert_same_as_fresh(conn, m)
+
+
+def test_papers_dropped_from_the_export_lose_their_metadata(conn):
+    """Metadata of papers the export no longer lists goes: an indexed paper keeps a stub (found by
+    its text, no longer by its old title or authors), another one's row goes; the index then
+    equals a fresh build of what is left."""
+    m = Model()
+    for i, pid in enumerate(PAPERS[:3]):
+        m.upsert(conn, pid, TITLES[i])
+    m.replace(conn, PAPERS[0], 0)
+    before = ix.fts_search(conn, "papers", build_match_query(TITLES[1]), limit=-1)
+    assert PAPERS[1] in {h.ref for h in before}
+    m.metas[PAPERS[0]] = m.metas[PAPERS[1]] = None
+    assert ix.prune_metadata(conn, [PAPERS[2]]) == {"stubbed": 1, "removed": 1}
+    rows = dict(conn.execute("SELECT paper_id, has_metadata FROM papers").fetchall())
+    assert rows == {PAPERS[0]: 0, PAPERS[2]: 1}
+    for q in (TITLES[0], TITLES[1]):
+        assert not {h.ref for h in ix.fts_search(conn, "papers", build_match_query(q), limit=-1)} & set(PAPERS[:2])
+    assert_same_as_fresh(conn, m)
+    assert ix.prune_metadata(conn, [PAPERS[2]]) == {"stubbed": 0, "removed": 0}  # nothing left to do

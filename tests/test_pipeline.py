@@ -9,6 +9,7 @@ CLI tests use subprocesses.
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 import subprocess
 import sys
@@ -205,6 +206,59 @@ def test_removed_paper_loses_partition_artifacts_and_index_rows(home):
     assert [r for r in new_runs(inst, before) if r.job_name == "paper_chain"] == []
     code, st = run_cli(["status", "--json"])
     assert st["data"]["coverage"]["partitions"] == len(BASE_PAPERS) - 1
+
+
+def test_paper_dropped_from_the_export_loses_its_metadata(home):
+    """The export no longer lists a paper still in the library: its metadata goes from the
+    index (a stub row stays for its units: found by its text, no longer by its title)."""
+    from sheaf.fts import build_match_query
+    from sheaf.index import fts_search, open_index
+
+    key = "W6TB4YRS"
+
+    def state() -> tuple[int, tuple | None, set[str]]:
+        conn = open_index(settings=home.settings())
+        try:
+            n = conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0]
+            row = conn.execute("SELECT has_metadata, title FROM papers WHERE paper_id = ?", (key,)).fetchone()
+            found = {h.ref for h in fts_search(conn, "papers", build_match_query(title), limit=-1)}
+            return n, row, found
+        finally:
+            conn.close()
+
+    lj = home.library / "library.json"
+    data = json.loads(lj.read_text(encoding="utf-8"))
+    items = data["items"] if isinstance(data, dict) else data
+    item = next(i for i in items if key in json.dumps(i))
+    title = item["title"]
+    n_before, row, found = state()
+    assert row == (1, title) and key in found
+    items.remove(item)
+    lj.write_text(json.dumps(data), encoding="utf-8")
+    code, env = run_cli(["build", "--json"])
+    assert code == 0
+    n_after, row, found = state()
+    assert (n_after, row) == (n_before - 1, (0, None)) and key not in found
+    assert index_counts(home, key)["body_units"] > 0  # its content stays searchable
+
+
+def test_unreadable_export_strips_no_metadata(home):
+    """An export that cannot be read (Zotero rewriting it) is not an export listing nothing:
+    every paper keeps its metadata."""
+    from sheaf.index import open_index
+
+    def n_meta() -> int:
+        conn = open_index(settings=home.settings())
+        try:
+            return conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0]
+        finally:
+            conn.close()
+
+    before = n_meta()
+    assert before > 0
+    (home.library / "library.json").write_text('{"items": [', encoding="utf-8")  # cut short
+    code, env = run_cli(["build", "--json"])
+    assert code == 0 and n_meta() == before
 
 
 def test_code_version_bump_rebuilds_that_asset_and_below_for_every_paper(home, monkeypatch):
