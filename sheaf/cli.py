@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from sheaf.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KINDS, MODES
 from sheaf.envelope import SheafError, emit, error, ok
 
 STAGES = ("blocks", "markdown", "render-map", "tree", "units")
@@ -664,7 +665,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("search", help="papers matching words in their metadata or full text (lexical)")
     se.add_argument("query", nargs="+", help="words, a phrase in quotes, or a code (SPG-302)")
-    se.add_argument("--limit", type=_positive_int, default=10, help="papers to return (default 10)")
+    se.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT,
+                    help=f"papers to return (default {DEFAULT_LIMIT})")
     se.add_argument("--year-from", type=int, default=None, metavar="Y")
     se.add_argument("--year-to", type=int, default=None, metavar="Y")
     se.add_argument("--domain", action="append", default=[], metavar="D", help="only this domain (repeatable)")
@@ -673,13 +675,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     rt = sub.add_parser("retrieve", help="the best passages (units) for a question: lexical, semantic or hybrid")
     rt.add_argument("query", nargs="+")
-    rt.add_argument("--mode", choices=("lexical", "semantic", "hybrid"), default="hybrid",
+    rt.add_argument("--mode", choices=MODES, default="hybrid",
                     help="bm25, vectors, or both fused by reciprocal rank (default)")
-    rt.add_argument("--limit", type=_positive_int, default=10, help="units to return (default 10)")
-    rt.add_argument("--per-paper", type=_nonnegative_int, default=2, metavar="K",
-                    help="at most K units of one paper (default 2; 0: no cap)")
+    rt.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT,
+                    help=f"units to return (default {DEFAULT_LIMIT})")
+    rt.add_argument("--per-paper", type=_nonnegative_int, default=DEFAULT_PER_PAPER, metavar="K",
+                    help=f"at most K units of one paper (default {DEFAULT_PER_PAPER}; 0: no cap)")
     rt.add_argument("--paper", action="append", default=[], metavar="KEY", help="only this paper (repeatable)")
-    rt.add_argument("--kind", choices=("body", "object", "all"), default="all",
+    rt.add_argument("--kind", choices=KINDS, default="all",
                     help="body text, figures/tables, or both (default)")
     rt.add_argument("--full", action="store_true", help="whole unit text instead of a snippet")
     rt.add_argument("--json", action="store_true")
@@ -692,7 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tl = sub.add_parser("timeline", help="the units before and after one, in the paper's reading order")
     tl.add_argument("id", metavar="SHORT_ID")
-    tl.add_argument("--window", type=_nonnegative_int, default=2, metavar="N", help="units each side (default 2)")
+    tl.add_argument("--window", type=_nonnegative_int, default=DEFAULT_WINDOW, metavar="N",
+                    help=f"units each side (default {DEFAULT_WINDOW})")
     tl.add_argument("--json", action="store_true")
     tl.set_defaults(func=cmd_timeline)
 
@@ -720,7 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="papers to make queries from (default 50; 0: all)")
     el.add_argument("--seed", type=int, default=0)
     for e in (eb, el):
-        e.add_argument("--modes", default="lexical,semantic,hybrid", help="comma-separated (default: all three)")
+        e.add_argument("--modes", default=",".join(MODES), help="comma-separated (default: all three)")
         e.add_argument("--out", default=None, metavar="FILE", help="also write the JSON envelope to FILE")
         e.add_argument("--per-query", action="store_true", help="include every query's result")
         e.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

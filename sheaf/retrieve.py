@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sheaf.db import sqlite3
+from sheaf.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KINDS, MODES
 from sheaf.envelope import SheafError
 from sheaf.fts import (  # the query builder's own rules, so grep and search agree on codes
     _CJK_RE, _CODE_RE, _DIGITS_RE, _LETTERS_RE, _WORD_RE, QUERY_STOPWORDS, _is_code, build_match_query,
@@ -59,11 +60,6 @@ RRF_K = 60  # `search`: its three lexical rankings of papers
 #: leg more than the usual 60; on SciFact train it gives hybrid nDCG@10 0.732 against 0.726 at
 #: k = 60 (k 1-5 were higher still, but lean on a single leg's first hits; docs/benchmarks.md).
 HYBRID_RRF_K = 10
-DEFAULT_LIMIT = 10
-DEFAULT_PER_PAPER = 2
-DEFAULT_WINDOW = 2
-MODES = ("lexical", "semantic", "hybrid")
-KINDS = ("body", "object", "all")
 SNIPPET_CHARS = 240
 SUMMARY_CHARS = 110
 #: bm25 column weights: papers_fts (title, authors, abstract, journal, domain, year),
