@@ -321,14 +321,13 @@ def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = Non
 
 
 def unit_digest(conn: sqlite3.Connection, paper_id: str) -> str:
-    """A hash of a paper's units as indexed (ids and texts, body then objects)."""
-    h = hashlib.sha256()
-    for r in conn.execute("SELECT unit_id, text FROM body_units WHERE paper_id = ? ORDER BY unit_id", (paper_id,)):
-        h.update(f"{r[0]}\0{r[1]}\0".encode())
-    for r in conn.execute("SELECT unit_id, caption, table_text, nearby_text FROM object_units WHERE paper_id = ? "
-                          "ORDER BY unit_id", (paper_id,)):
-        h.update(("\0".join(x or "" for x in r) + "\0").encode())
-    return h.hexdigest()
+    """A hash of a paper's units as indexed (ids and texts, body then objects): what
+    `artifact_unit_digest` gives for the units artifacts of the same units."""
+    body = [{"unit_id": r[0], "text": r[1]} for r in conn.execute(
+        "SELECT unit_id, text FROM body_units WHERE paper_id = ?", (paper_id,))]
+    objects = [dict(zip(("unit_id", "caption", "table_text", "nearby_text"), r)) for r in conn.execute(
+        "SELECT unit_id, caption, table_text, nearby_text FROM object_units WHERE paper_id = ?", (paper_id,))]
+    return artifact_unit_digest(body, objects)
 
 
 def artifact_unit_digest(body_rows: Iterable[dict[str, Any]], object_rows: Iterable[dict[str, Any]]) -> str:
