@@ -36,8 +36,9 @@ its statements (tests inject failures through it).
 """
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,7 +65,8 @@ __all__ = [
     "remove_paper", "upsert_papers", "prune_metadata", "rebuild_fts", "FTS_TABLES", "collections", "ensure_collection", "cache_get",
     "cache_put", "prune_embedding_cache", "counts", "paper_ids", "paper_ids_where", "get_paper", "get_units",
     "get_unit", "paper_units", "fts_search", "fts_best_per_paper", "search_text", "vector_search",
-    "MAX_KNN_K", "set_vector_accelerator", "set_lexical_accelerator", "paper_rowids",
+    "MAX_KNN_K", "set_vector_accelerator", "set_lexical_accelerator", "paper_rowids", "new_epoch",
+    "FTS_EPOCH", "VECTORS_EPOCH",
 ]
 
 SCHEMA_VERSION = 3
@@ -277,6 +279,7 @@ def _recreate_fts(conn: Conn, opts: str) -> None:
         conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5({cols}, {opts})")
     for table in FTS_V2:
         _fill_fts(conn, table)
+    new_epoch(conn, FTS_EPOCH)
 
 
 def _migrate_1_fts_porter_title(conn: Conn) -> None:
@@ -308,6 +311,7 @@ def rebuild_fts(conn: Conn, tables: Iterable[str] = FTS_TABLES) -> None:
             raise ValueError(f"not an FTS table: {t}")
         conn.execute(f"INSERT INTO {t}({t}) VALUES ('delete-all')")
         _fill_fts(conn, t)
+    new_epoch(conn, FTS_EPOCH)
 
 
 _SHEAF_TABLES = {"meta", "papers", "body_units", "object_units", "embedding_cache"}
@@ -354,6 +358,7 @@ def ensure_schema(conn: Conn, *, migrate: bool = True) -> int:
                 _set_meta(conn, "schema_version", "1")  # then migrated to SCHEMA_VERSION below
                 _set_meta(conn, "fts_text_version", str(FTS_TEXT_VERSION))
                 _set_meta(conn, "created_by", f"sheaf {__version__}")
+                new_epoch(conn, FTS_EPOCH)
         return ensure_schema(conn, migrate=True)
     if version > SCHEMA_VERSION:
         raise IndexSchemaError(
@@ -394,6 +399,22 @@ def _set_meta(conn: Conn, key: str, value: str) -> None:
                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
 
 
+#: Meta keys holding a random token replaced whenever the full-text tables are rebuilt
+#: (`FTS_EPOCH`) or any vector is written or deleted (`VECTORS_EPOCH`). A warm server's
+#: in-memory copies are valid for one state; an FTS rebuild restarts FTS5's own records (so a
+#: state could look like an earlier one) and re-embedding a paper may reuse passage rowids:
+#: these tokens never repeat.
+FTS_EPOCH = "fts_epoch"
+VECTORS_EPOCH = "vectors_epoch"
+
+
+def new_epoch(conn: Conn, key: str) -> None:
+    """Replace the token under `key` in meta (inside the caller's transaction)."""
+    import secrets
+
+    _set_meta(conn, key, secrets.token_hex(8))
+
+
 def open_index(path: str | Path | None = None, *, create: bool = True, readonly: bool = False,
                settings: Any = None) -> Conn:
     """Open (and create or migrate) the index at `path` (default: the settings' index path).
@@ -421,6 +442,9 @@ def open_index(path: str | Path | None = None, *, create: bool = True, readonly:
                     hint="run a build to migrate it" if older else "upgrade Sheaf")
         else:
             ensure_schema(conn)
+            if conn.execute("SELECT 1 FROM meta WHERE key = ?", (FTS_EPOCH,)).fetchone() is None:
+                with transaction(conn):  # an index from before the epochs: a warm server needs one
+                    new_epoch(conn, FTS_EPOCH)
     except BaseException:
         conn.close()
         raise
@@ -616,6 +640,7 @@ def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity,
             conn.execute(f"DELETE FROM {pt} WHERE paper_id = ?", (paper_id,))
         else:
             conn.executemany(f"DELETE FROM {pt} WHERE passage_rowid = ?", [(r,) for r in rowids])
+        new_epoch(conn, VECTORS_EPOCH)
     return len(rowids)
 
 
@@ -732,6 +757,7 @@ def _insert_vectors(conn: Conn, paper_id: str, ep: EmbeddedPassages, hook: Hook 
     vecs = np.ascontiguousarray(ep.vectors, dtype=np.float32)
     conn.executemany(f"INSERT INTO {vt}(passage_rowid, embedding, paper_id) VALUES (?,?,?)",
                      [(r0 + i, vecs[i].tobytes(), paper_id) for i in range(len(ep.passages))])
+    new_epoch(conn, VECTORS_EPOCH)
     _call(hook, "after_vectors")
     return len(ep.passages)
 
@@ -1153,14 +1179,35 @@ def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
     FTS table, best first (ties: rowid). `weights` are bm25 column weights; `paper_ids`
     filters; `limit` -1: every hit."""
     fts, base, key, ref, bm25 = _fts_scope(scope, weights)
+    with _snapshot(conn):
+        return _fts_search(conn, fts, base, key, ref, bm25, match, limit, paper_ids, weights)
+
+
+@contextlib.contextmanager
+def _snapshot(conn: Conn) -> Iterator[None]:
+    """One read transaction around the statements of a read (ranking, then joining the base
+    rows), unless the caller has one open: they see one state of the index."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def _fts_search(conn: Conn, fts: str, base: str, key: str, ref: str, bm25: str, match: str, limit: int,
+                paper_ids: Sequence[str] | None, weights: Sequence[float] | None) -> list[FtsHit]:
     if limit >= 0:  # every hit (or a filter): the join below at once
         rowids = None
-        if paper_ids is not None:
-            if _LEXICAL_ACCELERATOR is None:
-                rowids = []
-            else:
-                rowids = paper_rowids(conn, scope, paper_ids)
-        cur = None if rowids == [] else _ranked(conn, fts, bm25, match, limit, weights, rowids)
+        if paper_ids is not None and _LEXICAL_ACCELERATOR is not None:
+            rowids = paper_rowids(conn, next(k for k, v in _SCOPES.items() if v[0] == fts), paper_ids)
+            if not rowids:
+                return []  # none of these papers has a row here
+        cur = None if paper_ids is not None and rowids is None else \
+            _ranked(conn, fts, bm25, match, limit, weights, rowids)
         if cur is not None:
             rows = cur.fetchall()
             refs = _refs(conn, base, key, ref, [r[0] for r in rows])
@@ -1200,6 +1247,12 @@ def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
     The ranked rows are read best first and joined to their base rows in batches, only until
     `limit` papers are certain: every paper not seen yet scores below the last one kept."""
     fts, base, key, ref, bm25 = _fts_scope(scope, weights)
+    with _snapshot(conn):
+        return _best_per_paper(conn, fts, base, key, ref, bm25, match, limit, paper_ids, weights)
+
+
+def _best_per_paper(conn: Conn, fts: str, base: str, key: str, ref: str, bm25: str, match: str, limit: int,
+                    paper_ids: Sequence[str] | None, weights: Sequence[float] | None) -> list[FtsHit]:
     allowed = None if paper_ids is None else set(paper_ids)
     limit = int(limit)
     if limit == 0:

@@ -380,7 +380,7 @@ def remove_global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
     """Delete what `global_orphans` counts (one transaction); returns rows deleted per kind.
     An FTS table with orphan (or missing) rows is rebuilt from the base tables."""
     from sheaf.db import transaction
-    from sheaf.index import collections, rebuild_fts
+    from sheaf.index import VECTORS_EPOCH, collections, new_epoch, rebuild_fts
 
     out: dict[str, int] = {}
     with transaction(conn):
@@ -405,6 +405,8 @@ def remove_global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
             conn.executemany(f"DELETE FROM {pt} WHERE passage_rowid = ?", [(r,) for r in set(dangling) | set(no_vec)])
             out[f"{pt}_removed"] = len(set(dangling) | set(no_vec))
             out[f"{vt}_removed"] = len(set(dangling) | set(stray))
+            if dangling or no_vec or stray:
+                new_epoch(conn, VECTORS_EPOCH)
         # An FTS row without its base row cannot be deleted alone (a contentless row is deleted
         # with the values it indexed, and those went with the base row): the table is rebuilt
         # from the base tables, which also restores base rows' missing FTS rows.

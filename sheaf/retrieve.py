@@ -198,6 +198,8 @@ def _best_window(hits: Sequence[tuple[int, str]], span: int) -> int:
     """The index of the hit that opens the window (of `span` characters) holding the most (and
     longest) distinct words: the first such. The window slides over the hits, counting the
     words it takes in and lets go (long units have hundreds of hits)."""
+    if span <= 0:
+        return 0  # every window is empty: the first
     best, best_len = 0, -1
     j = 0
     inside: dict[str, int] = {}

@@ -354,9 +354,10 @@ def _vec0_cosine(rows: Any, q: Any, sq_norms: Any = None) -> Any:
     `sq_norms`: the rows' squared norms so summed, if known (`_Matrix.sq_norms`)."""
     import numpy as np
 
-    dot = _f32_sums(rows * q)
-    a = _f32_sums(rows * rows) if sq_norms is None else sq_norms
-    b = np.cumsum(q * q, dtype=np.float32)[-1]
+    with np.errstate(over="ignore", under="ignore"):  # as in C: inf, subnormals
+        dot = _f32_sums(rows * q)
+        a = _f32_sums(rows * rows) if sq_norms is None else sq_norms
+        b = np.cumsum(q * q, dtype=np.float32)[-1]
     with np.errstate(divide="ignore", invalid="ignore"):  # a zero vector: NaN (vec0: NULL)
         d = 1.0 - dot.astype(np.float64) / (np.sqrt(a.astype(np.float64)) * np.sqrt(np.float64(b)))
     return d.astype(np.float32).astype(np.float64)
@@ -367,6 +368,53 @@ def _vec0_cosine(rows: Any, q: Any, sq_norms: Any = None) -> Any:
 # saturates a pair of products past 32767; 2·128·127 = 32512 never does, on any CPU.
 _INT8_ZERO_POINT = 64
 _INT8_SLACK = 4e-6  # × ||q||: float32 rounding of the bounds (< 1e-6 ||q||, see `_Int8Scan`)
+
+#: Norms (of rows and of the query) within which float32 products and squares of a vector's
+#: components neither overflow nor lose more than dim·2**-150 absolute to underflow (relative
+#: to ||x||·||q|| >= 1e-36: < dim·1e-9, far inside the tolerance's slack, see `_rerank_tolerance`).
+_NORM_RANGE = (1e-18, 1e18)
+
+
+def _rerank_tolerance(qn: float, dim: int, *, float32_scan: bool = False) -> float:
+    """How far below the k-th best (on the cos·||q|| scale) a row must be for the candidate
+    scan to drop it: the most sqlite-vec's float32 arithmetic can move two rows' order.
+
+    sqlite-vec computes ``1 - dot / (sqrt(a) * sqrt(b))`` from float32 sums in order. Against
+    the true cos·||q||, per row: the dot product is off by at most ~dim·2**-24·||q|| (the
+    products' and sums' roundings, relative to sum |x_i q_i| <= ||x|| ||q||), sqrt(a) by half
+    of a's relative error, at most ~dim·2**-24 for every row not in `_Matrix.unbounded` (checked
+    at load), and b (the query's) scales every row alike: ~1.5·dim·2**-24·||q|| per row, ~3·dim·2**-24
+    for two rows, plus the final rounding of the distance to float (2**-23: rows it would make
+    equal fall to the rowid order). 4·dim·2**-24 covers all of it; 1e-4 (its value up to
+    ~400 dimensions) is kept as a floor. The float32 scan's own ``X @ q`` approximation carries
+    float32 errors of the same size (~dim·2**-24·||q|| per row, for both the row it drops and the
+    rows it keeps): twice the band. The +1e-6 keeps a floor for tiny queries."""
+    factor = 8 if float32_scan else 4
+    return max(1e-4, factor * dim * 2.0 ** -24) * qn + 1e-6
+
+
+def _degenerate_rows(X: Any, sq_norms: Any, *, chunk: int = 16384) -> Any:
+    """bool (n,): the rows whose sqlite-vec cosine `_rerank_tolerance` does not cover: zero
+    rows (no distance: NULL), norms outside `_NORM_RANGE` (float32 squares or products underflow
+    or overflow), non-finite rows, and rows whose float32 squared norm (`sq_norms`, summed as
+    sqlite-vec sums it) is off the float64 one by more than dim·2**-24 relative (more than a
+    float32 sum in order can be off without underflow: subnormal squares). sqlite-vec's cosine of
+    such a row may be far from the true one (even below -1): they are always candidates, ranked
+    by their exact distance only."""
+    import numpy as np
+
+    n, dim = X.shape
+    out = np.zeros(n, dtype=bool)
+    lo, hi = _NORM_RANGE[0] ** 2, _NORM_RANGE[1] ** 2
+    rel = max(1e-6, dim * 2.0 ** -24)
+    for i in range(0, n, chunk):
+        x = X[i:i + chunk].astype(np.float64)
+        a64 = np.einsum("ij,ij->i", x, x)
+        a32 = sq_norms[i:i + chunk].astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            ok = (a64 >= lo) & (a64 <= hi) & (np.abs(a32 - a64) <= rel * a64)
+        out[i:i + chunk] = ~ok
+    return out
 
 
 class _Int8Scan:
@@ -387,7 +435,8 @@ class _Int8Scan:
 
     with a_j = s_j / ||x_j|| and r_j = e_j / ||x_j||, computed in float64 from the stored
     float32 vector, then stored as float32, r_j rounded up (r_j = inf for the `unbounded`
-    rows: those sqlite-vec gives no finite distance, always candidates). The slack
+    rows: those sqlite-vec gives no finite distance, or one the tolerance does not cover, see
+    `_degenerate_rows`: always candidates). The slack
     (`_INT8_SLACK` × ||q||) covers the float32 arithmetic of the bounds: a few roundings of
     relative size 2**-24 (a_j; I_j·a_j, exact I_j as float32 while dim <= 2064; ·s_q; the
     radius; ±) on quantities below (||q|| + ||q - q̂||)(1 + r_j) ~ 1.3 ||q||: < 1e-6 ||q||.
@@ -505,14 +554,20 @@ class _Matrix:
         self.identity = identity
         self.rowids = rowids  # int64 (n,)
         self.X = X  # float32 (n, dim), as stored
-        norms = np.linalg.norm(X, axis=1) if len(X) else np.zeros(0, np.float32)
-        self.inv_norm = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0).astype(np.float32)
+        with np.errstate(over="ignore", under="ignore"):  # `unbounded` rows: not used
+            norms = np.linalg.norm(X, axis=1) if len(X) else np.zeros(0, np.float32)
+            self.inv_norm = np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0).astype(np.float32)
         # sqlite-vec's squared norms (float32, summed in order): half of each exact distance
-        self.sq_norms = np.concatenate([_f32_sums(X[i:i + 16384] * X[i:i + 16384])
-                                        for i in range(0, len(X), 16384)] or [np.zeros(0, np.float32)])
+        with np.errstate(over="ignore", under="ignore"):  # inf / subnormal: as sqlite-vec's
+            self.sq_norms = np.concatenate([_f32_sums(X[i:i + 16384] * X[i:i + 16384])
+                                            for i in range(0, len(X), 16384)] or [np.zeros(0, np.float32)])
         # rows sqlite-vec gives no finite distance (NULL: zero vectors): candidates always,
         # so that a NaN among the k nearest declines the query (see `ranked`)
         self.null_rows = (self.sq_norms == 0) if (self.sq_norms == 0).any() else None
+        # those and the rows whose sqlite-vec cosine is too far from the true one for the
+        # tolerance (tiny or huge norms): candidates always, no bound (`_degenerate_rows`)
+        bad = _degenerate_rows(X, self.sq_norms)
+        self.unbounded = bad if bad.any() else None
         self.pcode = paper_codes  # int32 (n,)
         self.papers = papers
         self.code = {p: i for i, p in enumerate(papers)}
@@ -521,7 +576,7 @@ class _Matrix:
         self.int8_error: str | None = None  # why the float32 scan serves (int8 was asked for)
         if int8 and len(X):
             try:
-                self.int8 = _Int8Scan(X, self.null_rows)
+                self.int8 = _Int8Scan(X, self.unbounded)
             except Exception as e:  # noqa: BLE001 - no onnxruntime/onnx, or no fast kernel: float32
                 self.int8_error = f"{type(e).__name__}: {e}"
 
@@ -530,17 +585,18 @@ class _Matrix:
         float32 ``X @ q`` scan, within a tolerance of its kk-th best approximation."""
         import numpy as np
 
-        approx = (self.X @ q) * self.inv_norm
-        null = self.null_rows
-        if null is not None:
-            approx[null] = -np.inf
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # unbounded rows only
+            approx = (self.X @ q) * self.inv_norm
+        always = self.unbounded
+        if always is not None:
+            approx[always] = -np.inf
         if idx is not None:
             approx = approx[idx]
-            null = None if null is None else null[idx]
+            always = None if always is None else always[idx]
         m = len(approx)
         kth = np.partition(approx, m - kk)[m - kk]
-        keep = approx >= kth - (1e-4 * qn + 1e-6)
-        return np.flatnonzero(keep if null is None else keep | null)
+        keep = approx >= kth - _rerank_tolerance(qn, self.X.shape[1], float32_scan=True)
+        return np.flatnonzero(keep if always is None else keep | always)
 
     def _candidates_int8(self, q: Any, qn: float, kk: int, idx: Any) -> Any:
         """The same guarantee from proven bounds: every row whose upper bound reaches the
@@ -554,20 +610,23 @@ class _Matrix:
         approx, rad = bounds
         if idx is not None:
             approx, rad = approx[idx], rad[idx]
-        floor = _kth_largest(approx - rad, kk) - np.float32(1e-4 * qn + 1e-6)
+        floor = _kth_largest(approx - rad, kk) - np.float32(_rerank_tolerance(qn, self.X.shape[1]))
         return np.flatnonzero(approx + rad >= floor)
 
     def ranked(self, q: Any, k: int, paper_ids: Any, max_candidates: int, *,
                scan: str | None = None) -> tuple[list[int], list[float]] | None:
         """The k nearest rows as sqlite-vec ranks them: (rowids, distances), or None (more
-        candidates than `max_candidates`, a zero query, a zero vector among the k nearest).
-        `scan` forces "int8" or "float32"."""
+        candidates than `max_candidates`, a zero query or one of a norm outside `_NORM_RANGE`,
+        a zero vector among the k nearest). `scan` forces "int8" or "float32"."""
         import numpy as np
 
         q = np.ascontiguousarray(q, dtype=np.float32).reshape(-1)
-        qn = float(np.linalg.norm(q))
-        if not qn > 0:
-            return None  # sqlite-vec's answer to a zero vector is its own business
+        with np.errstate(over="ignore", under="ignore"):
+            qn = float(np.linalg.norm(q))
+        if not _NORM_RANGE[0] <= qn <= _NORM_RANGE[1]:
+            # a zero vector: sqlite-vec's answer is its own business; a tiny or huge one: its
+            # float32 products underflow or overflow, past what the tolerance covers
+            return None
         idx = None
         if paper_ids is not None:
             codes = [c for c in (self.code.get(p) for p in paper_ids) if c is not None]
@@ -661,9 +720,17 @@ class MatrixAccelerator:
 
     @staticmethod
     def _signature(conn: Any, identity: Any) -> tuple[Any, ...]:
+        """The collection's state, in one statement (one snapshot): count, max and sum of the
+        passage rowids, and the vectors epoch (`sheaf.index.VECTORS_EPOCH`, a token replaced
+        on every vector write or delete). The rowids alone are not enough: re-embedding the
+        paper that holds the highest rowids with as many passages reuses the very rowids
+        (the writer allocates max + 1)."""
+        from sheaf.index import VECTORS_EPOCH
+
         return tuple(conn.execute(
-            f"SELECT count(*), coalesce(max(passage_rowid), 0), coalesce(sum(passage_rowid), 0) "
-            f"FROM {identity.passages_table}").fetchone())
+            f"SELECT count(*), coalesce(max(passage_rowid), 0), coalesce(sum(passage_rowid), 0), "
+            f"(SELECT value FROM meta WHERE key = ?) FROM {identity.passages_table}",
+            (VECTORS_EPOCH,)).fetchone())
 
     def _connect(self) -> Any:
         from sheaf.db import connect

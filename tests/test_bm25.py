@@ -33,6 +33,8 @@ def table(tmp_path_factory):
     path = tmp_path_factory.mktemp("bm25") / "t.db"
     conn = connect(path)
     conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(heading, text, title, content='', tokenize='{FTS_TOKENIZER}')")
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
+    conn.execute("INSERT INTO meta VALUES ('fts_epoch', 'e1')")  # as a Sheaf index has
     rows: dict[int, list[str]] = {}
     for rid in range(1, 400):
         rows[rid] = [fts_text(c) for c in _doc(rng)]
@@ -144,6 +146,20 @@ def test_declines_what_it_cannot_answer_exactly(table, tmp_path):
     assert acc(other, "t", None, '"zebra"') is None  # another file
     other.close()
     conn.close()
+    # a file without an fts_epoch (not a Sheaf index, or one from before the epochs): a rebuild
+    # could bring back an earlier state's FTS5 records, so its states cannot be told apart
+    bare = tmp_path / "bare.db"
+    c = connect(bare)
+    c.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, content='', tokenize='{FTS_TOKENIZER}')")
+    c.execute("INSERT INTO t(rowid, x) VALUES (1, 'zebra')")
+    c.commit()
+    acc2 = Bm25Accelerator(bare)
+    try:
+        assert acc2.table("t", wait=True) is not None
+        assert acc2(c, "t", None, '"zebra"') is None
+    finally:
+        acc2.close()
+        c.close()
 
 
 # --- through sheaf.index, on a Sheaf index ---------------------------------------------------------
@@ -161,7 +177,7 @@ def sheaf_index(tmp_path):
         objects = [obj(k, "p2:1", rng.choice(texts))] if rng.random() < 0.5 else []
         ix.replace_paper(conn, k, units, objects)
     conn.close()
-    acc = Bm25Accelerator(path)
+    acc = Bm25Accelerator(path, settle_seconds=0)
     for fts in ix.FTS_TABLES:
         acc.table(fts, wait=True)
     ix.set_lexical_accelerator(acc)
@@ -243,3 +259,109 @@ def test_module_needs_no_dagster_or_torch():
     code = ("import sys, sheaf.bm25; bad = [m for m in ('dagster', 'torch') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1]).returncode == 0
+
+
+def test_a_rebuild_is_a_new_state(sheaf_index):
+    """`rebuild_fts` restarts FTS5's own records (a refill could reproduce an earlier state's):
+    the index's fts_epoch changes with it, so a copy of the earlier state is never used."""
+    from sheaf.bm25 import signature
+
+    path, acc = sheaf_index
+    conn = ix.open_index(path, readonly=True)
+    match = build_match_query("zebra OR okapi", mode="or")
+    loaded = acc.table("body_units_fts")
+    assert loaded is not None and loaded.signature == signature(conn, "body_units_fts")
+    w = ix.open_index(path)
+    ix.replace_paper(w, "BMP00001", [body("BMP00001", "n0", "okapi crossing at dusk")], [])
+    ix.rebuild_fts(w)
+    w.close()
+    sig = signature(conn, "body_units_fts")
+    assert sig[2] != loaded.signature[2]
+    got = ix.fts_search(conn, "body", match, limit=50)
+    assert got == ref_search(conn, "body", match, limit=50) and "BMP00001:body:n0" in {h.ref for h in got}
+    conn.close()
+
+
+def test_reload_waits_for_the_table_to_settle(sheaf_index):
+    """During a build (a commit per paper) the copy is not reloaded per commit: only once the
+    table has stayed in one state for `settle_seconds`; FTS5 answers meanwhile."""
+    import time
+
+    path, acc = sheaf_index
+    acc.settle_seconds = 0.4
+    conn = ix.open_index(path, readonly=True)
+    match = build_match_query("lion", mode="or")
+    loads = acc.stats["loads"]
+    for i in range(3):  # commits in a row
+        w = ix.open_index(path)
+        ix.replace_paper(w, f"BMP0000{i}", [body(f"BMP0000{i}", "n0", f"lion number {i}")], [])
+        w.close()
+        assert ix.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert acc.wait_idle(60) and acc.stats["loads"] == loads  # nothing reloaded yet
+    time.sleep(0.45)
+    answered = acc.stats["answered"]
+    assert ix.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert acc.wait_idle(60) and acc.stats["loads"] == loads + 1  # settled: one reload
+    assert ix.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert acc.stats["answered"] == answered + 1
+    conn.close()
+
+
+def test_a_failed_load_is_not_retried_for_the_same_state(sheaf_index, monkeypatch):
+    from sheaf import bm25
+
+    path, acc = sheaf_index
+    calls = []
+
+    def boom(conn, fts):
+        calls.append(fts)
+        raise MemoryError("no room")
+    monkeypatch.setattr(bm25._Table, "load", staticmethod(boom))
+    w = ix.open_index(path)
+    ix.replace_paper(w, "BMP00002", [body("BMP00002", "n0", "a zebra again")], [])
+    w.close()
+    conn = ix.open_index(path, readonly=True)
+    match = build_match_query("zebra", mode="or")
+    for _ in range(4):
+        assert ix.fts_search(conn, "body", match, limit=9) == ref_search(conn, "body", match, limit=9)
+        acc.wait_idle(60)
+    assert calls == ["body_units_fts"] and "MemoryError" in acc.disabled["body_units_fts"]
+    conn.close()
+
+
+def test_a_copy_that_disagrees_with_fts5_is_not_used(sheaf_index, monkeypatch):
+    from sheaf.bm25 import Bm25Accelerator as Acc
+    from sheaf.bm25 import RankedRows
+
+    path, _ = sheaf_index
+    import numpy as np
+
+    monkeypatch.setattr(Acc, "_evaluate", lambda self, t, parsed, w, rowids: RankedRows(np.zeros(0, np.int64),
+                                                                                        np.zeros(0)))
+    acc = Acc(path)
+    try:
+        assert acc.table("body_units_fts", wait=True) is None
+        assert "disagreed with FTS5" in acc.disabled["body_units_fts"]
+    finally:
+        acc.close()
+
+
+def test_table_options_outside_sheafs_own_are_declined(tmp_path):
+    from sheaf.bm25 import _table_sql
+
+    c = connect(tmp_path / "o.db")
+    cases = {
+        "a": ("fts5(x, y, content='', tokenize=\"porter unicode61\")", (["x", "y"], "porter unicode61")),
+        "b": ("fts5(x, content='', tokenize=porter)", (["x"], "porter")),
+        "c": ("fts5(x, content='', tokenize='unicode61 remove_diacritics 2', prefix='2 3')",
+              (["x"], "unicode61 remove_diacritics 2")),
+        "d": ("fts5(x, content='', detail=column)", None),
+        "e": ("fts5(x, y UNINDEXED, content='')", None),
+        "f": ("fts5(x)", None),  # stores its content: not how Sheaf's tables are made
+        "g": ("fts5(x, content='', contentless_delete=1)", None),
+        "h": ("fts5(x, content='', columnsize=0)", None),
+    }
+    for name, (spec, want) in cases.items():
+        c.execute(f"CREATE VIRTUAL TABLE {name} USING {spec}")
+        assert _table_sql(c, name) == want, spec
+    c.close()

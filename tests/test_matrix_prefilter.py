@@ -218,6 +218,72 @@ def test_int8_prefilter_with_zero_rows():
     assert m.ranked(X[1], 800, None, 10**9) is None
 
 
+def _degenerate_rows(rng: np.random.Generator, dim: int, n: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """Rows all near a unit query q (cosine ~0.99), and rows whose float32 squared norm
+    underflows (norm ~1e-22: subnormal squares) or is rounded badly (~1e-19), or overflows
+    (~1e20): sqlite-vec's float32 cosine of those is far from their true cosine (here it ranks
+    the first one nearest, with a negative distance, though its true cosine is ~0.4)."""
+    q = rng.standard_normal(dim).astype(np.float32)
+    q /= np.linalg.norm(q)
+    X = (q + 0.15 * rng.standard_normal((n, dim)).astype(np.float32) / np.sqrt(dim)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    for row, scale in ((0, 2e-22), (n // 3, 3e-19), (n // 2, 5e-20), (n - 1, 1e20)):
+        v = (0.5 * q + rng.standard_normal(dim).astype(np.float32) / np.sqrt(dim)).astype(np.float32)
+        X[row] = (v * np.float32(scale)).astype(np.float32)
+    return X, q
+
+
+def test_rows_with_degenerate_float32_norms_are_always_candidates(tmp_path):
+    """Rows whose float32 squared norm underflows, is badly rounded or overflows are outside
+    what the re-rank tolerance covers: always candidates (like zero rows), re-ranked exactly."""
+    rng = np.random.default_rng(1)
+    X, q = _degenerate_rows(rng, 384)
+    n = len(X)
+    assert _vec0_cosine(X[:1], q)[0] < 0  # sqlite-vec ranks row 1 first: true cosine ~0.4
+    m8, m32 = _matrix(X, 3), _matrix(X, 3, int8=False)
+    assert m8.null_rows is None  # no zero rows ...
+    assert sorted(np.flatnonzero(m8.unbounded).tolist()) == [0, n // 3, n // 2, n - 1]  # ... but these
+    for k in (1, 5, 50):
+        for paper_ids in (None, ["P000"], ["P001", "P002"]):
+            want = _brute_force(m8, q, k, paper_ids)
+            if paper_ids is None:
+                assert want is not None and want[0][0] == 1
+            assert m8.ranked(q, k, paper_ids, 10**9, scan="int8") == want, (k, paper_ids)
+            assert m8.ranked(q, k, paper_ids, 10**9, scan="float32") == want, (k, paper_ids)
+            assert m32.ranked(q, k, paper_ids, 10**9) == want, (k, paper_ids)
+    # and through the accelerator, against sqlite-vec itself
+    ident = ModelIdentity("test/degenerate", "d" * 64, 384, True, 128, "{text}")
+    from tests.test_server import write_vector_index
+
+    path = tmp_path / "i.db"
+    write_vector_index(path, X, 3, ident)
+    conn = ix.open_index(path, readonly=True)
+    accs = [MatrixAccelerator(path), MatrixAccelerator(path, int8=False)]
+    try:
+        for acc in accs:
+            assert acc.matrix(ident, wait=True) is not None
+        for k in (1, 5, 50):
+            for paper_ids in (None, ["P001"]):
+                qv = QueryVector(ident, q, "q")
+                ix.set_vector_accelerator(None)
+                want = ix.vector_search(conn, qv, k, paper_ids=paper_ids)
+                if paper_ids is None:
+                    assert want[0].passage_id == "u0#0"
+                for acc in accs:
+                    ix.set_vector_accelerator(acc)
+                    try:
+                        got = ix.vector_search(conn, qv, k, paper_ids=paper_ids)
+                    finally:
+                        ix.set_vector_accelerator(None)
+                    assert got == want, (k, paper_ids, acc.int8)
+        for acc in accs:
+            assert acc.stats["answered"] == 6 and acc.stats["declined"] == 0 and not acc.disabled
+    finally:
+        conn.close()
+        for acc in accs:
+            acc.close()
+
+
 def test_too_many_candidates_declines():
     X = np.tile(np.random.default_rng(4).standard_normal((1, DIM)).astype(np.float32), (500, 1))
     m = _matrix(X, 3)  # 500 identical rows: all of them candidates for any k

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from sheaf import index as ix
-from sheaf.embed import ModelIdentity, QueryVector
+from sheaf.embed import EmbeddedPassages, ModelIdentity, Passage, QueryVector
+from sheaf.models import BodyUnit
 from sheaf.server import (
     CONNECT_TIMEOUT, DISCOVERY_FILE, MatrixAccelerator, _vec0_cosine, read_discovery,
     server_signature, try_server,
@@ -145,6 +146,69 @@ def test_accelerator_sees_index_changes(tmp_path):
     writer.close()
     reader.close()
     acc.close()
+
+
+def _paper_with_vectors(pid: str, vectors: np.ndarray, text: str) -> tuple[list, EmbeddedPassages]:
+    """A paper's body units (one a vector) and their passages of IDENT, as a build writes them."""
+    import hashlib
+
+    units, passages = [], []
+    for j in range(len(vectors)):
+        uid = f"{pid}:body:n{j}"
+        t = f"{text} {j}"
+        units.append(BodyUnit(uid, hashlib.sha1(uid.encode()).hexdigest()[:8], pid, f"n{j}", ("Results",), 1,
+                              (1, 1), ("p1:0",), t, len(t.split()), "body", 0))
+        passages.append(Passage(f"{uid}#0", uid, pid, "body", 0, 0, len(t), t,
+                                hashlib.sha256(t.encode()).hexdigest(), 8))
+    return units, EmbeddedPassages(IDENT, tuple(passages), np.asarray(vectors, dtype=np.float32))
+
+
+def test_accelerator_sees_re_embedding_that_reuses_rowids(tmp_path):
+    """Re-embedding the paper that holds the highest passage rowids, same passage count: the
+    writer reuses the very rowids (max + 1), so count, max and sum of the rowids are unchanged;
+    the vectors epoch (replaced on every vector write) tells the matrix it is stale."""
+    path = tmp_path / "i.db"
+    rng = np.random.default_rng(21)
+
+    def unit(n: int) -> np.ndarray:
+        X = rng.standard_normal((n, DIM))
+        return (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+
+    writer = ix.open_index(path)
+    for pid in ("PAPERAAA", "PAPERBBB"):
+        units, ep = _paper_with_vectors(pid, unit(40), "old text")
+        ix.replace_paper(writer, pid, units, [], ep)
+    pt = IDENT.passages_table
+    rows_before = writer.execute(f"SELECT passage_rowid, passage_id FROM {pt} ORDER BY 1").fetchall()
+    acc = MatrixAccelerator(path)
+    reader = ix.open_index(path, readonly=True)
+    q = unit(1)[0]
+    qv = QueryVector(IDENT, q, "q")
+    try:
+        assert acc.matrix(IDENT, wait=True) is not None
+        want, got = _both(reader, acc, qv, 10)
+        assert got == want and acc.stats["answered"] == 1 and acc.stats["loads"] == 1
+        new = unit(40)
+        new[7] = q  # one re-embedded passage is the query itself: the nearest, distance 0
+        units, ep = _paper_with_vectors("PAPERBBB", new, "new text")
+        ix.replace_paper(writer, "PAPERBBB", units, [], ep)
+        rows_after = writer.execute(f"SELECT passage_rowid, passage_id FROM {pt} ORDER BY 1").fetchall()
+        assert rows_after == rows_before  # same rowids, same passage ids: only the vectors changed
+        want, got = _both(reader, acc, qv, 10)
+        assert want[0].passage_id == "PAPERBBB:body:n7#0" and abs(want[0].distance) < 1e-6
+        assert got == want and acc.stats["answered"] == 1  # sqlite-vec answered: the matrix is stale
+        assert acc.wait_idle(60) and acc.stats["loads"] == 2
+        want, got = _both(reader, acc, qv, 10)
+        assert got == want and acc.stats["answered"] == 2  # the new matrix
+        ix.replace_paper_vectors(writer, "PAPERBBB", ep)  # same vectors rewritten: a new epoch all the same
+        _both(reader, acc, qv, 10)
+        assert acc.wait_idle(60) and acc.stats["loads"] == 3
+        want, got = _both(reader, acc, qv, 10)
+        assert got == want and acc.stats["answered"] == 3
+    finally:
+        writer.close()
+        reader.close()
+        acc.close()
 
 
 def test_accelerator_declines_other_files(tmp_path):
