@@ -491,7 +491,7 @@ class _Int8Scan:
         del model, graph
         so = ort.SessionOptions()
         so.log_severity_level = 3
-        so.intra_op_num_threads = 1  # the other core runs the lexical leg meanwhile
+        so.intra_op_num_threads = 2  # the lexical leg has mostly finished by then; memory-bound: 6.0 -> 4.6 ms at 191k rows
         so.inter_op_num_threads = 1
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.add_session_config_entry("session.inter_op.allow_spinning", "0")
