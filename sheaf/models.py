@@ -1,12 +1,16 @@
-"""Typed records shared by every stage: canonical blocks, parsed papers, units.
+"""Typed records shared by every stage: canonical blocks, parsed papers, units (the parse
+side's records live in `sheaf.parsed` and are loaded from here on first use).
 
 Field names follow ../shared/DESIGN.md §2-3 exactly; they are the data contract.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sheaf.parsed import Block, EmittedBlock, HeadingEvent, ParsedPaper, Render, RenderMap, SectionNode  # noqa: F401
 
 ROLES: tuple[str, ...] = (
     "title", "authors", "affiliation", "abstract_heading", "abstract", "heading", "body",
@@ -52,120 +56,16 @@ class IngestError(Exception):
         return {"paper_id": self.paper_id, "path": self.path, "message": self.message}
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
-    """One canonical block of a paper (DESIGN §2)."""
-
-    paper_id: str
-    block_id: str  # stable: p{page}:{n}
-    page: int  # 1-based
-    order: int  # reading order over the whole paper, 0-based
-    bbox: tuple[float, float, float, float] | None  # x0, y0, x1, y1 in 0-1 of the page
-    role: str
-    text: str
-    raw_label: str
-    heading_level: int | None
-    source_format: str
-    attached_to: str | None = None  # captions: the block_id of their figure/table
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["bbox"] = list(self.bbox) if self.bbox is not None else None
-        return d
+_PARSED = frozenset({"Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", "Render", "SectionNode"})
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedPaper:
-    """One paper after an adapter: its blocks in reading order plus what the adapter noticed."""
+def __getattr__(name: str) -> Any:
+    """The parse side's records (`sheaf.parsed`), loaded on first use."""
+    if name in _PARSED:
+        from sheaf import parsed
 
-    paper_id: str
-    source_format: str
-    source_path: str
-    adapter: str  # "name/version"
-    ocr_result_hash: str
-    blocks: tuple[Block, ...]
-    warnings: tuple[str, ...] = ()
-    title: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HeadingEvent:
-    line_number: int
-    markdown_level: int
-    title: str
-    page: int
-    block_id: str
-    emitted_order: int
-
-
-@dataclass(frozen=True, slots=True)
-class EmittedBlock:
-    emitted_order: int
-    line_start: int
-    line_end: int
-    page: int
-    block_id: str
-    role: str
-    emitted_as: str
-
-
-@dataclass(frozen=True, slots=True)
-class RenderMap:
-    headings: tuple[HeadingEvent, ...]
-    emitted_blocks: tuple[EmittedBlock, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "headings": [asdict(h) for h in self.headings],
-            "emitted_blocks": [asdict(e) for e in self.emitted_blocks],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Render:
-    markdown: str
-    render_map: RenderMap
-
-
-@dataclass(slots=True)
-class SectionNode:
-    """A section of the structure tree; `children` nest by heading level."""
-
-    node_id: str
-    title: str
-    level: int  # 0 = the paper root
-    kind: str  # root | front | body | backmatter | references
-    heading_block_id: str | None
-    section_path: tuple[str, ...]
-    start: int  # emitted_order of the heading (or first block), inclusive
-    end: int  # exclusive
-    own_block_ids: tuple[str, ...] = ()
-    subtree_block_ids: tuple[str, ...] = ()
-    object_block_ids: tuple[str, ...] = ()  # figures/tables whose most specific section this is
-    page_span: tuple[int, int] | None = None
-    children: list["SectionNode"] = field(default_factory=list)
-
-    def walk(self):
-        yield self
-        for c in self.children:
-            yield from c.walk()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "node_id": self.node_id,
-            "title": self.title,
-            "level": self.level,
-            "kind": self.kind,
-            "heading_block_id": self.heading_block_id,
-            "section_path": list(self.section_path),
-            "start": self.start,
-            "end": self.end,
-            "own_block_ids": list(self.own_block_ids),
-            "subtree_block_ids": list(self.subtree_block_ids),
-            "object_block_ids": list(self.object_block_ids),
-            "page_span": list(self.page_span) if self.page_span else None,
-            "children": [c.to_dict() for c in self.children],
-        }
+        return getattr(parsed, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
