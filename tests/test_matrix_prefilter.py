@@ -264,18 +264,9 @@ def test_rows_with_degenerate_float32_norms_are_always_candidates(tmp_path):
             assert acc.matrix(ident, wait=True) is not None
         for k in (1, 5, 50):
             for paper_ids in (None, ["P001"]):
-                qv = QueryVector(ident, q, "q")
-                ix.set_vector_accelerator(None)
-                want = ix.vector_search(conn, qv, k, paper_ids=paper_ids)
+                want = _agree(conn, accs, QueryVector(ident, q, "q"), k, paper_ids)
                 if paper_ids is None:
                     assert want[0].passage_id == "u0#0"
-                for acc in accs:
-                    ix.set_vector_accelerator(acc)
-                    try:
-                        got = ix.vector_search(conn, qv, k, paper_ids=paper_ids)
-                    finally:
-                        ix.set_vector_accelerator(None)
-                    assert got == want, (k, paper_ids, acc.int8)
         for acc in accs:
             assert acc.stats["answered"] == 6 and acc.stats["declined"] == 0 and not acc.disabled
     finally:
@@ -311,6 +302,20 @@ def test_without_onnxruntime_the_float32_scan_answers(monkeypatch):
 
 
 # --- against sqlite-vec ---------------------------------------------------------------------------
+
+def _agree(conn, accs, qv, k: int, paper_ids) -> list:
+    """sqlite-vec's hits for `qv`; each accelerator must answer exactly the same."""
+    ix.set_vector_accelerator(None)
+    want = ix.vector_search(conn, qv, k, paper_ids=paper_ids)
+    for acc in accs:
+        ix.set_vector_accelerator(acc)
+        try:
+            got = ix.vector_search(conn, qv, k, paper_ids=paper_ids)
+        finally:
+            ix.set_vector_accelerator(None)
+        assert got == want, (k, paper_ids, acc.int8)
+    return want
+
 
 def _index(path, X: np.ndarray, papers: int) -> None:
     from tests.test_server import write_vector_index
@@ -365,16 +370,7 @@ def test_accelerator_with_int8_prefilter_answers_what_sqlite_vec_answers(tmp_pat
     assert mats[1] is not None and mats[1].int8 is None
     try:
         for i, (q, k, ids) in enumerate(queries):
-            qv = QueryVector(IDENT, q, "q")
-            ix.set_vector_accelerator(None)
-            want = ix.vector_search(conn, qv, k, paper_ids=ids)
-            for acc in accs:
-                ix.set_vector_accelerator(acc)
-                try:
-                    got = ix.vector_search(conn, qv, k, paper_ids=ids)
-                finally:
-                    ix.set_vector_accelerator(None)
-                assert got == want, (i, k, ids, acc.int8)
+            _agree(conn, accs, QueryVector(IDENT, q, "q"), k, ids)
         for acc in accs:
             assert acc.stats["answered"] == len(queries) and acc.stats["declined"] == 0 and not acc.disabled
     finally:
