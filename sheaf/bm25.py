@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from sheaf.db import connected_to
+
 __all__ = ["Bm25Accelerator", "parse_match", "RankedRows"]
 
 K1 = 1.2
@@ -460,11 +462,6 @@ def wait_for_loads(lock: threading.Lock, loading: dict[str, threading.Thread], t
         threads[0].join(left)
 
 
-@functools.lru_cache(maxsize=64)
-def _resolved(path: str) -> Path:
-    return Path(path).resolve()
-
-
 # --- the accelerator ----------------------------------------------------------------------------
 
 class Bm25Accelerator:
@@ -638,13 +635,6 @@ class Bm25Accelerator:
 
     # -- the hook ---------------------------------------------------------------------------------
 
-    def _same_file(self, conn: Any) -> bool:
-        try:
-            row = conn.execute("PRAGMA database_list").fetchone()
-        except Exception:  # noqa: BLE001
-            return False
-        return bool(row and row[2]) and _resolved(row[2]) == self.path
-
     def __call__(self, conn: Any, fts: str, weights: Sequence[float] | None, match: str,
                  rowids: Sequence[int] | None = None) -> RankedRows | None:
         """The rows of `fts` matching `match`, ranked as ``ORDER BY bm25(fts, *weights), rowid``
@@ -661,7 +651,7 @@ class Bm25Accelerator:
     def _rank(self, conn: Any, fts: str, weights: Sequence[float] | None, match: str,
               rowids: Sequence[int] | None) -> RankedRows | None:
         parsed = parse_match(match)
-        if parsed is None or not self._same_file(conn):
+        if parsed is None or not connected_to(conn, self.path):
             return None
         sig = signature(conn, fts)
         if sig[2] is None:

@@ -8,15 +8,17 @@ autocommit mode (`isolation_level=None`): writers use `transaction()` for explic
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pysqlite3.dbapi2 as sqlite3
 
 from sheaf.envelope import SheafError
 
-__all__ = ["sqlite3", "connect", "transaction", "DEFAULT_BUSY_TIMEOUT_MS"]
+__all__ = ["sqlite3", "connect", "transaction", "read_snapshot", "connected_to", "DEFAULT_BUSY_TIMEOUT_MS"]
 
 DEFAULT_BUSY_TIMEOUT_MS = 10_000
 PAGE_SIZE = 8192
@@ -87,6 +89,36 @@ def connect(
         conn.close()
         raise
     return conn
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(path: str) -> Path:
+    return Path(path).resolve()
+
+
+def connected_to(conn: Any, path: Path) -> bool:
+    """Whether `conn`'s main database is the file `path` (resolved): the server's in-memory
+    copies answer only for their own index file."""
+    try:
+        row = conn.execute("PRAGMA database_list").fetchone()
+    except Exception:  # noqa: BLE001 - a closed or foreign connection: not ours
+        return False
+    return bool(row and row[2]) and _resolved(row[2]) == path
+
+
+@contextmanager
+def read_snapshot(conn: Any) -> Iterator[None]:
+    """One read transaction around several statements (a ranking, then the base rows it names),
+    so they see one state of the index; nothing when the caller already has one open."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 @contextmanager

@@ -36,16 +36,15 @@ its statements (tests inject failures through it).
 """
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sheaf import __version__
 from sheaf._lazy import lazy_module
-from sheaf.db import connect, sqlite3, transaction
+from sheaf.db import connect, read_snapshot, sqlite3, transaction
 from sheaf.envelope import SheafError
 from sheaf.fts import FTS_TEXT_VERSION, FTS_TOKENIZER, build_match_query, fts_text
 from sheaf.models import BodyUnit, ObjectUnit, valid_paper_key
@@ -1179,31 +1178,17 @@ def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
     FTS table, best first (ties: rowid). `weights` are bm25 column weights; `paper_ids`
     filters; `limit` -1: every hit."""
     fts, base, key, ref, bm25 = _fts_scope(scope, weights)
-    with _snapshot(conn):
-        return _fts_search(conn, fts, base, key, ref, bm25, match, limit, paper_ids, weights)
+    with read_snapshot(conn):
+        return _fts_search(conn, scope, match, limit, paper_ids, weights)
 
 
-@contextlib.contextmanager
-def _snapshot(conn: Conn) -> Iterator[None]:
-    """One read transaction around the statements of a read (ranking, then joining the base
-    rows), unless the caller has one open: they see one state of the index."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")
-
-
-def _fts_search(conn: Conn, fts: str, base: str, key: str, ref: str, bm25: str, match: str, limit: int,
-                paper_ids: Sequence[str] | None, weights: Sequence[float] | None) -> list[FtsHit]:
+def _fts_search(conn: Conn, scope: str, match: str, limit: int, paper_ids: Sequence[str] | None,
+                weights: Sequence[float] | None) -> list[FtsHit]:
+    fts, base, key, ref, bm25 = _fts_scope(scope, weights)
     if limit >= 0:  # every hit (or a filter): the join below at once
         rowids = None
         if paper_ids is not None and _LEXICAL_ACCELERATOR is not None:
-            rowids = paper_rowids(conn, next(k for k, v in _SCOPES.items() if v[0] == fts), paper_ids)
+            rowids = paper_rowids(conn, scope, paper_ids)
             if not rowids:
                 return []  # none of these papers has a row here
         cur = None if paper_ids is not None and rowids is None else \
@@ -1247,7 +1232,7 @@ def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
     The ranked rows are read best first and joined to their base rows in batches, only until
     `limit` papers are certain: every paper not seen yet scores below the last one kept."""
     fts, base, key, ref, bm25 = _fts_scope(scope, weights)
-    with _snapshot(conn):
+    with read_snapshot(conn):
         return _best_per_paper(conn, fts, base, key, ref, bm25, match, limit, paper_ids, weights)
 
 

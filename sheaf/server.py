@@ -865,19 +865,14 @@ class MatrixAccelerator:
 
     # -- the hook -------------------------------------------------------------------------------
 
-    def _same_file(self, conn: Any) -> bool:
-        try:
-            row = conn.execute("PRAGMA database_list").fetchone()
-        except Exception:  # noqa: BLE001
-            return False
-        return bool(row and row[2]) and Path(row[2]).resolve() == self.path
-
     def __call__(self, conn: Any, query: Any, k: int, paper_ids: Any) -> list[Any] | None:
         if getattr(self._tls, "bypass", False):
             return None
         hits = None
         try:
-            if self._same_file(conn):
+            from sheaf.db import connected_to
+
+            if connected_to(conn, self.path):
                 m = self.matrix(query.identity)
                 if m is not None:
                     hits = m.search(conn, query.vector, k, paper_ids, self.max_candidates)

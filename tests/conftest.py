@@ -136,3 +136,13 @@ def link_onnx_export(export: Path, home: Path) -> Path:
     from sheaf.query_encoder import link_export
 
     return link_export(export, home)
+
+
+@pytest.fixture()
+def conn(tmp_path):
+    """An empty index in a temp folder, opened read-write."""
+    from sheaf import index as ix
+
+    c = ix.open_index(tmp_path / "sheaf.db")
+    yield c
+    c.close()

@@ -30,13 +30,6 @@ def numbered_words(n: int) -> str:
     return " ".join(f"{WORDS[i % len(WORDS)]}{i}" for i in range(n))
 
 
-@pytest.fixture()
-def conn(tmp_path):
-    c = ix.open_index(tmp_path / "sheaf.db")
-    yield c
-    c.close()
-
-
 def test_identity_of_default_model(embedder):
     ident = embedder.identity
     assert ident.name == DEFAULT_MODEL

@@ -166,14 +166,20 @@ def test_older_index_migrated_or_refused(tmp_path, monkeypatch):
     c.close()
 
 
+def schema1_file(path):
+    """A connection to a new index file of schema 1 (no rows), as Sheaf 1 made them."""
+    c = connect(path)
+    for stmt in ix._statements(ix.SCHEMA_V1):
+        c.execute(stmt)
+    c.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    return c
+
+
 def test_schema_1_migrated_to_porter_and_title(tmp_path):
     """A version-1 index (unicode61, no title column) is migrated in place: its FTS tables are
     rebuilt from the base rows with the porter stemmer and the paper's title on each unit."""
     p = tmp_path / "v1.db"
-    c = connect(p)
-    for stmt in ix._statements(ix.SCHEMA_V1):
-        c.execute(stmt)
-    c.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    c = schema1_file(p)
     c.execute("INSERT INTO papers(paper_rowid, paper_id, title, has_metadata) VALUES (1, 'P1', 'Osteoblast atlas', 1)")
     c.execute("INSERT INTO papers_fts(rowid, title, authors, abstract, journal, domain, year) "
               "VALUES (1, 'Osteoblast atlas', '', '', '', '', '')")

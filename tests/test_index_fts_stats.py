@@ -154,13 +154,6 @@ def assert_same_as_fresh(conn, model: Model) -> None:
         assert scored  # the queries do match something
 
 
-@pytest.fixture()
-def conn(tmp_path):
-    c = ix.open_index(tmp_path / "sheaf.db")
-    yield c
-    c.close()
-
-
 def test_scores_after_many_rewrites_equal_a_fresh_build(conn):
     """Many replace / retitle / remove cycles: bm25 as a fresh build (failed on schema 2, where
     the statistics grew with every deleted row)."""
@@ -360,11 +353,10 @@ def test_schema_2_migrated_to_exact_deletes(tmp_path):
 
 def test_schema_1_migrated_through_2_to_3(tmp_path):
     """The chain 1 → 2 → 3: a schema-1 file ends with schema-3 FTS tables holding its rows."""
+    from tests.test_index import schema1_file
+
     p = tmp_path / "v1.db"
-    c = connect(p)
-    for stmt in ix._statements(ix.SCHEMA_V1):
-        c.execute(stmt)
-    c.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    c = schema1_file(p)
     c.execute("INSERT INTO papers(paper_rowid, paper_id, title, has_metadata) VALUES (1, 'PA', 'Osteoblast atlas', 1)")
     u = content("PA", 0)[0][0]
     c.execute("INSERT INTO body_units(unit_rowid, unit_id, short_id, paper_id, node_id, section_path, "
