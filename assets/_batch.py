@@ -6,10 +6,10 @@ from typing import Any
 
 from dagster import AssetExecutionContext, MetadataValue
 
-from sheaf.envelope import SheafError
-from sheaf.models import IngestError
+from sheaf.core.envelope import SheafError
+from sheaf.core.models import IngestError
 from pipelines.dagster_private import deferred_interrupts
-from sheaf.progress import check_stop, notify, request_stop
+from sheaf.core.progress import check_stop, notify, request_stop
 
 
 def _meta_value(v: Any) -> Any:

@@ -8,8 +8,8 @@ from dagster import (
 from assets.resources import SheafConfig
 from io_managers.parquet import read_artifact
 from pipelines.partitions import papers_partitions
-from sheaf.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
-from sheaf.checks import (
+from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.transform.checks import (
     CheckOutcome, check_index_rows, check_no_furniture, check_units_cover_blocks, check_vectors,
 )
 
@@ -72,7 +72,7 @@ def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: Sheaf
 @asset_check(asset="fts_tables", partitions_def=papers_partitions,
              description="The paper's FTS rows equal its units.")
 def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    from sheaf.index import counts, open_index
+    from sheaf.store.sqlite.index import counts, open_index
 
     conn = open_index(settings=sheaf.settings())
     try:
@@ -89,7 +89,7 @@ def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig
 @asset_check(asset="vector_collections", partitions_def=papers_partitions,
              description="Vector rows equal the passages of the current embedding model.")
 def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    from sheaf.index import counts, open_index
+    from sheaf.store.sqlite.index import counts, open_index
 
     ident = sheaf.embedder().identity
     conn = open_index(settings=sheaf.settings())

@@ -1,6 +1,6 @@
 """Index group: each paper's rows in the FTS tables and its vectors, plus library metadata.
 
-Writers go through `sheaf.index` (one transaction per paper) and share the `sheaf_index`
+Writers go through `sheaf.store.sqlite.index` (one transaction per paper) and share the `sheaf_index`
 pool, so two runs never write the SQLite file at once.
 """
 import hashlib
@@ -13,11 +13,11 @@ from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataV
 from assets._batch import run_per_paper
 from assets.paper import COMMON
 from assets.resources import SheafConfig
-from sheaf.artifacts import table_to_body_units, table_to_object_units, table_to_paper
-from sheaf.envelope import SheafError
-from sheaf.index import counts, open_index, remove_paper, replace_paper, replace_paper_vectors
-from sheaf.library import discover
-from sheaf.models import IngestError
+from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.core.envelope import SheafError
+from sheaf.store.sqlite.index import counts, open_index, remove_paper, replace_paper, replace_paper_vectors
+from sheaf.ingest.library import discover
+from sheaf.core.models import IngestError
 
 INDEX_POOL = "sheaf_index"
 
@@ -121,8 +121,8 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
         run_per_paper(context, keys, one)
     finally:
         conn.close()
-    try:  # the light query encoder (sheaf.query_encoder): cheap when present, never fails the step
-        from sheaf.query_encoder import ensure_onnx_export
+    try:  # the light query encoder (sheaf.vectors.query_encoder): cheap when present, never fails the step
+        from sheaf.vectors.query_encoder import ensure_onnx_export
         ensure_onnx_export(embedder, sheaf.settings())
     except Exception as e:  # noqa: BLE001
         context.log.warning(f"ONNX query encoder not exported ({type(e).__name__}: {e}); "
@@ -132,8 +132,8 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
 @asset(group_name="source", code_version="1", pool=INDEX_POOL)
 def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
     """Paper metadata from the library's Better BibTeX / CSL-JSON exports: the papers table and its FTS."""
-    from sheaf.index import prune_metadata, upsert_papers
-    from sheaf.metadata import load_metadata_files
+    from sheaf.store.sqlite.index import prune_metadata, upsert_papers
+    from sheaf.ingest.metadata import load_metadata_files
 
     settings = sheaf.settings()
     files = discover(settings.library).metadata_files

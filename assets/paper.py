@@ -12,16 +12,16 @@ from assets._batch import run_per_paper
 from assets.resources import SheafConfig
 from pipelines.automation import BACKFILL_POLICY, CHAIN_CONDITION
 from pipelines.partitions import papers_partitions
-from sheaf.artifacts import (
+from sheaf.store.artifacts import (
     body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict,
     table_hash, table_to_paper, tree_from_dict,
 )
 from sheaf.ingest import parse_paper
-from sheaf.library import discover
-from sheaf.models import IngestError
-from sheaf.render import render_paper
-from sheaf.tree import build_tree
-from sheaf.units import body_units, object_units
+from sheaf.ingest.library import discover
+from sheaf.core.models import IngestError
+from sheaf.transform.render import render_paper
+from sheaf.transform.tree import build_tree
+from sheaf.transform.units import body_units, object_units
 
 MULTI: dict[str, Any] = dict(partitions_def=papers_partitions, backfill_policy=BACKFILL_POLICY)
 COMMON: dict[str, Any] = dict(MULTI, automation_condition=CHAIN_CONDITION)

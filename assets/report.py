@@ -2,7 +2,7 @@
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from assets.resources import SheafConfig
-from sheaf.report import library_report_data, report_markdown
+from sheaf.store.report import library_report_data, report_markdown
 
 
 @asset(deps=["ocr_blocks", "body_units", "object_units"], group_name="report", code_version="1")

@@ -2,7 +2,7 @@
 
 from dagster import ConfigurableResource
 
-from sheaf.settings import Settings, get_settings
+from sheaf.core.settings import Settings, get_settings
 
 _EMBEDDERS: dict[tuple, object] = {}
 
@@ -23,7 +23,7 @@ class SheafConfig(ConfigurableResource):
 
     def embedder(self):
         """The configured embedder, shared by every step of this process (model loads once)."""
-        from sheaf.embed import Embedder
+        from sheaf.vectors.embed import Embedder
 
         s = self.settings()
         key = (s.embedding_model, s.embed_batch_size, s.embed_overlap_tokens, s.embed_backend, str(s.home))

@@ -34,10 +34,10 @@ sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when
 
 import numpy as np  # noqa: E402
 
-from sheaf import index as ix  # noqa: E402
-from sheaf.db import connect, sqlite3  # noqa: E402
-from sheaf.embed import Embedder  # noqa: E402
-from sheaf.models import BodyUnit  # noqa: E402
+from sheaf.store.sqlite import index as ix  # noqa: E402
+from sheaf.store.sqlite.db import connect, sqlite3  # noqa: E402
+from sheaf.vectors.embed import Embedder  # noqa: E402
+from sheaf.core.models import BodyUnit  # noqa: E402
 
 from _common import machine as _machine  # noqa: E402
 from _common import write_docs_section  # noqa: E402
@@ -364,7 +364,7 @@ def markdown(r: dict) -> str:
         "index. The trigram table's cost above buys only mid-word substring search, which no test or "
         "use case needs.",
         "- The embedding cache (one float32 vector per distinct passage text) is what makes unchanged papers "
-        "free to rebuild; `sheaf.index.prune_embedding_cache` drops entries no passage uses, and "
+        "free to rebuild; `sheaf.store.sqlite.index.prune_embedding_cache` drops entries no passage uses, and "
         "`remove_paper` drops the paper's own.",
         "- The machine's 2 cores may be shared with other jobs; the bare and Sheaf runs are interleaved chunk "
         "by chunk so that load hits both alike.",

@@ -1,6 +1,6 @@
 """Benchmark of the parse stage: raw OCR/layout output → blocks → render → tree → units.
 
-Runs `sheaf.transform.process_paper` (the full per-paper transform, file read included) over
+Runs `sheaf.transform.chain.process_paper` (the full per-paper transform, file read included) over
 every real sample in ../shared/data (PaddleOCR-VL, MinerU, GROBID TEI, DoclingDocument JSON,
 PDFs: the two journal PDFs and MinerU's 14 source PDFs) and every paper of the bundled sample
 library, on ONE core (the process is pinned to one CPU; OMP/MKL/BLAS threads set to 1).
@@ -128,7 +128,7 @@ def run_group(papers: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
     """Time and measure every paper of one group in this process."""
     import sheaf.ingest as ingest
     from sheaf.ingest import parse_paper
-    from sheaf.transform import units_from_paper
+    from sheaf.transform.chain import units_from_paper
 
     for name in ingest.FORMATS:  # import every adapter (pypdfium2 included) before the baseline
         ingest.adapter(name)
@@ -172,11 +172,11 @@ def run_embed(papers: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
 
         torch.set_num_threads(1)
         torch.set_num_interop_threads(1)
-        from sheaf.embed import Embedder
+        from sheaf.vectors.embed import Embedder
     except Exception as e:  # torch or the model not installed: no comparison
         return {"error": f"{type(e).__name__}: {e}"}
     from sheaf.ingest import parse_paper
-    from sheaf.transform import units_from_paper
+    from sheaf.transform.chain import units_from_paper
 
     t0 = time.perf_counter()
     emb = Embedder(batch_size=32)

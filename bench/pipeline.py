@@ -168,7 +168,7 @@ def _passage_texts(home: Path) -> tuple[list[str], int]:
     """The distinct passage texts of every built paper, as the build composed them."""
     from assets.resources import SheafConfig
     from io_managers.parquet import read_artifact
-    from sheaf.artifacts import table_to_body_units, table_to_object_units, table_to_paper
+    from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 
     emb = SheafConfig().embedder()
     root = home / "artifacts"
@@ -202,7 +202,7 @@ def bare_main(home: Path, fraction: float) -> dict[str, Any]:
     emb.encode(sample)
     enc = time.perf_counter() - t1
     # the same passages through sentence-transformers (torch), the usual way to embed them
-    from sheaf.embed import Embedder
+    from sheaf.vectors.embed import Embedder
 
     t2 = time.perf_counter()
     st = Embedder(model_name=emb.model_name, batch_size=emb.batch_size, overlap_tokens=emb.overlap_tokens)
@@ -236,7 +236,7 @@ def alternatives_main(home: Path, lib: Path, sizes: list[int], one_per_run: int)
     warnings.filterwarnings("ignore")
     import pipelines.build as pb
     from pipelines.definitions import build_definitions
-    from sheaf.settings import get_settings
+    from sheaf.core.settings import get_settings
 
     settings = get_settings(home=home, library=lib)
     defs = build_definitions(home=str(home), library=str(lib))
@@ -354,8 +354,8 @@ def changed_paper(home: Path, lib: Path, key: str) -> dict[str, Any]:
     at = text.index("## Acknowledgements")
     f.write_text(text[:at] + para + "\n\n" + text[at:], encoding="utf-8")
     r = sheaf_build(home, lib)
-    from sheaf.index import open_index, search_text
-    from sheaf.settings import get_settings
+    from sheaf.store.sqlite.index import open_index, search_text
+    from sheaf.core.settings import get_settings
 
     t0 = time.perf_counter()
     conn = open_index(settings=get_settings(home=home, library=lib), readonly=True)

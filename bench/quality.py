@@ -1,6 +1,6 @@
 """Retrieval quality levers on SciFact, train split only (results: docs/benchmarks.md, "## Quality").
 
-The index is the one `sheaf eval beir` builds (`sheaf.evaluate.build_beir_index`: each abstract a
+The index is the one `sheaf eval beir` builds (`sheaf.eval.evaluate.build_beir_index`: each abstract a
 paper with a title and one "Abstract" section, through blocks → tree → units → FTS → passages →
 embeddings), kept in --cache-dir so reruns embed nothing. Each lever is then measured on the
 legs directly, the way `Retriever.retrieve` computes them, with the other levers at the
@@ -65,7 +65,7 @@ class Study:
         self.cache_dir = cache_dir
         self.embedder = embedder
         self.path, self.info = evaluate.build_beir_index(self.ds, cache_dir, embedder=embedder, progress=say)
-        from sheaf.index import open_index
+        from sheaf.store.sqlite.index import open_index
 
         self.conn = open_index(self.path, readonly=True)
         rows = self.conn.execute("SELECT unit_id, paper_id, section_path, text FROM body_units "
@@ -100,8 +100,8 @@ class Study:
                      weights: tuple[float, float, float] = (0.0, 2.0, 1.0), staging: bool = True,
                      stopwords: bool = False, depth: int = DEPTH) -> dict[str, list[str]]:
         """Unit rankings per query. weights = (title, heading, text) bm25 column weights."""
-        from sheaf.db import connect
-        from sheaf.fts import build_match_query, fts_text
+        from sheaf.store.sqlite.db import connect
+        from sheaf.store.sqlite.fts import build_match_query, fts_text
 
         mem = connect(":memory:")
         mem.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, heading, text, tokenize='{tokenizer}')")
@@ -134,8 +134,8 @@ class Study:
 
     def product_lexical_runs(self, depth: int = 100) -> dict[str, list[str]]:
         """`Retriever.retrieve(mode="lexical")` itself (the check on the replica above)."""
-        from sheaf.retrieve import Retriever
-        from sheaf.settings import query_settings
+        from sheaf.search.retrieve import Retriever
+        from sheaf.core.settings import query_settings
 
         r = Retriever(self.conn, query_settings(index_file=self.path))
         return {q: [m["unit_id"] for m in r.retrieve(self.ds.queries[q], mode="lexical", limit=depth,
@@ -158,13 +158,13 @@ class Study:
     def semantic_runs(self, prefix: str = "title > section", depth: int = DEPTH) -> dict[str, list[str]]:
         """Unit rankings per query for a passage context prefix: 'title > section' (product),
         'title', 'none'."""
-        from sheaf.index import open_index
+        from sheaf.store.sqlite.index import open_index
 
         cache = open_index(self.cache_dir / "vectors.db")  # the study's own cache of variant vectors
         try:
             passages = []
             for uid, pid, sp, text in self.units:
-                from sheaf.models import BodyUnit
+                from sheaf.core.models import BodyUnit
 
                 u = BodyUnit(uid, "", pid, "n", sp, 1, (1, 1), ("p1:0",), text, 0, "body", 0)
                 if prefix == "title > section":
@@ -207,7 +207,7 @@ class Study:
     def _seed(self, cache: Any) -> None:
         """Copy vectors already computed elsewhere (the eval index; bench/query.py's cache of
         title-prefixed abstracts) into the study's cache: content-addressed, so any match is valid."""
-        from sheaf.db import connect, transaction
+        from sheaf.store.sqlite.db import connect, transaction
 
         if cache.execute("SELECT value FROM meta WHERE key = 'study_seeded'").fetchone():
             return
@@ -251,12 +251,12 @@ def row(name: str, lex: dict[str, float] | None, sem: dict[str, float] | None,
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from sheaf.embed import Embedder
+    from sheaf.vectors.embed import Embedder
 
     t_start = time.perf_counter()
     embedder = Embedder()
     if args.cache_dir is None:
-        from sheaf.settings import get_settings
+        from sheaf.core.settings import get_settings
 
         args.cache_dir = str(get_settings().home / "eval-cache")
     st = Study(Path(args.cache_dir), embedder)
@@ -268,8 +268,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # the legs before this study, and the product's current lexical setting (checked against
     # `Retriever.retrieve` itself: the replica must give the same numbers)
-    from sheaf.fts import FTS_TOKENIZER
-    from sheaf.retrieve import BODY_WEIGHTS
+    from sheaf.store.sqlite.fts import FTS_TOKENIZER
+    from sheaf.search.retrieve import BODY_WEIGHTS
 
     before = {"tokenizer": "unicode61 remove_diacritics 2", "title": False, "weights": (0.0, 2.0, 1.0)}
     now = {"tokenizer": FTS_TOKENIZER, "title": len(BODY_WEIGHTS) > 2,
@@ -344,7 +344,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for depth in (10, 20, 30, 60, 100, 300):
             comb.append({"k": k, "depth": depth, "hybrid": st.score(st.hybrid_runs(lexb, semb, k=k, depth=depth))})
     T["combined_fusion"] = comb
-    from sheaf.retrieve import HYBRID_RRF_K
+    from sheaf.search.retrieve import HYBRID_RRF_K
 
     T["combined"] = [row(f"lexical: {best_lex}; prefix: {best_prefix}; RRF k 60, depth 300",
                          st.score(lexb), st.score(semb), st.score(st.hybrid_runs(lexb, semb))),

@@ -11,7 +11,7 @@ through `Embedder.build_passages` + `Embedder.embed`, cached content-addressed i
 bench/.cache so reruns skip it); a repeat reuses its abstract's passages and vectors plus
 small Gaussian noise (each vector + N(0, 0.05^2/dim) per coordinate, re-normalized:
 cosine ~0.999 to the original), so that repeats are near duplicates, never exact ties.
-The index is written with `sheaf.index.replace_paper` (units, FTS rows, passages, vectors),
+The index is written with `sheaf.store.sqlite.index.replace_paper` (units, FTS rows, passages, vectors),
 metadata with `upsert_papers`; the ONNX query encoder is exported once and linked in.
 Queries: the SciFact claims (queries.jsonl), which are natural-language questions/claims.
 
@@ -133,8 +133,8 @@ def variant(text: str, r: int) -> str:
 def base_vectors(embedder: Any, docs: list[dict[str, str]]) -> tuple[list[list[Any]], list[np.ndarray]]:
     """Passages (no paper title in the context: the section path is the abstract's title) and
     vectors of every distinct abstract, embedded once (content-addressed cache on disk)."""
-    from sheaf.index import open_index
-    from sheaf.models import BodyUnit
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.core.models import BodyUnit
 
     CACHE.mkdir(parents=True, exist_ok=True)
     conn = open_index(CACHE / "embeddings.db")
@@ -165,10 +165,10 @@ def build_index(path: Path, n_units: int, docs: list[dict[str, str]], passages: 
                 vectors: list[np.ndarray], identity: Any) -> dict[str, Any]:
     from dataclasses import replace
 
-    from sheaf.embed import EmbeddedPassages
-    from sheaf.index import open_index, replace_paper, upsert_papers
-    from sheaf.metadata import PaperMeta
-    from sheaf.models import BodyUnit
+    from sheaf.vectors.embed import EmbeddedPassages
+    from sheaf.store.sqlite.index import open_index, replace_paper, upsert_papers
+    from sheaf.ingest.metadata import PaperMeta
+    from sheaf.core.models import BodyUnit
 
     rng = np.random.default_rng(n_units)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -249,10 +249,10 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
     goes: query encoding (ONNX), vector search (sqlite-vec, and the server's in-memory
     matrix), the lexical leg, the "papers without vectors" check. The last two call
     Retriever internals (bench only)."""
-    from sheaf import index as ix
-    from sheaf.retrieve import Retriever, encode_query
-    from sheaf.server import MatrixAccelerator, _lexical_accelerator
-    from sheaf.settings import query_settings
+    from sheaf.store.sqlite import index as ix
+    from sheaf.search.retrieve import Retriever, encode_query
+    from sheaf.service.server import MatrixAccelerator, _lexical_accelerator
+    from sheaf.core.settings import query_settings
 
     out: dict[str, list[float]] = {}
 
@@ -315,9 +315,9 @@ class Server:
         self.start_s = time.perf_counter() - t0
 
     def ask(self, argv: list[str]) -> tuple[float, dict[str, Any]]:
-        from sheaf.cli import build_parser
-        from sheaf.server import cli_args, try_server
-        from sheaf.settings import query_settings
+        from sheaf.cli.app import build_parser
+        from sheaf.service.server import cli_args, try_server
+        from sheaf.core.settings import query_settings
 
         ns = build_parser().parse_args(argv)
         s = query_settings(home=self.home, library=self.home / "no-library")
@@ -349,7 +349,7 @@ class Server:
 
 def cli_text(argv: list[str], home: Path) -> str:
     """The CLI's stdout for `argv`, in-process (a running server answers)."""
-    from sheaf.cli import main
+    from sheaf.cli.app import main
 
     old = {k: os.environ.get(k) for k in ("SHEAF_HOME", "SHEAF_LIBRARY", "COLUMNS")}
     os.environ.update({"SHEAF_HOME": str(home), "SHEAF_LIBRARY": str(home / "no-library"), "COLUMNS": "120"})
@@ -393,7 +393,7 @@ def economy(server: Server, queries: list[str]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    from sheaf.db import connect
+    from sheaf.store.sqlite.db import connect
 
     c = connect(":memory:")
     sqlite_v, vec_v = c.execute("SELECT sqlite_version(), vec_version()").fetchone()
@@ -404,9 +404,9 @@ def machine() -> dict[str, Any]:
 # --- main -------------------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from sheaf.embed import Embedder
-    from sheaf.query_encoder import ensure_onnx_export, link_export
-    from sheaf.settings import get_settings
+    from sheaf.vectors.embed import Embedder
+    from sheaf.vectors.query_encoder import ensure_onnx_export, link_export
+    from sheaf.core.settings import get_settings
 
     t_start = time.perf_counter()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -596,7 +596,7 @@ def section(r: dict[str, Any]) -> str:
         "asserts it on every query). It scans an int8 copy of the vectors first (onnxruntime "
         "`MatMulInteger`, one thread), keeps every row whose proven upper bound reaches the k-th "
         "lower bound, and ranks those exactly as sqlite-vec does. Server full-text ranking is the "
-        "in-memory bm25 (`sheaf.bm25`, FTS5's bm25 recomputed from a copy of the FTS tables, bit for "
+        "in-memory bm25 (`sheaf.search.bm25`, FTS5's bm25 recomputed from a copy of the FTS tables, bit for "
         "bit), which answered "
         + ", ".join(f"{S[n]['server_health']['lexical']['stats']['answered']} of "
                     f"{S[n]['server_health']['lexical']['stats']['answered'] + S[n]['server_health']['lexical']['stats']['declined']}"

@@ -11,7 +11,7 @@ Measures
   `sheaf timeline` as fresh processes (the console script), p50/p90 over --runs, with the
   bytecode cache warm (an installed package) and without one (PYTHONDONTWRITEBYTECODE=1, as
   in this repository's dev shell); `python -c pass` as the floor;
-- warm, in process: the same calls through `sheaf.retrieve.Retriever`, plus semantic and
+- warm, in process: the same calls through `sheaf.search.retrieve.Retriever`, plus semantic and
   hybrid retrieval (stand-in query vectors: KNN + dedupe + RRF + snippets, no encoder).
 
 Run from the project root:
@@ -49,10 +49,10 @@ DOMAINS = ("Neuroscience", "Oncology", "Immunology", "Cardiology")
 def build(path: Path, n_abstracts: int, per_paper: int, seed: int = 7) -> dict:
     import numpy as np
 
-    from sheaf import index as ix
-    from sheaf.embed import EmbeddedPassages, ModelIdentity, Passage
-    from sheaf.metadata import PaperMeta
-    from sheaf.models import BodyUnit
+    from sheaf.store.sqlite import index as ix
+    from sheaf.vectors.embed import EmbeddedPassages, ModelIdentity, Passage
+    from sheaf.ingest.metadata import PaperMeta
+    from sheaf.core.models import BodyUnit
 
     ident = ModelIdentity(FAKE_MODEL, "0" * 64, 384, True, 256, "bench")
     rng = np.random.default_rng(seed)
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> dict:
     index = work / "sheaf.db"
     info = build(index, args.abstracts, args.per_paper)
     ident = info.pop("identity")
-    from sheaf import index as ix
+    from sheaf.store.sqlite import index as ix
 
     conn = ix.open_index(index, readonly=True)
     sid = conn.execute("SELECT short_id FROM body_units ORDER BY unit_rowid LIMIT 1 OFFSET 5000").fetchone()[0]
@@ -158,9 +158,9 @@ def run(args: argparse.Namespace) -> dict:
 
     import numpy as np
 
-    from sheaf.embed import QueryVector
-    from sheaf.retrieve import Retriever, register_query_embedder
-    from sheaf.settings import query_settings
+    from sheaf.vectors.embed import QueryVector
+    from sheaf.search.retrieve import Retriever, register_query_embedder
+    from sheaf.core.settings import query_settings
 
     class StandIn:  # query vectors of the stand-in model (no encoder in the timing)
         model_name = FAKE_MODEL
@@ -217,7 +217,7 @@ def markdown(r: dict) -> str:
         a, b = v["bytecode cached"], v["no bytecode cache"]
         lines.append(f"| `{name}` | {a['p50']} | {a['p90']} | {a['cpu_p50']} | {b['p50']} | {b['p90']} | "
                      f"{b['cpu_p50']} |")
-    lines += ["", f"**Warm, in process** (`sheaf.retrieve.Retriever`, p50 / p90 of {r['warm_runs']} calls, ms; "
+    lines += ["", f"**Warm, in process** (`sheaf.search.retrieve.Retriever`, p50 / p90 of {r['warm_runs']} calls, ms; "
               "semantic and hybrid with a stand-in query vector: KNN over every vector, dedupe, RRF and "
               f"snippets, no encoder). grep found {r['grep_hits']} planted occurrences.", "",
               "| call | p50 | p90 |", "|---|---|---|"]

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from sheaf.models import valid_paper_key
+from sheaf.core.models import valid_paper_key
 
 
 def artifact_path(root: Path, asset: str, key: str, suffix: str) -> Path:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dagster import AutomationCondition, BackfillPolicy
 
-from sheaf.settings import get_settings
+from sheaf.core.settings import get_settings
 
 #: Papers per run in backfills and `sheaf build` (single runs grow superlinearly past a few
 #: hundred partitions; see docs/benchmarks.md).

@@ -22,8 +22,8 @@ from pipelines.partitions import papers_partitions
 from pipelines.reliability import run_tags
 from pipelines.state import EventInfo, latest_events, latest_observed_versions
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
-from sheaf.progress import interactive_build, stop_requested
-from sheaf.settings import Settings
+from sheaf.core.progress import interactive_build, stop_requested
+from sheaf.core.settings import Settings
 
 #: Dagster's console logger at WARNING: `sheaf build` prints its own per-paper progress.
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -149,7 +149,7 @@ def paper_statuses(instance: DagsterInstance, defs: Definitions, settings: Setti
 
 
 def _model_name(settings: Settings) -> str:
-    from sheaf.embed import resolve_model_path
+    from sheaf.vectors.embed import resolve_model_path
 
     return resolve_model_path(settings.embedding_model)[0]
 
@@ -236,8 +236,8 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     from pipelines.reliability import (
         build_lock, check_writable, prepare_index, reap_dead_runs, storage_error, sweep_leftovers,
     )
-    from sheaf.envelope import SheafError
-    from sheaf.integrity import storage_problem
+    from sheaf.core.envelope import SheafError
+    from sheaf.store.sqlite.integrity import storage_problem
 
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
     with build_lock(settings.home, progress):

@@ -14,7 +14,7 @@ from io_managers import PaperArtifactIOManager
 from pipelines.partitions import papers_partitions
 from pipelines.schedules import nightly_rebuild
 from pipelines.sensors import automation_sensor, library_discovery_sensor
-from sheaf.settings import get_settings
+from sheaf.core.settings import get_settings
 
 PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.keys("library_metadata")
 

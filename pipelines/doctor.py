@@ -35,7 +35,7 @@ _START = {"ocr_blocks": "ocr_blocks", "fulltext_markdown": "fulltext_markdown", 
 # --- the planner's check -----------------------------------------------------------------------
 
 def _open_ro(settings: Any):
-    from sheaf.index import open_index
+    from sheaf.store.sqlite.index import open_index
 
     if not Path(settings.index_path).exists():
         return None
@@ -50,7 +50,7 @@ def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, An
     materializations: ``{key: (first asset to rebuild, reasons)}``. Cheap enough for every
     build: one storage query (the vector step's model), one grouped query per index table, a
     stat per artifact; the counts come from the statuses' metadata. `sheaf doctor` adds hashes."""
-    from sheaf.integrity import paper_index_stats
+    from sheaf.store.sqlite.integrity import paper_index_stats
 
     keys = [k for k, st in statuses.items() if st.state in ("built", "stale")]
     if not keys:
@@ -61,7 +61,7 @@ def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, An
     have: set[str] = set()
     try:
         if conn is not None:
-            from sheaf.index import collections
+            from sheaf.store.sqlite.index import collections
 
             have = set(collections(conn))
             for ck in {e.metadata.get("model_identity") for e in vec_ev.values()} | {None}:
@@ -195,7 +195,7 @@ _KILLED = "a build was interrupted (killed, crashed or out of space) between two
 
 
 def _artifact_hash(path: Path) -> str | None:
-    from sheaf.artifacts import dict_hash, table_hash
+    from sheaf.store.artifacts import dict_hash, table_hash
 
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -210,16 +210,16 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
     from pipelines.build import CHAIN, paper_statuses
     from pipelines.reliability import lock_holder
     from pipelines.state import latest_observed_versions
-    from sheaf.index import collections
-    from sheaf.integrity import (
+    from sheaf.store.sqlite.index import collections
+    from sheaf.store.sqlite.integrity import (
         artifact_unit_digest,
         check_index,
         global_orphans,
         paper_index_stats,
         unit_digest,
     )
-    from sheaf.library import discover
-    from sheaf.models import valid_paper_key
+    from sheaf.ingest.library import discover
+    from sheaf.core.models import valid_paper_key
 
     t0 = time.perf_counter()
     d = Diagnosis()
@@ -321,7 +321,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                     try:
                         import pyarrow.parquet as pq
 
-                        from sheaf.artifacts import table_hash
+                        from sheaf.store.artifacts import table_hash
 
                         bt, ot = pq.read_table(bp), pq.read_table(op)
                         got = table_hash(bt) + ":" + table_hash(ot)[:16]
@@ -420,7 +420,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
 def _current_identity_key(settings: Any, cols: dict[str, Any]) -> str | None:
     """The collection key of the configured model, without loading it when the index can tell:
     the collection whose model name matches (the newest one when several do)."""
-    from sheaf.embed import resolve_model_path
+    from sheaf.vectors.embed import resolve_model_path
 
     name = resolve_model_path(settings.embedding_model)[0]
     matching = [k for k, ident in cols.items() if ident.name == name]
@@ -465,8 +465,8 @@ def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosi
         sweep_leftovers,
     )
     from pipelines.sync import remove_paper_everywhere
-    from sheaf.index import open_index, remove_paper
-    from sheaf.integrity import remove_global_orphans
+    from sheaf.store.sqlite.index import open_index, remove_paper
+    from sheaf.store.sqlite.integrity import remove_global_orphans
 
     done: dict[str, Any] = {}
     kinds = {i.kind for i in diagnosis.issues}

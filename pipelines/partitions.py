@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dagster import DynamicPartitionsDefinition
 
-from sheaf.models import valid_paper_key
+from sheaf.core.models import valid_paper_key
 
 papers_partitions = DynamicPartitionsDefinition(name="papers")
 

@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sheaf.envelope import SheafError
-from sheaf.integrity import (
+from sheaf.core.envelope import SheafError
+from sheaf.store.sqlite.integrity import (
     check_index,
     drop_collection,
     quarantine_index,
@@ -337,8 +337,8 @@ def prepare_index(settings: Any, *, full: bool, say: Callable[[str], None]) -> d
     vector collection is dropped (its vectors are rebuilt from the cache); with `full`, SQLite's
     quick_check runs too and an index of a refused schema is also moved aside. Returns what
     was done (empty when nothing was)."""
-    from sheaf.db import sqlite3
-    from sheaf.index import open_index
+    from sheaf.store.sqlite.db import sqlite3
+    from sheaf.store.sqlite.index import open_index
 
     path = Path(settings.index_path)
     health = check_index(path, deep=full)

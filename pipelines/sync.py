@@ -14,8 +14,8 @@ from dagster import AssetObservation, DagsterInstance
 from io_managers.parquet import delete_artifacts
 from pipelines.partitions import papers_partitions
 from pipelines.state import latest_observed_versions
-from sheaf.settings import Settings
-from sheaf.sources import SourceScan, scan_sources
+from sheaf.core.settings import Settings
+from sheaf.ingest.sources import SourceScan, scan_sources
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ def remove_paper_everywhere(settings: Settings, key: str) -> dict[str, int]:
     files = len(delete_artifacts(settings.artifacts_dir, key))
     had_rows = False
     if settings.index_path.exists():
-        from sheaf.index import open_index, remove_paper
+        from sheaf.store.sqlite.index import open_index, remove_paper
 
         conn = open_index(settings=settings)
         try:

@@ -19,7 +19,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def embedder():
     """The default embedding model (offline MiniLM), loaded once per test session."""
-    from sheaf.embed import Embedder
+    from sheaf.vectors.embed import Embedder
 
     e = Embedder(batch_size=32)
     e.load()
@@ -49,7 +49,7 @@ def _persisted_vectors(cache_file: Path, model_key: str) -> dict:
     """Vectors of earlier sessions (content-addressed: model key + sha256 of the passage)."""
     import numpy as np
 
-    from sheaf.db import connect
+    from sheaf.store.sqlite.db import connect
 
     if not cache_file.exists():
         return {}
@@ -65,7 +65,7 @@ def _persisted_vectors(cache_file: Path, model_key: str) -> dict:
 def _persist_vectors(cache_file: Path, rows: list) -> None:
     import os
 
-    from sheaf.db import connect
+    from sheaf.store.sqlite.db import connect
 
     tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}")
     tmp.unlink(missing_ok=True)
@@ -84,11 +84,11 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
     `replace_paper` → `Embedder.embed` → `replace_paper_vectors`, and library metadata →
     `upsert_papers`. Vectors of unchanged passages are reused from earlier sessions
     (pytest's cache folder), so only the model load is paid once the cache is warm."""
-    from sheaf.index import cache_put, open_index, replace_paper, replace_paper_vectors, upsert_papers
-    from sheaf.library import discover
-    from sheaf.metadata import load_library_metadata
-    from sheaf.retrieve import register_query_embedder
-    from sheaf.transform import process_paper
+    from sheaf.store.sqlite.index import cache_put, open_index, replace_paper, replace_paper_vectors, upsert_papers
+    from sheaf.ingest.library import discover
+    from sheaf.ingest.metadata import load_library_metadata
+    from sheaf.search.retrieve import register_query_embedder
+    from sheaf.transform.chain import process_paper
 
     path = tmp_path_factory.mktemp("sample-index") / "sheaf.db"
     cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
@@ -121,11 +121,11 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
 
 @pytest.fixture(scope="session")
 def onnx_export(tmp_path_factory, embedder) -> Path:
-    """The default model exported to ONNX once per session (`sheaf.query_encoder`): the
+    """The default model exported to ONNX once per session (`sheaf.vectors.query_encoder`): the
     export folder (model.onnx, tokenizer.json, export.json). Link it into a home with
     `link_onnx_export`."""
-    from sheaf.query_encoder import ensure_onnx_export
-    from sheaf.settings import get_settings
+    from sheaf.vectors.query_encoder import ensure_onnx_export
+    from sheaf.core.settings import get_settings
 
     path, _ = ensure_onnx_export(embedder, get_settings(home=tmp_path_factory.mktemp("onnx-home")))
     return path
@@ -133,7 +133,7 @@ def onnx_export(tmp_path_factory, embedder) -> Path:
 
 def link_onnx_export(export: Path, home: Path) -> Path:
     """Hard-link a session's ONNX export into `home`'s models folder (no 90 MB copy)."""
-    from sheaf.query_encoder import link_export
+    from sheaf.vectors.query_encoder import link_export
 
     return link_export(export, home)
 
@@ -141,7 +141,7 @@ def link_onnx_export(export: Path, home: Path) -> Path:
 @pytest.fixture()
 def conn(tmp_path):
     """An empty index in a temp folder, opened read-write."""
-    from sheaf import index as ix
+    from sheaf.store.sqlite import index as ix
 
     c = ix.open_index(tmp_path / "sheaf.db")
     yield c

@@ -1,7 +1,7 @@
 """Build small canonical papers for tests without any adapter."""
 from __future__ import annotations
 
-from sheaf.models import Block, EmittedBlock, HeadingEvent, ParsedPaper, RenderMap
+from sheaf.core.models import Block, EmittedBlock, HeadingEvent, ParsedPaper, RenderMap
 
 
 def blk(role: str, text: str = "", level: int | None = None, page: int = 1,

@@ -60,7 +60,7 @@ class Home:
         return self
 
     def settings(self):
-        from sheaf.settings import get_settings
+        from sheaf.core.settings import get_settings
 
         return get_settings(home=self.home, library=self.library)
 
@@ -109,7 +109,7 @@ def clone(base: Home, dest: Path) -> Home:
 
 def run_cli(argv: list[str]) -> tuple[int, dict[str, Any]]:
     """`sheaf <argv> --json` in process: (exit code, parsed envelope)."""
-    from sheaf.cli import main
+    from sheaf.cli.app import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -180,7 +180,7 @@ def check_results(inst, partition: str) -> dict[str, str]:
 
 
 def index_counts(home: Home, key: str) -> dict[str, int]:
-    from sheaf.index import counts, open_index
+    from sheaf.store.sqlite.index import counts, open_index
 
     conn = open_index(settings=home.settings())
     try:
@@ -191,7 +191,7 @@ def index_counts(home: Home, key: str) -> dict[str, int]:
 
 def search(home: Home, query: str) -> list[str]:
     """Paper ids (sorted, once each) of lexical matches for `query` in body units."""
-    from sheaf.index import open_index, search_text
+    from sheaf.store.sqlite.index import open_index, search_text
 
     conn = open_index(settings=home.settings())
     try:
@@ -203,8 +203,8 @@ def search(home: Home, query: str) -> list[str]:
 def vector_search(home: Home, query: str, k: int = 3) -> list[str]:
     """Paper ids of the `k` nearest passages to `query` (the process's shared embedder)."""
     from assets.resources import SheafConfig
-    from sheaf.index import open_index
-    from sheaf.index import vector_search as knn
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.index import vector_search as knn
 
     emb = SheafConfig(home=str(home.home), library=str(home.library)).embedder()
     conn = open_index(settings=home.settings())

@@ -5,12 +5,12 @@ fault injection inside them, and an exact snapshot of what an index holds.
 process on these machines, which would make 20+ kill trials unaffordable. A zygote process
 imports them once and then forks one child per `sheaf` command. Each child is a real,
 separate process (its own pid, its own Dagster instance, its own SQLite connections) that
-runs exactly what the console script runs, ``sheaf.cli.main(argv)``, with its own
+runs exactly what the console script runs, ``sheaf.cli.app.main(argv)``, with its own
 environment and working directory; the tests kill it with a real ``kill -9``. The embedding
 model itself is *not* preloaded: each child loads it (~0.5 s), as a real build does.
 
 **Faults** (`faults=` of `spawn`) make the child SIGKILL itself at a precise point that a
-random delay would rarely hit (`hook`: inside a `sheaf.index` write transaction; `before` /
+random delay would rarely hit (`hook`: inside a `sheaf.store.sqlite.index` write transaction; `before` /
 `after` / `timer_in`: around the nth call of any function; `atomic_write`: between an
 artifact's write and its rename), limit its file sizes (`rlimit_fsize`: a disk-full stand-in
 without mount rights), or switch a safeguard off for a negative control (`noop`,
@@ -41,7 +41,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import warnings; warnings.filterwarnings("ignore")
 import torch, sentence_transformers, tokenizers, pyarrow, pyarrow.parquet, duckdb  # noqa: F401
 import dagster  # noqa: F401
-import sheaf.cli, sheaf.index, sheaf.embed, sheaf.retrieve  # noqa: F401
+import sheaf.cli.app, sheaf.store.sqlite.index, sheaf.vectors.embed, sheaf.search.retrieve  # noqa: F401
 import pipelines.build, pipelines.doctor, pipelines.definitions, assets.index, io_managers.parquet  # noqa: F401
 
 def die():
@@ -67,8 +67,8 @@ def install(f):
     kind = f["kind"]
     nth = int(f.get("nth", 1))
     seen = [0]
-    if kind == "hook":  # SIGKILL inside a sheaf.index write, at hook step `step`, nth time
-        import sheaf.index as ix
+    if kind == "hook":  # SIGKILL inside a sheaf.store.sqlite.index write, at hook step `step`, nth time
+        import sheaf.store.sqlite.index as ix
         orig = getattr(ix, f["func"])
         def patched(*a, **kw):
             user = kw.pop("hook", None)
@@ -140,7 +140,7 @@ for line in sys.stdin:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 for f in req.get("faults") or []:
                     install(f)
-                code = sheaf.cli.main(req["argv"])
+                code = sheaf.cli.app.main(req["argv"])
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else 1
             except BaseException:
@@ -283,7 +283,7 @@ def seed_models(home: Path, template: Path | None) -> None:
     dst = home / "models"
     if dst.exists():
         return
-    from sheaf.query_encoder import link_export
+    from sheaf.vectors.query_encoder import link_export
 
     for export in (template / "models").iterdir():
         if export.is_dir() and not export.name.startswith("."):
@@ -322,8 +322,8 @@ def snapshot(db: Path) -> dict[str, Any]:
     different batch can differ in the last bits); everything else exactly."""
     import numpy as np
 
-    from sheaf.index import collections, open_index
-    from sheaf.integrity import global_orphans
+    from sheaf.store.sqlite.index import collections, open_index
+    from sheaf.store.sqlite.integrity import global_orphans
 
     conn = open_index(db, readonly=True)
     try:
@@ -570,7 +570,7 @@ def reader_loop(db: str, expected_file: str, stop_file: str, out_file: str) -> N
     its units, each unit's passages either absent or exactly that version's, one vector per
     passage.
     Writes {reads, violations[], errors[]} to `out_file`."""
-    from sheaf.index import collections, open_index
+    from sheaf.store.sqlite.index import collections, open_index
 
     expected = json.loads(Path(expected_file).read_text())
     stats: dict[str, Any] = {"reads": 0, "violations": [], "errors": [], "papers_seen": 0}

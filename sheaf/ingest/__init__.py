@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from sheaf.ingest.common import content_hash, finalize, read_bytes
-from sheaf.models import IngestError, ParsedPaper
+from sheaf.core.models import IngestError, ParsedPaper
 
 #: format name -> module under sheaf.ingest. Detection tries them in this order.
 FORMATS: dict[str, str] = {

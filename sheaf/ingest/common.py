@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sheaf.models import Block, IngestError
+from sheaf.core.models import Block, IngestError
 
 MAX_PAGES = 5000
 MAX_TEXT_CHARS = 2_000_000  # per block; longer text is cut with a warning

@@ -23,7 +23,7 @@ from sheaf.ingest.common import (
     file_head,
     RawBlock, caption_kind, clean_text, heading_role, load_json, norm_key, numbering_depth,
 )
-from sheaf.models import IngestError
+from sheaf.core.models import IngestError
 
 VERSION = "2"  # 2: running headers merged into page-spanning paragraphs dropped
 

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from sheaf.ingest.common import RawBlock, caption_kind, decode_text, heading_role, numbering_depth, file_head
-from sheaf.models import IngestError
+from sheaf.core.models import IngestError
 
 VERSION = "1"
 

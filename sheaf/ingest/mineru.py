@@ -31,7 +31,7 @@ from sheaf.ingest.paddleocr_vl import (
     split_table_caption,
     strip_tags,
 )
-from sheaf.models import IngestError
+from sheaf.core.models import IngestError
 
 VERSION = "2"  # 2: no empty caption block for panel-label-only captions
 

@@ -47,7 +47,7 @@ from sheaf.ingest.common import (
     norm_key,
     numbering_depth,
 )
-from sheaf.models import IngestError
+from sheaf.core.models import IngestError
 
 VERSION = "1"
 SNIFF_BYTES = 64 * 1024

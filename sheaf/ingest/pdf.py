@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from sheaf.ingest.common import RawBlock, caption_kind, heading_role, norm_key, numbering_depth, file_head
-from sheaf.models import IngestError
+from sheaf.core.models import IngestError
 
 VERSION = "1"
 

@@ -1,0 +1,1 @@
+"""The `sheaf` command line: argument parsing and rendering only."""

@@ -1,0 +1,117 @@
+"""Typed records shared by every stage: canonical blocks, parsed papers, units (the parse
+side's records live in `sheaf.core.parsed` and are loaded from here on first use).
+
+Field names follow ../shared/DESIGN.md §2-3 exactly; they are the data contract.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sheaf.core.parsed import Block, EmittedBlock, HeadingEvent, ParsedPaper, Render, RenderMap, SectionNode  # noqa: F401
+
+ROLES: tuple[str, ...] = (
+    "title", "authors", "affiliation", "abstract_heading", "abstract", "heading", "body",
+    "list", "equation", "figure", "figure_caption", "table", "table_caption", "footnote",
+    "reference_heading", "reference", "backmatter_heading", "backmatter_body",
+    "page_header", "page_footer", "page_number", "noise",
+)
+#: Roles that never reach units, the render or the tree.
+FURNITURE_ROLES: frozenset[str] = frozenset({"page_header", "page_footer", "page_number", "noise"})
+#: Roles that open a section in the tree.
+HEADING_ROLES: frozenset[str] = frozenset(
+    {"heading", "abstract_heading", "reference_heading", "backmatter_heading"}
+)
+#: Roles whose text goes into `body` units.
+BODY_ROLES: frozenset[str] = frozenset({"body", "abstract", "list", "equation"})
+#: Roles whose text goes into `backmatter_body` units.
+BACKMATTER_ROLES: frozenset[str] = frozenset({"backmatter_body", "footnote"})
+#: Roles that make an object unit, and the caption roles paired with them.
+OBJECT_ROLES: frozenset[str] = frozenset({"figure", "table"})
+CAPTION_ROLES: frozenset[str] = frozenset({"figure_caption", "table_caption"})
+#: Roles kept out of units although they are rendered (metadata lives in the papers table).
+METADATA_ROLES: frozenset[str] = frozenset({"title", "authors", "affiliation"})
+
+PAPER_KEY_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def valid_paper_key(key: str) -> bool:
+    """True when `key` is a safe paper key (DESIGN §4): no path separators, no `..`."""
+    return bool(PAPER_KEY_RE.fullmatch(key)) and ".." not in key and key not in {".", ""}
+
+
+class IngestError(Exception):
+    """A paper's input could not be read; names the paper, the file and the problem."""
+
+    def __init__(self, paper_id: str, path: str | None, message: str) -> None:
+        self.paper_id = paper_id
+        self.path = path
+        self.message = message
+        where = f" ({path})" if path else ""
+        super().__init__(f"paper {paper_id}{where}: {message}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"paper_id": self.paper_id, "path": self.path, "message": self.message}
+
+
+_PARSED = frozenset({"Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", "Render", "SectionNode"})
+
+
+def __getattr__(name: str) -> Any:
+    """The parse side's records (`sheaf.core.parsed`), loaded on first use."""
+    if name in _PARSED:
+        from sheaf.core import parsed
+
+        return getattr(parsed, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class BodyUnit:
+    """Section-level text unit (DESIGN §3)."""
+
+    unit_id: str  # {paper}:body:{node_id}[:backmatter][:part_NNN]
+    short_id: str
+    paper_id: str
+    node_id: str
+    section_path: tuple[str, ...]
+    section_level: int
+    page_span: tuple[int, int] | None
+    block_ids: tuple[str, ...]
+    text: str
+    token_count: int
+    unit_kind: str  # body | backmatter_body
+    part_ordinal: int  # 0 when the section is not split, else 1..n
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["section_path"] = list(self.section_path)
+        d["page_span"] = list(self.page_span) if self.page_span else None
+        d["block_ids"] = list(self.block_ids)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectUnit:
+    """A figure or table with its caption, text and citing paragraph (DESIGN §3)."""
+
+    unit_id: str  # {paper}:{figure|table}:{block_id}
+    short_id: str
+    paper_id: str
+    object_kind: str  # figure | table
+    label: str | None  # "Figure 3"
+    caption: str
+    table_text: str
+    nearby_text: str
+    node_id: str
+    section_path: tuple[str, ...]
+    page: int
+    block_ids: tuple[str, ...]  # the object block and its caption
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["section_path"] = list(self.section_path)
+        d["block_ids"] = list(self.block_ids)
+        return d

@@ -1,0 +1,1 @@
+"""Eval layer: retrieval metrics, BEIR runs and library known-item runs."""

@@ -1,0 +1,61 @@
+"""Library discovery: which papers a library folder holds, for both layouts of DESIGN §2.
+
+- a PaperForge vault: `<vault>/System/PaperForge/ocr/<KEY>/json/result.json`, Better BibTeX
+  exports in `<vault>/System/PaperForge/exports/*.json` (file stem = domain);
+- a plain library: `<lib>/papers/<KEY>/` (one OCR/layout output or a PDF) and
+  `<lib>/library.json` (Better BibTeX JSON or CSL-JSON).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sheaf.core.models import valid_paper_key
+
+PAPERFORGE_OCR = Path("System/PaperForge/ocr")
+PAPERFORGE_EXPORTS = Path("System/PaperForge/exports")
+
+
+@dataclass(frozen=True, slots=True)
+class PaperSource:
+    """One paper found in a library: its key and the folder or file holding its OCR output."""
+
+    key: str
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    papers: tuple[PaperSource, ...]
+    invalid_keys: tuple[str, ...]  # folder names refused as paper keys
+    metadata_files: tuple[Path, ...]
+    layout: str  # paperforge | plain | empty
+
+
+def discover(library: Path | str) -> Discovery:
+    """Every paper in a library folder, sorted by key; invalid keys are reported, not added."""
+    lib = Path(library)
+    if not lib.is_dir():
+        raise FileNotFoundError(f"library folder not found: {lib}")
+    if (lib / PAPERFORGE_OCR).is_dir():
+        root, layout = lib / PAPERFORGE_OCR, "paperforge"
+        exports = tuple(sorted((lib / PAPERFORGE_EXPORTS).glob("*.json")))
+    elif (lib / "papers").is_dir():
+        root, layout = lib / "papers", "plain"
+        exports = tuple(p for p in (lib / "library.json",) if p.is_file())
+    else:
+        return Discovery((), (), (), "empty")
+    papers: list[PaperSource] = []
+    invalid: list[str] = []
+    for d in sorted(root.iterdir()):
+        if d.name.startswith("."):
+            continue
+        if not valid_paper_key(d.name):
+            invalid.append(d.name)
+            continue
+        if layout == "paperforge":
+            src = d / "json" / "result.json"
+            papers.append(PaperSource(d.name, src if src.exists() else d))
+        elif d.is_dir():
+            papers.append(PaperSource(d.name, d))
+    return Discovery(tuple(papers), tuple(invalid), exports, layout)

@@ -1,0 +1,66 @@
+"""Cheap change detection for a library: (size, mtime) first, content hash only when those moved.
+
+The stat cache (`<home>/artifacts/_source_stats.json`) is only a cache of hashes, never build
+state: deleting it costs one re-hash of every paper and changes nothing else.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from sheaf.ingest import source_hash
+from sheaf.ingest.library import Discovery, discover
+from sheaf.core.models import IngestError
+
+
+@dataclass(frozen=True, slots=True)
+class SourceScan:
+    """Every paper's current ocr_result_hash (or why it has none)."""
+
+    discovery: Discovery
+    hashes: dict[str, str]
+    errors: dict[str, str]
+    hashed: int  # papers whose bytes were read this time
+
+
+def scan_sources(library: Path, cache_file: Path | None = None) -> SourceScan:
+    """Hash every paper's OCR output, re-reading only files whose size or mtime changed."""
+    disc = discover(library)
+    cache: dict[str, list] = {}
+    if cache_file and cache_file.exists():
+        try:
+            cache = json.loads(cache_file.read_text())
+        except (OSError, ValueError):
+            cache = {}
+    hashes: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    new_cache: dict[str, list] = {}
+    hashed = 0
+    for p in disc.papers:
+        c = cache.get(p.key)
+        try:
+            if c and Path(c[0]).exists():
+                st = os.stat(c[0])
+                if [st.st_size, st.st_mtime_ns] == c[1:3] and str(p.path) == c[4]:
+                    hashes[p.key] = c[3]
+                    new_cache[p.key] = c
+                    continue
+            file, _fmt, h = source_hash(p.path, p.key)
+            hashed += 1
+            st = os.stat(file)
+            hashes[p.key] = h
+            new_cache[p.key] = [str(file), st.st_size, st.st_mtime_ns, h, str(p.path)]
+        except IngestError as e:
+            errors[p.key] = str(e)
+        except OSError as e:
+            errors[p.key] = f"paper {p.key}: {e}"
+    if cache_file and new_cache != cache:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache_file.parent, prefix=".stats.")
+        with os.fdopen(fd, "w") as f:
+            json.dump(new_cache, f)
+        os.replace(tmp, cache_file)
+    return SourceScan(disc, hashes, errors, hashed)

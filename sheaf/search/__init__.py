@@ -1,0 +1,1 @@
+"""Search layer: lexical, vector and hybrid retrieval, snippets, grep, the Retriever and its engines."""

