@@ -72,7 +72,8 @@ def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: Sheaf
 @asset_check(asset="fts_tables", partitions_def=papers_partitions,
              description="The paper's FTS rows equal its units.")
 def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    from sheaf.store.sqlite.index import counts, open_index
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.reader import counts
 
     conn = open_index(settings=sheaf.settings())
     try:
@@ -89,7 +90,8 @@ def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig
 @asset_check(asset="vector_collections", partitions_def=papers_partitions,
              description="Vector rows equal the passages of the current embedding model.")
 def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    from sheaf.store.sqlite.index import counts, open_index
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.reader import counts
 
     ident = sheaf.embedder().identity
     conn = open_index(settings=sheaf.settings())

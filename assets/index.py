@@ -15,7 +15,9 @@ from assets.paper import COMMON
 from assets.resources import SheafConfig
 from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.index import counts, open_index, remove_paper, replace_paper, replace_paper_vectors
+from sheaf.store.sqlite.index import open_index
+from sheaf.store.sqlite.reader import counts
+from sheaf.store.sqlite.writer import remove_paper, replace_paper, replace_paper_vectors
 from sheaf.ingest.library import discover
 from sheaf.core.models import IngestError
 
@@ -122,7 +124,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
     finally:
         conn.close()
     try:  # the light query encoder (sheaf.vectors.query_encoder): cheap when present, never fails the step
-        from sheaf.vectors.query_encoder import ensure_onnx_export
+        from sheaf.vectors.onnx_export import ensure_onnx_export
         ensure_onnx_export(embedder, sheaf.settings())
     except Exception as e:  # noqa: BLE001
         context.log.warning(f"ONNX query encoder not exported ({type(e).__name__}: {e}); "
@@ -132,7 +134,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
 @asset(group_name="source", code_version="1", pool=INDEX_POOL)
 def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
     """Paper metadata from the library's Better BibTeX / CSL-JSON exports: the papers table and its FTS."""
-    from sheaf.store.sqlite.index import prune_metadata, upsert_papers
+    from sheaf.store.sqlite.writer import prune_metadata, upsert_papers
     from sheaf.ingest.metadata import load_metadata_files
 
     settings = sheaf.settings()

@@ -23,7 +23,7 @@ class SheafConfig(ConfigurableResource):
 
     def embedder(self):
         """The configured embedder, shared by every step of this process (model loads once)."""
-        from sheaf.vectors.embed import Embedder
+        from sheaf.vectors.embedder import Embedder
 
         s = self.settings()
         key = (s.embedding_model, s.embed_batch_size, s.embed_overlap_tokens, s.embed_backend, str(s.home))

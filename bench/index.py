@@ -34,9 +34,10 @@ sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when
 
 import numpy as np  # noqa: E402
 
-from sheaf.store.sqlite import index as ix  # noqa: E402
+from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import reader as rd, writer as wr  # noqa: E402
 from sheaf.store.sqlite.db import connect, sqlite3  # noqa: E402
-from sheaf.vectors.embed import Embedder  # noqa: E402
+from sheaf.vectors.identity import Embedder  # noqa: E402
 from sheaf.core.models import BodyUnit  # noqa: E402
 
 from _common import machine as _machine  # noqa: E402
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace) -> dict:
     t_all = time.perf_counter()
     for pid, title, us in papers:
         t0 = time.perf_counter()
-        ix.replace_paper(conn, pid, us, [], all_eps[pid])
+        wr.replace_paper(conn, pid, us, [], all_eps[pid])
         times.append(time.perf_counter() - t0)
     insert_s = time.perf_counter() - t_all
     res["replace_ms_p50"] = round(pct(times, 50) * 1000, 2)
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> dict:
     times2 = []
     for pid, title, us in papers:
         t0 = time.perf_counter()
-        ix.replace_paper(conn, pid, us, [], all_eps[pid])
+        wr.replace_paper(conn, pid, us, [], all_eps[pid])
         times2.append(time.perf_counter() - t0)
     res["rereplace_ms_p50"] = round(pct(times2, 50) * 1000, 2)
 
@@ -204,14 +205,14 @@ def run(args: argparse.Namespace) -> dict:
     exact: list[list[str]] = []
     for q in qvecs:
         t0 = time.perf_counter()
-        hits = ix.vector_search(conn, q, k=10)
+        hits = rd.vector_search(conn, q, k=10)
         lat.append(time.perf_counter() - t0)
         exact.append([h.passage_id for h in hits])
     res["knn_ms_p50"] = round(pct(lat, 50) * 1000, 2)
     fl = []
     for q in qtexts:
         t0 = time.perf_counter()
-        ix.search_text(conn, " ".join(q.split()[:2]), "body", mode="or", limit=10)
+        rd.search_text(conn, " ".join(q.split()[:2]), "body", mode="or", limit=10)
         fl.append(time.perf_counter() - t0)
     res["fts_ms_p50"] = round(pct(fl, 50) * 1000, 3)
     conn.close()

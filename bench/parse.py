@@ -172,7 +172,7 @@ def run_embed(papers: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
 
         torch.set_num_threads(1)
         torch.set_num_interop_threads(1)
-        from sheaf.vectors.embed import Embedder
+        from sheaf.vectors.embedder import Embedder
     except Exception as e:  # torch or the model not installed: no comparison
         return {"error": f"{type(e).__name__}: {e}"}
     from sheaf.ingest import parse_paper

@@ -202,7 +202,7 @@ def bare_main(home: Path, fraction: float) -> dict[str, Any]:
     emb.encode(sample)
     enc = time.perf_counter() - t1
     # the same passages through sentence-transformers (torch), the usual way to embed them
-    from sheaf.vectors.embed import Embedder
+    from sheaf.vectors.embedder import Embedder
 
     t2 = time.perf_counter()
     st = Embedder(model_name=emb.model_name, batch_size=emb.batch_size, overlap_tokens=emb.overlap_tokens)
@@ -354,7 +354,8 @@ def changed_paper(home: Path, lib: Path, key: str) -> dict[str, Any]:
     at = text.index("## Acknowledgements")
     f.write_text(text[:at] + para + "\n\n" + text[at:], encoding="utf-8")
     r = sheaf_build(home, lib)
-    from sheaf.store.sqlite.index import open_index, search_text
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.reader import search_text
     from sheaf.core.settings import get_settings
 
     t0 = time.perf_counter()

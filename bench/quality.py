@@ -1,6 +1,6 @@
 """Retrieval quality levers on SciFact, train split only (results: docs/benchmarks.md, "## Quality").
 
-The index is the one `sheaf eval beir` builds (`sheaf.eval.evaluate.build_beir_index`: each abstract a
+The index is the one `sheaf eval beir` builds (`sheaf.eval.beir.build_beir_index`: each abstract a
 paper with a title and one "Abstract" section, through blocks → tree → units → FTS → passages →
 embeddings), kept in --cache-dir so reruns embed nothing. Each lever is then measured on the
 legs directly, the way `Retriever.retrieve` computes them, with the other levers at the
@@ -39,12 +39,12 @@ sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when
 
 import numpy as np  # noqa: E402
 
-from sheaf import evaluate  # noqa: E402
+from sheaf.eval import beir, metrics  # noqa: E402
 
 from _common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
-METRICS = evaluate.METRICS
+METRICS = metrics.METRICS
 DEPTH = 300  # what `retrieve(limit=100, per_paper=1)` fetches per leg
 
 STOPWORDS = frozenset("""a an and are as at be been being by can could did do does for from had has have
@@ -60,11 +60,11 @@ def say(msg: str) -> None:
 
 class Study:
     def __init__(self, cache_dir: Path, embedder: Any, split: str = "train") -> None:
-        self.ds = evaluate.load_beir(SCIFACT / "corpus.jsonl", SCIFACT / "queries.jsonl",
+        self.ds = beir.load_beir(SCIFACT / "corpus.jsonl", SCIFACT / "queries.jsonl",
                                      SCIFACT / "qrels" / f"{split}.tsv")
         self.cache_dir = cache_dir
         self.embedder = embedder
-        self.path, self.info = evaluate.build_beir_index(self.ds, cache_dir, embedder=embedder, progress=say)
+        self.path, self.info = beir.build_beir_index(self.ds, cache_dir, embedder=embedder, progress=say)
         from sheaf.store.sqlite.index import open_index
 
         self.conn = open_index(self.path, readonly=True)
@@ -92,7 +92,7 @@ class Study:
 
     def score(self, unit_runs: dict[str, list[str]]) -> dict[str, float]:
         run = {q: self.papers(r) for q, r in unit_runs.items()}
-        return {m: round(v, 4) for m, v in evaluate.evaluate_run(run, self.qrels, METRICS).items()}
+        return {m: round(v, 4) for m, v in metrics.evaluate_run(run, self.qrels, METRICS).items()}
 
     # --- lexical -----------------------------------------------------------------------------
 
@@ -134,7 +134,7 @@ class Study:
 
     def product_lexical_runs(self, depth: int = 100) -> dict[str, list[str]]:
         """`Retriever.retrieve(mode="lexical")` itself (the check on the replica above)."""
-        from sheaf.search.retrieve import Retriever
+        from sheaf.search.retriever import Retriever
         from sheaf.core.settings import query_settings
 
         r = Retriever(self.conn, query_settings(index_file=self.path))
@@ -251,7 +251,7 @@ def row(name: str, lex: dict[str, float] | None, sem: dict[str, float] | None,
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from sheaf.vectors.embed import Embedder
+    from sheaf.vectors.embedder import Embedder
 
     t_start = time.perf_counter()
     embedder = Embedder()
@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # the legs before this study, and the product's current lexical setting (checked against
     # `Retriever.retrieve` itself: the replica must give the same numbers)
     from sheaf.store.sqlite.fts import FTS_TOKENIZER
-    from sheaf.search.retrieve import BODY_WEIGHTS
+    from sheaf.search.retriever import BODY_WEIGHTS
 
     before = {"tokenizer": "unicode61 remove_diacritics 2", "title": False, "weights": (0.0, 2.0, 1.0)}
     now = {"tokenizer": FTS_TOKENIZER, "title": len(BODY_WEIGHTS) > 2,
@@ -344,7 +344,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for depth in (10, 20, 30, 60, 100, 300):
             comb.append({"k": k, "depth": depth, "hybrid": st.score(st.hybrid_runs(lexb, semb, k=k, depth=depth))})
     T["combined_fusion"] = comb
-    from sheaf.search.retrieve import HYBRID_RRF_K
+    from sheaf.search.retriever import HYBRID_RRF_K
 
     T["combined"] = [row(f"lexical: {best_lex}; prefix: {best_prefix}; RRF k 60, depth 300",
                          st.score(lexb), st.score(semb), st.score(st.hybrid_runs(lexb, semb))),

@@ -165,8 +165,9 @@ def build_index(path: Path, n_units: int, docs: list[dict[str, str]], passages: 
                 vectors: list[np.ndarray], identity: Any) -> dict[str, Any]:
     from dataclasses import replace
 
-    from sheaf.vectors.embed import EmbeddedPassages
-    from sheaf.store.sqlite.index import open_index, replace_paper, upsert_papers
+    from sheaf.vectors.identity import EmbeddedPassages
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.writer import replace_paper, upsert_papers
     from sheaf.ingest.metadata import PaperMeta
     from sheaf.core.models import BodyUnit
 
@@ -250,8 +251,10 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
     matrix), the lexical leg, the "papers without vectors" check. The last two call
     Retriever internals (bench only)."""
     from sheaf.store.sqlite import index as ix
-    from sheaf.search.retrieve import Retriever, encode_query
-    from sheaf.service.server import MatrixAccelerator, _lexical_accelerator
+    from sheaf.store.sqlite import reader as rd
+    from sheaf.search.retriever import Retriever, encode_query
+    from sheaf.search.matrix import MatrixAccelerator
+    from sheaf.service.server import _lexical_accelerator
     from sheaf.core.settings import query_settings
 
     out: dict[str, list[float]] = {}
@@ -281,16 +284,16 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
         encode_query(claims[0], s, ident)
         for q in claims[:20]:
             qv, _ = timed("encode", lambda: encode_query(q, s, ident))
-            ix.set_vector_accelerator(None)
-            a = timed("vector_sqlite_vec", lambda: ix.vector_search(r.conn, qv, 120))
-            ix.set_vector_accelerator(acc)
-            b = timed("vector_matrix", lambda: ix.vector_search(r.conn, qv, 120))
-            ix.set_vector_accelerator(None)
+            rd.set_vector_accelerator(None)
+            a = timed("vector_sqlite_vec", lambda: rd.vector_search(r.conn, qv, 120))
+            rd.set_vector_accelerator(acc)
+            b = timed("vector_matrix", lambda: rd.vector_search(r.conn, qv, 120))
+            rd.set_vector_accelerator(None)
             assert a == b
             a = timed("lexical_leg", lambda: r._lexical_units(q, ("body", "object"), 60, None))
-            ix.set_lexical_accelerator(bm25)
+            rd.set_lexical_accelerator(bm25)
             b = timed("lexical_leg_memory", lambda: r._lexical_units(q, ("body", "object"), 60, None))
-            ix.set_lexical_accelerator(None)
+            rd.set_lexical_accelerator(None)
             assert a == b  # same hits, order and scores
             timed("papers_without_vectors_check", lambda: r._embedding_gaps(ident, None))
         assert bm25.stats["declined"] == 0, bm25.stats
@@ -316,7 +319,7 @@ class Server:
 
     def ask(self, argv: list[str]) -> tuple[float, dict[str, Any]]:
         from sheaf.cli.app import build_parser
-        from sheaf.service.server import cli_args, try_server
+        from sheaf.service.client import cli_args, try_server
         from sheaf.core.settings import query_settings
 
         ns = build_parser().parse_args(argv)
@@ -404,8 +407,8 @@ def machine() -> dict[str, Any]:
 # --- main -------------------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from sheaf.vectors.embed import Embedder
-    from sheaf.vectors.query_encoder import ensure_onnx_export, link_export
+    from sheaf.vectors.embedder import Embedder
+    from sheaf.vectors.onnx_export import ensure_onnx_export, link_export
     from sheaf.core.settings import get_settings
 
     t_start = time.perf_counter()

@@ -11,7 +11,7 @@ Measures
   `sheaf timeline` as fresh processes (the console script), p50/p90 over --runs, with the
   bytecode cache warm (an installed package) and without one (PYTHONDONTWRITEBYTECODE=1, as
   in this repository's dev shell); `python -c pass` as the floor;
-- warm, in process: the same calls through `sheaf.search.retrieve.Retriever`, plus semantic and
+- warm, in process: the same calls through `sheaf.search.retriever.Retriever`, plus semantic and
   hybrid retrieval (stand-in query vectors: KNN + dedupe + RRF + snippets, no encoder).
 
 Run from the project root:
@@ -50,7 +50,8 @@ def build(path: Path, n_abstracts: int, per_paper: int, seed: int = 7) -> dict:
     import numpy as np
 
     from sheaf.store.sqlite import index as ix
-    from sheaf.vectors.embed import EmbeddedPassages, ModelIdentity, Passage
+    from sheaf.store.sqlite import writer as wr
+    from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage
     from sheaf.ingest.metadata import PaperMeta
     from sheaf.core.models import BodyUnit
 
@@ -78,14 +79,14 @@ def build(path: Path, n_abstracts: int, per_paper: int, seed: int = 7) -> dict:
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         passages = tuple(Passage(f"{u.unit_id}#0", u.unit_id, pid, "body", 0, 0, len(u.text), u.text,
                                  hashlib.sha256(u.text.encode()).hexdigest(), 1) for u in units)
-        ix.replace_paper(conn, pid, units, [], EmbeddedPassages(ident, passages, vecs))
+        wr.replace_paper(conn, pid, units, [], EmbeddedPassages(ident, passages, vecs))
         n_units += len(units)
         first = rows[k]
         metas.append(PaperMeta(key=pid, citation_key=None, title=first["title"], authors=(f"Author {k}", "B. Coauthor"),
                                first_author=f"Author {k}", year=1990 + (k // per_paper) % 35,
                                journal=f"Journal {k % 13}", doi=None, pmid=None, abstract=first["text"][:400],
                                collections=(), domain=DOMAINS[(k // per_paper) % 4]))
-    ix.upsert_papers(conn, metas)
+    wr.upsert_papers(conn, metas)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     return {"papers": len(metas), "units": n_units, "build_s": round(time.perf_counter() - t0, 1),
@@ -158,8 +159,8 @@ def run(args: argparse.Namespace) -> dict:
 
     import numpy as np
 
-    from sheaf.vectors.embed import QueryVector
-    from sheaf.search.retrieve import Retriever, register_query_embedder
+    from sheaf.vectors.identity import QueryVector
+    from sheaf.search.retriever import Retriever, register_query_embedder
     from sheaf.core.settings import query_settings
 
     class StandIn:  # query vectors of the stand-in model (no encoder in the timing)
@@ -217,7 +218,7 @@ def markdown(r: dict) -> str:
         a, b = v["bytecode cached"], v["no bytecode cache"]
         lines.append(f"| `{name}` | {a['p50']} | {a['p90']} | {a['cpu_p50']} | {b['p50']} | {b['p90']} | "
                      f"{b['cpu_p50']} |")
-    lines += ["", f"**Warm, in process** (`sheaf.search.retrieve.Retriever`, p50 / p90 of {r['warm_runs']} calls, ms; "
+    lines += ["", f"**Warm, in process** (`sheaf.search.retriever.Retriever`, p50 / p90 of {r['warm_runs']} calls, ms; "
               "semantic and hybrid with a stand-in query vector: KNN over every vector, dedupe, RRF and "
               f"snippets, no encoder). grep found {r['grep_hits']} planted occurrences.", "",
               "| call | p50 | p90 |", "|---|---|---|"]

@@ -149,7 +149,7 @@ def paper_statuses(instance: DagsterInstance, defs: Definitions, settings: Setti
 
 
 def _model_name(settings: Settings) -> str:
-    from sheaf.vectors.embed import resolve_model_path
+    from sheaf.vectors.identity import resolve_model_path
 
     return resolve_model_path(settings.embedding_model)[0]
 

@@ -420,7 +420,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
 def _current_identity_key(settings: Any, cols: dict[str, Any]) -> str | None:
     """The collection key of the configured model, without loading it when the index can tell:
     the collection whose model name matches (the newest one when several do)."""
-    from sheaf.vectors.embed import resolve_model_path
+    from sheaf.vectors.identity import resolve_model_path
 
     name = resolve_model_path(settings.embedding_model)[0]
     matching = [k for k, ident in cols.items() if ident.name == name]
@@ -465,7 +465,8 @@ def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosi
         sweep_leftovers,
     )
     from pipelines.sync import remove_paper_everywhere
-    from sheaf.store.sqlite.index import open_index, remove_paper
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.writer import remove_paper
     from sheaf.store.sqlite.integrity import remove_global_orphans
 
     done: dict[str, Any] = {}

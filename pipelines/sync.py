@@ -65,7 +65,8 @@ def remove_paper_everywhere(settings: Settings, key: str) -> dict[str, int]:
     files = len(delete_artifacts(settings.artifacts_dir, key))
     had_rows = False
     if settings.index_path.exists():
-        from sheaf.store.sqlite.index import open_index, remove_paper
+        from sheaf.store.sqlite.index import open_index
+        from sheaf.store.sqlite.writer import remove_paper
 
         conn = open_index(settings=settings)
         try:

@@ -19,7 +19,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def embedder():
     """The default embedding model (offline MiniLM), loaded once per test session."""
-    from sheaf.vectors.embed import Embedder
+    from sheaf.vectors.embedder import Embedder
 
     e = Embedder(batch_size=32)
     e.load()
@@ -84,10 +84,11 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
     `replace_paper` → `Embedder.embed` → `replace_paper_vectors`, and library metadata →
     `upsert_papers`. Vectors of unchanged passages are reused from earlier sessions
     (pytest's cache folder), so only the model load is paid once the cache is warm."""
-    from sheaf.store.sqlite.index import cache_put, open_index, replace_paper, replace_paper_vectors, upsert_papers
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.writer import cache_put, replace_paper, replace_paper_vectors, upsert_papers
     from sheaf.ingest.library import discover
     from sheaf.ingest.metadata import load_library_metadata
-    from sheaf.search.retrieve import register_query_embedder
+    from sheaf.search.retriever import register_query_embedder
     from sheaf.transform.chain import process_paper
 
     path = tmp_path_factory.mktemp("sample-index") / "sheaf.db"
@@ -124,7 +125,7 @@ def onnx_export(tmp_path_factory, embedder) -> Path:
     """The default model exported to ONNX once per session (`sheaf.vectors.query_encoder`): the
     export folder (model.onnx, tokenizer.json, export.json). Link it into a home with
     `link_onnx_export`."""
-    from sheaf.vectors.query_encoder import ensure_onnx_export
+    from sheaf.vectors.onnx_export import ensure_onnx_export
     from sheaf.core.settings import get_settings
 
     path, _ = ensure_onnx_export(embedder, get_settings(home=tmp_path_factory.mktemp("onnx-home")))
@@ -133,7 +134,7 @@ def onnx_export(tmp_path_factory, embedder) -> Path:
 
 def link_onnx_export(export: Path, home: Path) -> Path:
     """Hard-link a session's ONNX export into `home`'s models folder (no 90 MB copy)."""
-    from sheaf.vectors.query_encoder import link_export
+    from sheaf.vectors.onnx_export import link_export
 
     return link_export(export, home)
 

@@ -180,7 +180,8 @@ def check_results(inst, partition: str) -> dict[str, str]:
 
 
 def index_counts(home: Home, key: str) -> dict[str, int]:
-    from sheaf.store.sqlite.index import counts, open_index
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.reader import counts
 
     conn = open_index(settings=home.settings())
     try:
@@ -191,7 +192,8 @@ def index_counts(home: Home, key: str) -> dict[str, int]:
 
 def search(home: Home, query: str) -> list[str]:
     """Paper ids (sorted, once each) of lexical matches for `query` in body units."""
-    from sheaf.store.sqlite.index import open_index, search_text
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.reader import search_text
 
     conn = open_index(settings=home.settings())
     try:
@@ -204,7 +206,7 @@ def vector_search(home: Home, query: str, k: int = 3) -> list[str]:
     """Paper ids of the `k` nearest passages to `query` (the process's shared embedder)."""
     from assets.resources import SheafConfig
     from sheaf.store.sqlite.index import open_index
-    from sheaf.store.sqlite.index import vector_search as knn
+    from sheaf.store.sqlite.reader import vector_search as knn
 
     emb = SheafConfig(home=str(home.home), library=str(home.library)).embedder()
     conn = open_index(settings=home.settings())

@@ -41,7 +41,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import warnings; warnings.filterwarnings("ignore")
 import torch, sentence_transformers, tokenizers, pyarrow, pyarrow.parquet, duckdb  # noqa: F401
 import dagster  # noqa: F401
-import sheaf.cli.app, sheaf.store.sqlite.index, sheaf.vectors.embed, sheaf.search.retrieve  # noqa: F401
+import sheaf.cli.app, sheaf.store.sqlite.index, sheaf.vectors.embedder, sheaf.search.retriever  # noqa: F401
 import pipelines.build, pipelines.doctor, pipelines.definitions, assets.index, io_managers.parquet  # noqa: F401
 
 def die():
@@ -283,7 +283,7 @@ def seed_models(home: Path, template: Path | None) -> None:
     dst = home / "models"
     if dst.exists():
         return
-    from sheaf.vectors.query_encoder import link_export
+    from sheaf.vectors.onnx_export import link_export
 
     for export in (template / "models").iterdir():
         if export.is_dir() and not export.name.startswith("."):

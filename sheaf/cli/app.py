@@ -220,7 +220,8 @@ def cmd_status(args: argparse.Namespace) -> dict[str, Any]:
 
 def _index_probe(settings: Any) -> dict[str, Any]:
     """Can the index be opened, and can a vector query run against the current model's collection?"""
-    from sheaf.store.sqlite.index import collections, counts, open_index
+    from sheaf.store.sqlite.index import collections, open_index
+    from sheaf.store.sqlite.reader import counts
 
     if not settings.index_path.exists():
         return {"path": str(settings.index_path), "exists": False, "problem": "no index yet"}
@@ -341,7 +342,7 @@ def _retriever():
     lease = _LEASE.get()
     if lease is not None:
         return lease()
-    from sheaf.search.retrieve import Retriever
+    from sheaf.search.retriever import Retriever
 
     return Retriever.open()
 
@@ -352,11 +353,11 @@ def _ask_server(args: argparse.Namespace) -> None:
     with --no-server."""
     global _SERVED
     _SERVED = None
-    from sheaf.service.server import SERVED_COMMANDS
+    from sheaf.service.client import SERVED_COMMANDS
 
     if args.command not in SERVED_COMMANDS or getattr(args, "no_server", False):
         return
-    from sheaf.service.server import cli_args, try_server
+    from sheaf.service.client import cli_args, try_server
     from sheaf.core.settings import query_settings
 
     env = try_server(args.command, cli_args(args), query_settings())
@@ -533,7 +534,7 @@ def cmd_grep(args: argparse.Namespace) -> dict[str, Any]:
     return _finish("grep", res, args, show)
 
 
-# --- eval: retrieval quality (sheaf.eval.evaluate) -------------------------------------------
+# --- eval: retrieval quality (sheaf.eval) -------------------------------------------
 
 def _eval_table(data: dict[str, Any], library: bool) -> None:
     lat = data.get("latency_ms", {})
@@ -544,7 +545,7 @@ def _eval_table(data: dict[str, Any], library: bool) -> None:
                 print(f"{mode:<9} {qtype:<9} {m['queries']:>7} {m['recall@1']:>6.3f} {m['recall@10']:>6.3f} "
                       f"{m['mrr@10']:>7.3f}")
     else:
-        from sheaf.eval.evaluate import METRICS
+        from sheaf.eval.metrics import METRICS
 
         print(f"{'mode':<9} " + " ".join(f"{m:>10}" for m in METRICS) + f" {'p50 ms':>8} {'p95 ms':>8}")
         for mode, m in data["metrics"].items():
@@ -559,7 +560,7 @@ def cmd_eval(args: argparse.Namespace) -> dict[str, Any]:
     (and in --out FILE)."""
     import time
 
-    from sheaf.eval import evaluate
+    from sheaf.eval import beir, library
     from sheaf.core.settings import get_settings
 
     say = (lambda m: None) if args.quiet else (lambda m: print(f"[eval] {m}", file=sys.stderr, flush=True))
@@ -567,15 +568,15 @@ def cmd_eval(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     if args.eval_command == "beir":
         settings = get_settings()
-        ds = evaluate.load_beir(args.corpus, args.queries, args.qrels)
+        ds = beir.load_beir(args.corpus, args.queries, args.qrels)
         cache = Path(args.cache_dir) if args.cache_dir else settings.home / "eval-cache"
-        res = evaluate.run_beir(ds, modes=modes, cache_dir=cache, settings=settings, rebuild=args.rebuild,
+        res = beir.run_beir(ds, modes=modes, cache_dir=cache, settings=settings, rebuild=args.rebuild,
                                 max_queries=args.max_queries, per_query=args.per_query, progress=say)
         count = res["data"]["dataset"]["queries_evaluated"]
         actions = [] if res["data"]["index"]["reused"] else \
             [f"the eval index is cached in {cache}: reruns reuse it"]
     else:
-        res = evaluate.run_library(sample=args.sample, seed=args.seed, modes=modes,
+        res = library.run_library(sample=args.sample, seed=args.seed, modes=modes,
                                    per_query=args.per_query, progress=say)
         count = sum(res["data"]["queries"].values())
         actions = []
@@ -731,7 +732,7 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument("--json", action="store_true")
         e.set_defaults(func=cmd_eval)
 
-    from sheaf.service.server import SERVED_COMMANDS
+    from sheaf.service.client import SERVED_COMMANDS
 
     for name in SERVED_COMMANDS:
         sub.choices[name].add_argument("--no-server", action="store_true",

@@ -1,4 +1,4 @@
-"""The query commands' choices and defaults, in one place for the library (`sheaf.search.retrieve`)
+"""The query commands' choices and defaults, in one place for the library (`sheaf.search.retriever`)
 and the CLI's parser (which must stay light: nothing is imported here)."""
 from __future__ import annotations
 

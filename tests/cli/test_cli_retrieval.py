@@ -19,6 +19,7 @@ import pytest
 
 from sheaf import __version__
 from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
 
 pytestmark = pytest.mark.slow
@@ -132,9 +133,9 @@ def test_retrieve_every_flag(env, capsys):
     assert e["count"] and {m["source"] for m in e["data"]["matches"]} <= {"body", "backmatter"}
     e = ok_json(capsys, "retrieve", "cough", "--mode", "lexical", "--limit", "2", "--full")
     conn = ix.open_index(env["SHEAF_INDEX_FILE"], readonly=True)
-    units = ix.get_units(conn, [m["unit_id"] for m in e["data"]["matches"]])
+    units = rd.get_units(conn, [m["unit_id"] for m in e["data"]["matches"]])
     conn.close()
-    from sheaf.search.retrieve import _unit_text
+    from sheaf.search.retriever import _unit_text
     assert [m["text"] for m in e["data"]["matches"]] == [_unit_text(units[m["unit_id"]]) for m in e["data"]["matches"]]
     assert all(m["text_is_full"] for m in e["data"]["matches"])
 
@@ -211,7 +212,7 @@ def test_vector_errors(env, capsys, tmp_path, monkeypatch, sample_index):
     bare = tmp_path / "bare.db"
     conn = ix.open_index(bare)
     units = sample_index.papers[CODE_PAPER]
-    ix.replace_paper(conn, CODE_PAPER, units.body_units, units.object_units)
+    wr.replace_paper(conn, CODE_PAPER, units.body_units, units.object_units)
     conn.close()
     monkeypatch.setenv("SHEAF_INDEX_FILE", str(bare))
     err_json(capsys, "VECTOR_NOT_BUILT", "retrieve", "cough")
@@ -253,7 +254,7 @@ def test_usage_errors_give_an_envelope_under_json(env, capsys):
 
 
 def test_internal_error_is_an_envelope(env, capsys, monkeypatch):
-    from sheaf.search.retrieve import Retriever
+    from sheaf.search.retriever import Retriever
 
     def boom(self, *a, **k):
         raise RuntimeError("kaboom")
@@ -289,7 +290,7 @@ def test_light_commands_import_no_heavy_module(env, args):
     modules = {m.split(".")[0] for m in full}
     assert not modules & HEAVY, sorted(modules & HEAVY)
     if args[0] == "search":  # the model-identity code stays out of a keystroke's process
-        assert "sheaf.vectors.embed" not in full
+        assert "sheaf.vectors.identity" not in full
     if "--json" in args:
         assert envelope(proc.stdout)["ok"] is True
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
 from sheaf.core.envelope import ERROR_CODES, error
 
@@ -40,7 +41,7 @@ def indexes(sample_index, tmp_path_factory) -> dict[str, Path]:
     bare = d / "bare.db"
     conn = ix.open_index(bare)
     out = sample_index.papers[CODE_PAPER]
-    ix.replace_paper(conn, CODE_PAPER, out.body_units, out.object_units)
+    wr.replace_paper(conn, CODE_PAPER, out.body_units, out.object_units)
     conn.close()
     broken = sample_index.copy(d / "broken.db")
     conn = ix.open_index(broken)
@@ -56,7 +57,7 @@ def indexes(sample_index, tmp_path_factory) -> dict[str, Path]:
 
 def short_ids(path: Path) -> list[str]:
     conn = ix.open_index(path, readonly=True)
-    b, _ = ix.paper_units(conn, CODE_PAPER)
+    b, _ = rd.paper_units(conn, CODE_PAPER)
     conn.close()
     return [u.short_id for u in b[:3]]
 
@@ -101,7 +102,7 @@ def run_case(case, indexes, monkeypatch, capsys) -> dict[str, Any]:
     argv = [ids[int(a[1:])] if a.startswith("@") and a[1:].isdigit() else
             str(indexes[a[1:]]) if a.startswith("@") else a for a in argv]
     if label == "INTERNAL_ERROR":
-        from sheaf.search.retrieve import Retriever
+        from sheaf.search.retriever import Retriever
         monkeypatch.setattr(Retriever, "get", lambda self, refs: 1 / 0)
     capsys.readouterr()
     code = main(argv + ["--json"])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.eval import evaluate
-from sheaf.eval.evaluate import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k
+from sheaf.eval import beir, library, metrics
+from sheaf.eval.metrics import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k
 
 L2_3 = math.log2(3)  # the discount of rank 2
 L2_4 = 2.0  # rank 3
@@ -140,18 +140,18 @@ def test_eval_beir_bad_input(tmp_path, capsys):
 def test_eval_beir_all_modes(tmp_path, embedder):
     """Semantic and hybrid through the real model: the unambiguous answers are found, every
     metric is reported per mode, and a rerun encodes nothing."""
-    ds = evaluate.load_beir(*_write_beir(tmp_path / "ds"))
-    res = evaluate.run_beir(ds, cache_dir=tmp_path / "cache", embedder=embedder, per_query=True)
+    ds = beir.load_beir(*_write_beir(tmp_path / "ds"))
+    res = beir.run_beir(ds, cache_dir=tmp_path / "cache", embedder=embedder, per_query=True)
     data = res["data"]
     assert set(data["metrics"]) == {"lexical", "semantic", "hybrid"}
     for mode, m in data["metrics"].items():
-        assert set(m) == set(evaluate.METRICS)
+        assert set(m) == set(metrics.METRICS)
         assert all(0.0 <= v <= 1.0 for v in m.values())
         assert m["recall@100"] == pytest.approx(5 / 6 if mode == "lexical" else 1.0, abs=1e-4)  # 6 papers: all ranked
         assert data["per_query"][mode]["q3"]["ranking"][0] == "d5"
     assert data["metrics"]["lexical"]["ndcg@10"] == pytest.approx(EXPECTED_LEXICAL["ndcg@10"], abs=1e-4)
     assert data["index"]["passages"] == 6 and data["query_encode_ms"]["n"] == 3
-    again = evaluate.run_beir(ds, cache_dir=tmp_path / "cache", embedder=embedder, rebuild=True)
+    again = beir.run_beir(ds, cache_dir=tmp_path / "cache", embedder=embedder, rebuild=True)
     assert again["data"]["index"]["encoded"] == 0  # the embedding cache survived the rebuild
     assert again["data"]["metrics"] == data["metrics"]
 
@@ -159,11 +159,11 @@ def test_eval_beir_all_modes(tmp_path, embedder):
 def test_beir_document_goes_through_the_paper_chain():
     from sheaf.transform.chain import units_from_paper
 
-    out = units_from_paper(evaluate.beir_paper("4983", "A title", "First sentence. Second one."))
+    out = units_from_paper(beir.beir_paper("4983", "A title", "First sentence. Second one."))
     assert out.paper.title == "A title"
     [u] = out.body_units
     assert u.paper_id == "4983" and u.section_path == ("Abstract",) and u.text == "First sentence. Second one."
-    assert evaluate.beir_paper("a/b", "T", "x").paper_id.startswith("d")  # unsafe ids are mapped
+    assert beir.beir_paper("a/b", "T", "x").paper_id.startswith("d")  # unsafe ids are mapped
 
 
 # --- the user's library ------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_eval_library_titles_found(sample_index, embedder):
     from sheaf.core.settings import query_settings
 
     s = query_settings(index_file=sample_index.path, home=sample_index.path.parent)
-    res = evaluate.run_library(s, sample=0, embedder=embedder, per_query=True)
+    res = library.run_library(s, sample=0, embedder=embedder, per_query=True)
     data = res["data"]
     assert data["queries"]["title"] >= 8 and data["queries"]["sentence"] >= 8
     for mode in ("lexical", "semantic", "hybrid"):
@@ -191,9 +191,9 @@ def test_library_queries_are_known_items(sample_index):
 
     conn = connect(sample_index.path, readonly=True)
     try:
-        items, stats = evaluate.library_queries(conn, sample=4, seed=1)
-        again, _ = evaluate.library_queries(conn, sample=4, seed=1)
-        texts = {u: t for u, _, t, _ in evaluate._unit_texts(conn)}
+        items, stats = library.library_queries(conn, sample=4, seed=1)
+        again, _ = library.library_queries(conn, sample=4, seed=1)
+        texts = {u: t for u, _, t, _ in library._unit_texts(conn)}
     finally:
         conn.close()
     assert items == again and stats["papers_sampled"] == 4  # seeded
@@ -202,6 +202,6 @@ def test_library_queries_are_known_items(sample_index):
             assert it.query in " ".join(texts[it.target].split())
         if it.qtype == "code":
             holders = [u for u, t in texts.items()
-                       if evaluate._code_key(it.query) in {evaluate._code_key(m)
-                                                           for m in evaluate._CODE_TOKEN_RE.findall(t)}]
+                       if library._code_key(it.query) in {library._code_key(m)
+                                                           for m in library._CODE_TOKEN_RE.findall(t)}]
             assert holders == [it.target]

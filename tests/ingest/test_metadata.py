@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.ingest.metadata import load_library_metadata, load_metadata_file, load_metadata_files
 from sheaf.core.models import valid_paper_key
 
@@ -79,13 +80,13 @@ def test_csl_and_bbt_of_the_same_library_agree(shared_data):
 def test_bulk_export_into_the_index(shared_data, tmp_path):
     got = load_metadata_file(shared_data / BULK)
     conn = ix.open_index(tmp_path / "sheaf.db")
-    assert ix.upsert_papers(conn, got.papers)["inserted"] == 1241
-    assert ix.upsert_papers(conn, got.papers)["unchanged"] == 1241
-    assert ix.counts(conn)["papers"] == ix.counts(conn)["papers_fts"] == 1241
-    hits = ix.search_text(conn, "Latour", "papers", limit=100)
-    assert hits and all("Latour" in " ".join(ix.get_paper(conn, h.ref).authors) or
-                        "Latour" in (ix.get_paper(conn, h.ref).title or "") or
-                        "Latour" in (ix.get_paper(conn, h.ref).abstract or "") for h in hits)
+    assert wr.upsert_papers(conn, got.papers)["inserted"] == 1241
+    assert wr.upsert_papers(conn, got.papers)["unchanged"] == 1241
+    assert rd.counts(conn)["papers"] == rd.counts(conn)["papers_fts"] == 1241
+    hits = rd.search_text(conn, "Latour", "papers", limit=100)
+    assert hits and all("Latour" in " ".join(rd.get_paper(conn, h.ref).authors) or
+                        "Latour" in (rd.get_paper(conn, h.ref).title or "") or
+                        "Latour" in (rd.get_paper(conn, h.ref).abstract or "") for h in hits)
     conn.close()
 
 

@@ -78,7 +78,7 @@ def test_build_materializes_every_partition_with_checks_and_metadata(base, base_
         assert counts[asset] == {k: 1 for k in BASE_PAPERS}, asset
 
     from pipelines.state import latest_observed_versions
-    from sheaf.vectors.embed import resolve_model_path
+    from sheaf.vectors.identity import resolve_model_path
 
     observed = latest_observed_versions(inst)
     for key in BASE_PAPERS:
@@ -212,7 +212,8 @@ def test_paper_dropped_from_the_export_loses_its_metadata(home):
     """The export no longer lists a paper still in the library: its metadata goes from the
     index (a stub row stays for its units: found by its text, no longer by its title)."""
     from sheaf.store.sqlite.fts import build_match_query
-    from sheaf.store.sqlite.index import fts_search, open_index
+    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.reader import fts_search
 
     key = "W6TB4YRS"
 

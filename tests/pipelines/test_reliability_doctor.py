@@ -33,7 +33,8 @@ def _plant(home: Path, lib: Path) -> None:
     from dagster._core.test_utils import create_run_for_test
 
     from sheaf.store.sqlite.db import connect, transaction
-    from sheaf.store.sqlite.index import _fts_delete, _fts_rows, collections, replace_paper
+    from sheaf.store.sqlite.index import _fts_delete, _fts_rows, collections
+    from sheaf.store.sqlite.writer import replace_paper
     from sheaf.core.models import BodyUnit
 
     art = home / "artifacts"

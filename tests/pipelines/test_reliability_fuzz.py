@@ -296,7 +296,7 @@ def _check_parsed(paper: Any, fmt: str) -> None:
         object_units_to_table,
         paper_to_table,
     )
-    from sheaf.store.sqlite.index import replace_paper
+    from sheaf.store.sqlite.writer import replace_paper
     from sheaf.ingest.common import MAX_PAGES
     from sheaf.transform.chain import units_from_paper
 
@@ -395,7 +395,7 @@ HOSTILE_KEYS = ["../x", "..", ".", "...", "..x", "x..", "a/../b", "/etc/passwd",
 def test_hostile_paper_keys_are_refused_everywhere(key: str) -> None:
     from io_managers.parquet import artifact_path, delete_artifacts, write_artifact
     from pipelines.partitions import split_valid_keys
-    from sheaf.store.sqlite.index import replace_paper, upsert_papers
+    from sheaf.store.sqlite.writer import replace_paper, upsert_papers
     from sheaf.ingest.metadata import PaperMeta
     from sheaf.core.models import valid_paper_key
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.search.bm25 import Bm25Accelerator, RankedRows, parse_match
 from sheaf.store.sqlite.db import connect
 from sheaf.store.sqlite.fts import FTS_TOKENIZER, build_match_query, fts_text
@@ -175,16 +176,16 @@ def sheaf_index(tmp_path):
         k = f"BMP{i:05d}"
         units = [body(k, f"n{j}", rng.choice(texts)) for j in range(rng.randint(1, 5))]
         objects = [obj(k, "p2:1", rng.choice(texts))] if rng.random() < 0.5 else []
-        ix.replace_paper(conn, k, units, objects)
+        wr.replace_paper(conn, k, units, objects)
     conn.close()
     acc = Bm25Accelerator(path, settle_seconds=0)
     for fts in ix.FTS_TABLES:
         acc.table(fts, wait=True)
-    ix.set_lexical_accelerator(acc)
+    rd.set_lexical_accelerator(acc)
     try:
         yield path, acc
     finally:
-        ix.set_lexical_accelerator(None)
+        rd.set_lexical_accelerator(None)
         acc.close()
 
 
@@ -203,8 +204,8 @@ def test_index_reads_with_the_accelerator_equal_the_plain_sql(sheaf_index, scope
             for limit in (-1, 0, 1, 3, 25):
                 for flt in (None, [], papers[::3], ["NOPAPER"]):
                     kw = {"limit": limit, "paper_ids": flt, "weights": weights}
-                    assert ix.fts_search(conn, scope, match, **kw) == ref_search(conn, scope, match, **kw), (q, kw)
-                    assert ix.fts_best_per_paper(conn, scope, match, **kw) == ref_best(conn, scope, match, **kw)
+                    assert rd.fts_search(conn, scope, match, **kw) == ref_search(conn, scope, match, **kw), (q, kw)
+                    assert rd.fts_best_per_paper(conn, scope, match, **kw) == ref_best(conn, scope, match, **kw)
     assert acc.stats["answered"] > 0 and (scope == "papers" or acc.stats["declined"] == 0)
     conn.close()
 
@@ -214,17 +215,17 @@ def test_a_commit_makes_it_decline_until_reloaded(sheaf_index):
     conn = ix.open_index(path, readonly=True)
     match = build_match_query("zebra lion", mode="or")
     before = acc.stats["answered"]
-    assert ix.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
     assert acc.stats["answered"] == before + 1
     w = ix.open_index(path)
-    ix.replace_paper(w, "BMP00003", [body("BMP00003", "n0", "zebra zebra zebra lion")], [])
+    wr.replace_paper(w, "BMP00003", [body("BMP00003", "n0", "zebra zebra zebra lion")], [])
     w.close()
     declined = acc.stats["declined"]
-    assert ix.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
     assert acc.stats["declined"] == declined + 1  # the copy is of the old state: FTS5 answered
     assert acc.wait_idle(60)
     before = acc.stats["answered"]
-    got = ix.fts_search(conn, "body", match, limit=50)
+    got = rd.fts_search(conn, "body", match, limit=50)
     assert got == ref_search(conn, "body", match, limit=50) and got[0].ref == "BMP00003:body:n0"
     assert acc.stats["answered"] == before + 1  # reloaded: answered from memory again
     conn.close()
@@ -272,12 +273,12 @@ def test_a_rebuild_is_a_new_state(sheaf_index):
     loaded = acc.table("body_units_fts")
     assert loaded is not None and loaded.signature == signature(conn, "body_units_fts")
     w = ix.open_index(path)
-    ix.replace_paper(w, "BMP00001", [body("BMP00001", "n0", "okapi crossing at dusk")], [])
+    wr.replace_paper(w, "BMP00001", [body("BMP00001", "n0", "okapi crossing at dusk")], [])
     ix.rebuild_fts(w)
     w.close()
     sig = signature(conn, "body_units_fts")
     assert sig[2] != loaded.signature[2]
-    got = ix.fts_search(conn, "body", match, limit=50)
+    got = rd.fts_search(conn, "body", match, limit=50)
     assert got == ref_search(conn, "body", match, limit=50) and "BMP00001:body:n0" in {h.ref for h in got}
     conn.close()
 
@@ -294,15 +295,15 @@ def test_reload_waits_for_the_table_to_settle(sheaf_index):
     loads = acc.stats["loads"]
     for i in range(3):  # commits in a row
         w = ix.open_index(path)
-        ix.replace_paper(w, f"BMP0000{i}", [body(f"BMP0000{i}", "n0", f"lion number {i}")], [])
+        wr.replace_paper(w, f"BMP0000{i}", [body(f"BMP0000{i}", "n0", f"lion number {i}")], [])
         w.close()
-        assert ix.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+        assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
     assert acc.wait_idle(60) and acc.stats["loads"] == loads  # nothing reloaded yet
     time.sleep(0.45)
     answered = acc.stats["answered"]
-    assert ix.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
     assert acc.wait_idle(60) and acc.stats["loads"] == loads + 1  # settled: one reload
-    assert ix.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
     assert acc.stats["answered"] == answered + 1
     conn.close()
 
@@ -318,12 +319,12 @@ def test_a_failed_load_is_not_retried_for_the_same_state(sheaf_index, monkeypatc
         raise MemoryError("no room")
     monkeypatch.setattr(bm25._Table, "load", staticmethod(boom))
     w = ix.open_index(path)
-    ix.replace_paper(w, "BMP00002", [body("BMP00002", "n0", "a zebra again")], [])
+    wr.replace_paper(w, "BMP00002", [body("BMP00002", "n0", "a zebra again")], [])
     w.close()
     conn = ix.open_index(path, readonly=True)
     match = build_match_query("zebra", mode="or")
     for _ in range(4):
-        assert ix.fts_search(conn, "body", match, limit=9) == ref_search(conn, "body", match, limit=9)
+        assert rd.fts_search(conn, "body", match, limit=9) == ref_search(conn, "body", match, limit=9)
         acc.wait_idle(60)
     assert calls == ["body_units_fts"] and "MemoryError" in acc.disabled["body_units_fts"]
     conn.close()

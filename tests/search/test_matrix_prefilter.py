@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 
 from sheaf.store.sqlite import index as ix
-from sheaf.vectors.embed import ModelIdentity, QueryVector
-from sheaf.service.server import (
-    MatrixAccelerator,
-    _f32_sums,
-    _Int8Scan,
-    _kth_largest,
-    _Matrix,
-    _vec0_cosine,
-)
+from sheaf.store.sqlite import reader as rd
+from sheaf.vectors.identity import ModelIdentity, QueryVector
+from sheaf.search.matrix import MatrixAccelerator, _f32_sums, _Int8Scan, _kth_largest, _Matrix, _vec0_cosine
 
 DIM = 48
 IDENT = ModelIdentity("test/int8-prefilter", "e" * 64, DIM, True, 128, "{text}")
@@ -305,14 +299,14 @@ def test_without_onnxruntime_the_float32_scan_answers(monkeypatch):
 
 def _agree(conn, accs, qv, k: int, paper_ids) -> list:
     """sqlite-vec's hits for `qv`; each accelerator must answer exactly the same."""
-    ix.set_vector_accelerator(None)
-    want = ix.vector_search(conn, qv, k, paper_ids=paper_ids)
+    rd.set_vector_accelerator(None)
+    want = rd.vector_search(conn, qv, k, paper_ids=paper_ids)
     for acc in accs:
-        ix.set_vector_accelerator(acc)
+        rd.set_vector_accelerator(acc)
         try:
-            got = ix.vector_search(conn, qv, k, paper_ids=paper_ids)
+            got = rd.vector_search(conn, qv, k, paper_ids=paper_ids)
         finally:
-            ix.set_vector_accelerator(None)
+            rd.set_vector_accelerator(None)
         assert got == want, (k, paper_ids, acc.int8)
     return want
 

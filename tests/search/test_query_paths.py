@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from sheaf.store.sqlite import index as ix
-from sheaf.vectors.embed import ModelIdentity
+from sheaf.store.sqlite import reader as rd, writer as wr
+from sheaf.vectors.identity import ModelIdentity
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.fts import QUERY_STOPWORDS, build_match_query
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.search.retrieve import Retriever
+from sheaf.search.retriever import Retriever
 from sheaf.core.settings import query_settings
 
 IDENT = ModelIdentity("test/paths", "e" * 64, 4, True, 128, "{text}")
@@ -74,8 +75,8 @@ def test_or_form_drops_stopwords_and_keeps_everything_else():
 def test_lexical_leg_relaxes_to_content_words(tmp_path):
     path = tmp_path / "i.db"
     conn = ix.open_index(path)
-    ix.replace_paper(conn, "STOPAA01", [body("STOPAA01", "n0", "The cat sat in the hat of the house.")], [])
-    ix.replace_paper(conn, "STOPBB02", [body("STOPBB02", "n0", "A zebra grazes.")], [])
+    wr.replace_paper(conn, "STOPAA01", [body("STOPAA01", "n0", "The cat sat in the hat of the house.")], [])
+    wr.replace_paper(conn, "STOPBB02", [body("STOPBB02", "n0", "A zebra grazes.")], [])
     conn.close()
     with open_r(path, tmp_path) as r:
         res = r.retrieve("zebra in the wild", mode="lexical", per_paper=0)
@@ -92,7 +93,7 @@ def test_lexical_leg_relaxes_to_content_words(tmp_path):
 
 def _ref_parts(scope, match, paper_ids, weights, joiner):
     """The scope's tables, the bm25 weights argument, the paper filter (after `joiner`) and args."""
-    fts, base, key, ref = ix._SCOPES[scope]
+    fts, base, key, ref = rd._SCOPES[scope]
     w = "" if not weights else ", " + ", ".join(str(float(x)) for x in weights)
     args, flt = [match], ""
     if paper_ids is not None:
@@ -105,7 +106,7 @@ def ref_search(conn, scope, match, limit=20, paper_ids=None, weights=None):
     fts, base, key, ref, w, flt, args = _ref_parts(scope, match, paper_ids, weights, "AND")
     q = (f"SELECT b.{ref}, b.paper_id, bm25({fts}{w}) AS s FROM {fts} JOIN {base} b ON b.{key} = {fts}.rowid "
          f"WHERE {fts} MATCH ?{flt} ORDER BY s, b.{key} LIMIT ?")
-    return [ix.FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, [*args, int(limit)])]
+    return [rd.FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, [*args, int(limit)])]
 
 
 def ref_best(conn, scope, match, limit=20, paper_ids=None, weights=None):
@@ -114,7 +115,7 @@ def ref_best(conn, scope, match, limit=20, paper_ids=None, weights=None):
          f"ROW_NUMBER() OVER (PARTITION BY b.paper_id ORDER BY f.s, b.{key}) AS rn "
          f"FROM (SELECT rowid, bm25({fts}{w}) AS s FROM {fts} WHERE {fts} MATCH ?) f "
          f"JOIN {base} b ON b.{key} = f.rowid{flt}) WHERE rn = 1 ORDER BY s, paper_id LIMIT ?")
-    return [ix.FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, [*args, int(limit)])]
+    return [rd.FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, [*args, int(limit)])]
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +132,7 @@ def tied_index(tmp_path_factory):
     for k in keys:
         units = [body(k, f"n{j}", rng.choice(texts)) for j in range(rng.randint(1, 6))]
         objects = [obj(k, "p2:1", rng.choice(texts))] if rng.random() < 0.5 else []
-        ix.replace_paper(conn, k, units, objects)
+        wr.replace_paper(conn, k, units, objects)
     conn.close()
     return path
 
@@ -149,8 +150,8 @@ def test_fts_reads_equal_the_plain_sql(tied_index, scope, weights):
         for limit in (-1, 0, 1, 2, 3, 7, 25, 500):
             for flt in (None, [], papers[::3], rng.sample(papers, 5), ["NOPAPER"]):
                 kw = {"limit": limit, "paper_ids": flt, "weights": weights}
-                assert ix.fts_search(conn, scope, match, **kw) == ref_search(conn, scope, match, **kw), (q, kw)
-                assert ix.fts_best_per_paper(conn, scope, match, **kw) == ref_best(conn, scope, match, **kw), (q, kw)
+                assert rd.fts_search(conn, scope, match, **kw) == ref_search(conn, scope, match, **kw), (q, kw)
+                assert rd.fts_best_per_paper(conn, scope, match, **kw) == ref_best(conn, scope, match, **kw), (q, kw)
     conn.close()
 
 
@@ -160,15 +161,15 @@ def test_fts_search_skips_fts_rows_without_base_row(tmp_path):
     path = tmp_path / "i.db"
     conn = ix.open_index(path)
     for i in range(3):
-        ix.replace_paper(conn, f"ORPH{i:04d}", [body(f"ORPH{i:04d}", "n0", "zebra " * (i + 1))], [])
+        wr.replace_paper(conn, f"ORPH{i:04d}", [body(f"ORPH{i:04d}", "n0", "zebra " * (i + 1))], [])
     with ix.transaction(conn):  # an orphan that outranks every real row
         conn.execute("INSERT INTO body_units_fts(rowid, heading, text, title) VALUES (9999, '', ?, '')",
                      ("zebra " * 50,))
     for limit in (1, 2, 3, -1):
-        got = ix.fts_search(conn, "body", '"zebra"', limit=limit)
+        got = rd.fts_search(conn, "body", '"zebra"', limit=limit)
         assert got == ref_search(conn, "body", '"zebra"', limit=limit)
         assert len(got) == (3 if limit < 0 else limit)
-        assert ix.fts_best_per_paper(conn, "body", '"zebra"', limit=limit) == \
+        assert rd.fts_best_per_paper(conn, "body", '"zebra"', limit=limit) == \
             ref_best(conn, "body", '"zebra"', limit=limit)
     conn.close()
 
@@ -178,10 +179,10 @@ def test_fts_search_skips_fts_rows_without_base_row(tmp_path):
 def test_embedding_gaps_and_indexed_papers(tmp_path):
     path = tmp_path / "i.db"
     conn = ix.open_index(path)
-    ix.replace_paper(conn, "GAPAA001", [body("GAPAA001", "n0", "alpha")], [])
-    ix.replace_paper(conn, "GAPBB002", [body("GAPBB002", "n0", "beta")], [obj("GAPBB002", "p2:1", "beta")])
-    ix.replace_paper(conn, "GAPCC003", [], [obj("GAPCC003", "p2:1", "gamma")])  # figures only
-    ix.replace_paper(conn, "GAPDD004", [body("GAPDD004", "n0", "delta")], [])
+    wr.replace_paper(conn, "GAPAA001", [body("GAPAA001", "n0", "alpha")], [])
+    wr.replace_paper(conn, "GAPBB002", [body("GAPBB002", "n0", "beta")], [obj("GAPBB002", "p2:1", "beta")])
+    wr.replace_paper(conn, "GAPCC003", [], [obj("GAPCC003", "p2:1", "gamma")])  # figures only
+    wr.replace_paper(conn, "GAPDD004", [body("GAPDD004", "n0", "delta")], [])
     with ix.transaction(conn):
         conn.execute("INSERT INTO papers(paper_id) VALUES ('GAPEE005')")  # metadata only: not indexed
     add_passages(conn, ["GAPAA001", "GAPCC003"])
@@ -205,7 +206,7 @@ def test_embedding_gaps_and_indexed_papers(tmp_path):
 def test_memo_is_dropped_by_any_commit(tmp_path):
     path = tmp_path / "i.db"
     conn = ix.open_index(path)
-    ix.replace_paper(conn, "MEMOAA01", [body("MEMOAA01", "n0", "alpha")], [])
+    wr.replace_paper(conn, "MEMOAA01", [body("MEMOAA01", "n0", "alpha")], [])
     conn.close()
     calls = []
     with open_r(path, tmp_path) as r:
@@ -228,7 +229,7 @@ def test_retriever_pool_reuses_only_an_unchanged_index(tmp_path):
     path = tmp_path / "index" / "sheaf.db"
     path.parent.mkdir()
     conn = ix.open_index(path)
-    ix.replace_paper(conn, "POOLAA01", [body("POOLAA01", "n0", "zebra crossing")], [])
+    wr.replace_paper(conn, "POOLAA01", [body("POOLAA01", "n0", "zebra crossing")], [])
     conn.close()
     s = query_settings(index_file=path, home=tmp_path / "home", library=Path("/nonexistent-library"))
     pool = RetrieverPool(s)
@@ -241,7 +242,7 @@ def test_retriever_pool_reuses_only_an_unchanged_index(tmp_path):
             assert r3 is not r2 and r3.conn is not r2.conn
     assert pool.stats == {"opened": 2, "reused": 1}
     w = ix.open_index(path)  # a commit: the next lease opens afresh and sees it
-    ix.replace_paper(w, "POOLBB02", [body("POOLBB02", "n0", "zebra zebra")], [])
+    wr.replace_paper(w, "POOLBB02", [body("POOLBB02", "n0", "zebra zebra")], [])
     w.close()
     with pool.lease() as r4:
         assert r4 is not r1 and r4 is not r3
@@ -259,7 +260,7 @@ def test_retriever_pool_reuses_only_an_unchanged_index(tmp_path):
     # the file replaced (a new inode): reopened; removed: INDEX_NOT_FOUND as a fresh open says
     tmp = path.with_name("new.db")
     c = ix.open_index(tmp)
-    ix.replace_paper(c, "POOLCC03", [body("POOLCC03", "n0", "zebra")], [])
+    wr.replace_paper(c, "POOLCC03", [body("POOLCC03", "n0", "zebra")], [])
     c.close()
     for suffix in ("-wal", "-shm"):  # a WAL file left behind would be replayed over the new file
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -281,7 +282,7 @@ def test_run_command_with_a_pool_answers_as_without(tmp_path, monkeypatch):
     path = home / "index" / "sheaf.db"
     path.parent.mkdir(parents=True)
     conn = ix.open_index(path)
-    ix.replace_paper(conn, "RUNAA001", [body("RUNAA001", "n0", "zebra crossing at dusk"),
+    wr.replace_paper(conn, "RUNAA001", [body("RUNAA001", "n0", "zebra crossing at dusk"),
                                         body("RUNAA001", "n1", "lion pride")], [obj("RUNAA001", "p2:1", "zebra")])
     conn.close()
     monkeypatch.setenv("SHEAF_HOME", str(home))
@@ -309,7 +310,7 @@ class FakeEmbedder:
     def embed_query(self, text: str):
         import numpy as np
 
-        from sheaf.vectors.embed import QueryVector
+        from sheaf.vectors.identity import QueryVector
 
         rng = np.random.default_rng(int(hashlib.sha1(text.encode()).hexdigest()[:8], 16))
         v = rng.standard_normal(IDENT.dimension).astype(np.float32)
@@ -320,7 +321,7 @@ class FakeEmbedder:
 def hybrid_index(tmp_path, monkeypatch):
     import numpy as np
 
-    from sheaf.search import retrieve as rv
+    from sheaf.search import retriever as rv
 
     rng = random.Random(11)
     words = "zebra lion tiger stripes manes dusk dawn savanna herd grass river".split()
@@ -329,7 +330,7 @@ def hybrid_index(tmp_path, monkeypatch):
     keys = [f"HYB{i:05d}" for i in range(12)]
     for k in keys:
         units = [body(k, f"n{j}", " ".join(rng.choice(words) for _ in range(8))) for j in range(5)]
-        ix.replace_paper(conn, k, units, [obj(k, "p2:1", " ".join(rng.sample(words, 3)))])
+        wr.replace_paper(conn, k, units, [obj(k, "p2:1", " ".join(rng.sample(words, 3)))])
     ix.ensure_collection(conn, IDENT)
     vrng = np.random.default_rng(5)
     with ix.transaction(conn):
@@ -429,7 +430,7 @@ def _plain_best_window(hits: list[tuple[int, str]], span: int) -> int:
 
 
 def test_snippet_window_equals_the_plain_count():
-    from sheaf.search.retrieve import _best_window, _highlight_re
+    from sheaf.search.snippets import _best_window, _highlight_re
 
     rng = random.Random(2)
     words = "cell cells regeneration regenerating bone density alumina creep rate of the soil moisture".split()
@@ -446,13 +447,13 @@ def test_vector_search_leaves_out_zero_vectors(tmp_path):
     and never costs a place in k (it used to crash the sort)."""
     import numpy as np
 
-    from sheaf.vectors.embed import QueryVector
+    from sheaf.vectors.identity import QueryVector
 
     path = tmp_path / "i.db"
     conn = ix.open_index(path)
     keys = [f"ZERO{i:04d}" for i in range(6)]
     for k in keys:
-        ix.replace_paper(conn, k, [body(k, "n0", f"text of {k}")], [])
+        wr.replace_paper(conn, k, [body(k, "n0", f"text of {k}")], [])
     add_passages(conn, keys)
     rng = np.random.default_rng(1)
     vecs = {k: (np.zeros(4, np.float32) if i % 2 == 0 else rng.standard_normal(4).astype(np.float32))
@@ -462,7 +463,7 @@ def test_vector_search_leaves_out_zero_vectors(tmp_path):
             conn.execute(f"UPDATE {IDENT.vec_table} SET embedding = ? WHERE paper_id = ?", (v.tobytes(), k))
     q = QueryVector(IDENT, np.array([1, 0, 0, 0], np.float32), "q")
     for kk in (1, 2, 3, 10):
-        hits = ix.vector_search(conn, q, kk)
+        hits = rd.vector_search(conn, q, kk)
         assert [h.paper_id for h in hits] == sorted((k for k in keys[1::2]), key=lambda k: -vecs[k][0]
                                                     / np.linalg.norm(vecs[k]))[:kk]
         assert all(h.distance == h.distance for h in hits)  # no NaN, no None

@@ -1,4 +1,4 @@
-"""The retrieval library (`sheaf.search.retrieve`): search, retrieve (lexical / semantic / hybrid),
+"""The retrieval library (`sheaf.search.retriever`): search, retrieve (lexical / semantic / hybrid),
 get, timeline, grep, coverage, and every error it raises.
 
 Runs against the sample library indexed without Dagster (the `sample_index` fixture of
@@ -17,11 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from sheaf.store.sqlite import index as ix
-from sheaf.search import retrieve as rv
+from sheaf.store.sqlite import reader as rd, writer as wr
+from sheaf.search import grep as gr
+from sheaf.search import retriever as rv
+from sheaf.search import snippets as sn
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.fts import build_match_query
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.search.retrieve import HYBRID_RRF_K, Retriever, make_snippet, reading_order, term_pattern
+from sheaf.search.grep import term_pattern
+from sheaf.search.retriever import HYBRID_RRF_K, Retriever, reading_order
+from sheaf.search.snippets import make_snippet
 from sheaf.core.settings import get_settings, query_settings
 
 pytestmark = pytest.mark.slow
@@ -111,7 +116,7 @@ def planted_index(tmp_path: Path) -> tuple[Path, list[tuple[str, str, int, int, 
     path = tmp_path / "planted.db"
     conn = ix.open_index(path)
     for pid in units:
-        ix.replace_paper(conn, pid, units[pid], objects[pid])
+        wr.replace_paper(conn, pid, units[pid], objects[pid])
     conn.close()
     return path, truth
 
@@ -122,20 +127,20 @@ def test_term_pattern_finds_every_variant_and_no_near_miss():
         for v in VARIANTS:
             for ctx in CONTEXTS:
                 text = "x " + ctx.format(v) + " y"
-                spans = rv._find_spans(pat, text)
+                spans = gr._find_spans(pat, text)
                 assert [text[a:b] for a, b in spans] == [v], (typed, v, ctx, spans)
         for neg in NEGATIVES:
-            assert rv._find_spans(pat, f"a {neg} b") == [], (typed, neg)
+            assert gr._find_spans(pat, f"a {neg} b") == [], (typed, neg)
 
 
 def test_term_pattern_words_and_hyphens():
     pat = term_pattern("cross-linking")
     for t in ("cross-linking", "crosslinking", "cross linking", "Cross\u2010Linking"):
-        assert rv._find_spans(pat, f"the {t} step") != [], t
-    assert rv._find_spans(pat, "a crosslinkings b") == []
+        assert gr._find_spans(pat, f"the {t} step") != [], t
+    assert gr._find_spans(pat, "a crosslinkings b") == []
     pat = term_pattern("bone regeneration")
-    assert [m for m in rv._find_spans(pat, "bone  regeneration, bone-regeneration")] == [(0, 18), (20, 37)]
-    assert rv._find_spans(pat, "boneregeneration") == []
+    assert [m for m in gr._find_spans(pat, "bone  regeneration, bone-regeneration")] == [(0, 18), (20, 37)]
+    assert gr._find_spans(pat, "boneregeneration") == []
     with pytest.raises(SheafError) as e:
         term_pattern("   ")
     assert code_of(e) == "BAD_QUERY"
@@ -149,8 +154,8 @@ def test_grep_finds_100_percent_of_the_planted_variants(tmp_path):
             got = {(m["unit_id"], m["field"], m["char_start"], m["char_end"], m["page"]) for m in res.matches}
             assert got == set(truth), (typed, set(truth) - got, got - set(truth))
             assert len(res.matches) == len(truth)  # no duplicates
-            units = {u.unit_id: u for pid in ("PLANTA01", "PLANTB02") for u in (*ix.paper_units(ret.conn, pid)[0],
-                                                                                  *ix.paper_units(ret.conn, pid)[1])}
+            units = {u.unit_id: u for pid in ("PLANTA01", "PLANTB02") for u in (*rd.paper_units(ret.conn, pid)[0],
+                                                                                  *rd.paper_units(ret.conn, pid)[1])}
             for m in res.matches:  # the span is verbatim text of that field at those offsets
                 u = units[m["unit_id"]]
                 field_text = u.text if m["field"] == "text" else getattr(u, m["field"])
@@ -169,8 +174,8 @@ def test_grep_sample_paper_code_in_all_spellings(r, sample_index):
     # independent brute force over every unit field of every paper
     simple = re.compile(r"(?<![A-Za-z0-9])QLN[\s\-\u2010\u2011\u2013]?482(?![A-Za-z0-9])", re.I)
     expected = set()
-    for pid in ix.paper_ids(r.conn):
-        b, o = ix.paper_units(r.conn, pid)
+    for pid in rd.paper_ids(r.conn):
+        b, o = rd.paper_units(r.conn, pid)
         for u in b:
             expected |= {(u.unit_id, "text", m.start()) for m in simple.finditer(u.text)}
         for x in o:
@@ -190,7 +195,7 @@ def test_grep_pages_follow_paragraphs(tmp_path):
              blocks=("p7:3", "p8:1"))
     path = tmp_path / "p.db"
     conn = ix.open_index(path)
-    ix.replace_paper(conn, "PAGEX001", [u], [])
+    wr.replace_paper(conn, "PAGEX001", [u], [])
     conn.close()
     with open_r(path) as ret:
         assert [m["page"] for m in ret.grep("QLN 482").matches] == [7, 8]
@@ -205,7 +210,7 @@ def test_search_one_match_per_paper_with_snippet(r):
     for m in res.matches:
         where = (m["text"] + " " + " ".join(m["section_path"])).lower()  # body text or its heading
         assert "result" in where or m["source"] == "metadata"
-        assert len(m["text"]) <= rv.SNIPPET_CHARS + 2
+        assert len(m["text"]) <= sn.SNIPPET_CHARS + 2
         assert set(m["legs"]) == {"metadata", "body", "object"}
     scores = [m["score"] for m in res.matches]
     assert scores == sorted(scores, reverse=True)
@@ -249,10 +254,10 @@ def test_search_domain_filter(sample_index, tmp_path):
     path = sample_index.copy(tmp_path / "d.db")
     conn = ix.open_index(path)
     metas = []
-    for pid in ix.paper_ids(conn):
-        m = ix.get_paper(conn, pid)
+    for pid in rd.paper_ids(conn):
+        m = rd.get_paper(conn, pid)
         metas.append(dataclasses.replace(m, domain="Clinical" if pid in (CODE_PAPER, "T5GM2QWN") else "Other"))
-    ix.upsert_papers(conn, metas)
+    wr.upsert_papers(conn, metas)
     conn.close()
     with open_r(path) as ret:
         res = ret.search("results", limit=20, domains=["Clinical"])
@@ -265,8 +270,8 @@ def test_search_domain_filter(sample_index, tmp_path):
 def test_stub_paper_falls_back_to_the_parsed_title(tmp_path):
     path = tmp_path / "stub.db"
     conn = ix.open_index(path)
-    ix.replace_paper(conn, "STUBAA01", [body("STUBAA01", "s1", "Zirconia toughening in dental ceramics.")])
-    ix.replace_paper(conn, "STUBBB02", [body("STUBBB02", "s1", "Zirconia phases at high temperature.")])
+    wr.replace_paper(conn, "STUBAA01", [body("STUBAA01", "s1", "Zirconia toughening in dental ceramics.")])
+    wr.replace_paper(conn, "STUBBB02", [body("STUBBB02", "s1", "Zirconia phases at high temperature.")])
     conn.close()
     home = tmp_path / "home"
     (home / "artifacts" / "structure_tree").mkdir(parents=True)
@@ -286,7 +291,7 @@ def or_truth(conn, query: str, kinds=("body", "object")) -> dict[str, int]:
     per: dict[str, int] = {}
     match = build_match_query(query, mode="or")
     for scope in kinds:
-        for h in ix.fts_search(conn, scope, match, limit=-1):
+        for h in rd.fts_search(conn, scope, match, limit=-1):
             per[h.paper_id] = per.get(h.paper_id, 0) + 1
     return per
 
@@ -332,11 +337,11 @@ def test_full_text_and_snippets(r):
     compact = r.retrieve("awake cough frequency", mode="lexical", limit=3)
     full = r.retrieve("awake cough frequency", mode="lexical", limit=3, full=True)
     assert [m["unit_id"] for m in compact.matches] == [m["unit_id"] for m in full.matches]
-    units = ix.get_units(r.conn, [m["unit_id"] for m in full.matches])
+    units = rd.get_units(r.conn, [m["unit_id"] for m in full.matches])
     for c, f in zip(compact.matches, full.matches):
         assert f["text"] == rv._unit_text(units[f["unit_id"]]) and f["text_is_full"]
-        assert len(c["text"]) <= rv.SNIPPET_CHARS + 2 and not c["text_is_full"]
-        assert "\n" not in c["text"] and "\n" not in c["summary"] and len(c["summary"]) <= rv.SUMMARY_CHARS + 2
+        assert len(c["text"]) <= sn.SNIPPET_CHARS + 2 and not c["text_is_full"]
+        assert "\n" not in c["text"] and "\n" not in c["summary"] and len(c["summary"]) <= sn.SUMMARY_CHARS + 2
         assert any(w in c["text"].lower() for w in ("cough", "awake", "frequenc"))
 
 
@@ -384,7 +389,7 @@ def test_three_layer_round_trip(r):
     got = r.get(ids + ["ffffffffff"])
     assert [m["short_id"] for m in got.matches] == ids and got.data["missing"] == ["ffffffffff"]
     assert got.warnings == ["no unit with id ffffffffff"]
-    units = ix.get_units(r.conn, [m["unit_id"] for m in got.matches])
+    units = rd.get_units(r.conn, [m["unit_id"] for m in got.matches])
     for m in got.matches:
         assert m["text"] == rv._unit_text(units[m["unit_id"]]) and m["score"] is None
     anchor = ids[0]
@@ -392,7 +397,7 @@ def test_three_layer_round_trip(r):
     offs = [m["offset"] for m in tl.matches]
     assert 0 in offs and offs == list(range(offs[0], offs[-1] + 1)) and -2 <= offs[0] and offs[-1] <= 2
     pid = tl.data["paper"]["zotero_key"]
-    order = reading_order(*ix.paper_units(r.conn, pid))
+    order = reading_order(*rd.paper_units(r.conn, pid))
     pos = tl.data["anchor"]["position"]
     assert order[pos].short_id == anchor
     assert [m["unit_id"] for m in tl.matches] == [u.unit_id for u in order[max(0, pos - 2):pos + 3]]
@@ -411,8 +416,8 @@ def test_three_layer_round_trip(r):
 
 
 def test_reading_order_places_objects_after_their_section(r):
-    for pid in ix.paper_ids(r.conn):
-        b, o = ix.paper_units(r.conn, pid)
+    for pid in rd.paper_ids(r.conn):
+        b, o = rd.paper_units(r.conn, pid)
         order = reading_order(b, o)
         assert sorted(u.unit_id for u in order) == sorted(u.unit_id for u in (*b, *o))
         assert [u for u in order if isinstance(u, BodyUnit)] == b
@@ -444,7 +449,7 @@ def test_nothing_found_reports_coverage_and_next_actions(tmp_path, sample_index)
 def test_partial_embedding_warns(sample_index, tmp_path):
     path = sample_index.copy(tmp_path / "partial.db")
     conn = ix.open_index(path)
-    ix.replace_paper(conn, "NOVEC001", [body("NOVEC001", "s1", "Cough frequency in a new unembedded paper.")])
+    wr.replace_paper(conn, "NOVEC001", [body("NOVEC001", "s1", "Cough frequency in a new unembedded paper.")])
     conn.close()
     with open_r(path) as ret:
         res = ret.retrieve("cough frequency", mode="hybrid", limit=3)
@@ -479,7 +484,7 @@ def test_vector_not_built(tmp_path):
             assert code_of(e) == "VECTOR_NOT_BUILT" and "--mode lexical" in e.value.details["hint"]
         assert ret.retrieve("SPG302", mode="lexical").matches
     conn = ix.open_index(path)  # a collection without a single vector: still not built
-    from sheaf.vectors.embed import DEFAULT_MODEL, ModelIdentity
+    from sheaf.vectors.identity import DEFAULT_MODEL, ModelIdentity
     ix.ensure_collection(conn, ModelIdentity(DEFAULT_MODEL, "0" * 64, 4, True, 256, "t"))
     conn.close()
     with open_r(path) as ret, pytest.raises(SheafError) as e:

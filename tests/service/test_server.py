@@ -15,12 +15,11 @@ import numpy as np
 import pytest
 
 from sheaf.store.sqlite import index as ix
-from sheaf.vectors.embed import EmbeddedPassages, ModelIdentity, Passage, QueryVector
+from sheaf.store.sqlite import reader as rd, writer as wr
+from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, QueryVector
 from sheaf.core.models import BodyUnit
-from sheaf.service.server import (
-    CONNECT_TIMEOUT, DISCOVERY_FILE, MatrixAccelerator, _vec0_cosine, read_discovery,
-    server_signature, try_server,
-)
+from sheaf.search.matrix import MatrixAccelerator, _vec0_cosine
+from sheaf.service.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, server_signature, try_server
 from sheaf.core.settings import query_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,13 +59,13 @@ def _random_index(path: Path, n: int, papers: int, seed: int = 0) -> np.ndarray:
 
 
 def _both(conn, acc, q, k, papers=None):
-    ix.set_vector_accelerator(None)
-    want = ix.vector_search(conn, q, k, paper_ids=papers)
-    ix.set_vector_accelerator(acc)
+    rd.set_vector_accelerator(None)
+    want = rd.vector_search(conn, q, k, paper_ids=papers)
+    rd.set_vector_accelerator(acc)
     try:
-        got = ix.vector_search(conn, q, k, paper_ids=papers)
+        got = rd.vector_search(conn, q, k, paper_ids=papers)
     finally:
-        ix.set_vector_accelerator(None)
+        rd.set_vector_accelerator(None)
     return want, got
 
 
@@ -177,7 +176,7 @@ def test_accelerator_sees_re_embedding_that_reuses_rowids(tmp_path):
     writer = ix.open_index(path)
     for pid in ("PAPERAAA", "PAPERBBB"):
         units, ep = _paper_with_vectors(pid, unit(40), "old text")
-        ix.replace_paper(writer, pid, units, [], ep)
+        wr.replace_paper(writer, pid, units, [], ep)
     pt = IDENT.passages_table
     rows_before = writer.execute(f"SELECT passage_rowid, passage_id FROM {pt} ORDER BY 1").fetchall()
     acc = MatrixAccelerator(path)
@@ -191,7 +190,7 @@ def test_accelerator_sees_re_embedding_that_reuses_rowids(tmp_path):
         new = unit(40)
         new[7] = q  # one re-embedded passage is the query itself: the nearest, distance 0
         units, ep = _paper_with_vectors("PAPERBBB", new, "new text")
-        ix.replace_paper(writer, "PAPERBBB", units, [], ep)
+        wr.replace_paper(writer, "PAPERBBB", units, [], ep)
         rows_after = writer.execute(f"SELECT passage_rowid, passage_id FROM {pt} ORDER BY 1").fetchall()
         assert rows_after == rows_before  # same rowids, same passage ids: only the vectors changed
         want, got = _both(reader, acc, qv, 10)
@@ -200,7 +199,7 @@ def test_accelerator_sees_re_embedding_that_reuses_rowids(tmp_path):
         assert acc.wait_idle(60) and acc.stats["loads"] == 2
         want, got = _both(reader, acc, qv, 10)
         assert got == want and acc.stats["answered"] == 2  # the new matrix
-        ix.replace_paper_vectors(writer, "PAPERBBB", ep)  # same vectors rewritten: a new epoch all the same
+        wr.replace_paper_vectors(writer, "PAPERBBB", ep)  # same vectors rewritten: a new epoch all the same
         _both(reader, acc, qv, 10)
         assert acc.wait_idle(60) and acc.stats["loads"] == 3
         want, got = _both(reader, acc, qv, 10)

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.store.sqlite.db import connect
-from sheaf.vectors.embed import EmbeddedPassages, ModelChangedError, ModelIdentity, QueryVector
+from sheaf.vectors.identity import EmbeddedPassages, ModelChangedError, ModelIdentity, QueryVector
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.fts import build_match_query, fts_text
 from sheaf.ingest.metadata import PaperMeta
@@ -72,7 +73,7 @@ def snapshot(conn) -> dict:
         snap[ident.vec_table] = sorted(
             (r[0], bytes(r[1]), r[2]) for r in conn.execute(
                 f"SELECT passage_rowid, embedding, paper_id FROM {ident.vec_table}"))
-    snap["fts_hits"] = [h.ref for h in ix.search_text(conn, "collagen", "body")]
+    snap["fts_hits"] = [h.ref for h in rd.search_text(conn, "collagen", "body")]
     return snap
 
 
@@ -84,7 +85,7 @@ def conn(tmp_path):
 
 
 def assert_consistent(conn, pid: str, units, objects, ep: EmbeddedPassages) -> None:
-    c = ix.counts(conn, pid)
+    c = rd.counts(conn, pid)
     assert c["body_units"] == c["body_units_fts"] == len(units)
     assert c["object_units"] == c["object_units_fts"] == len(objects)
     assert c[ep.identity.passages_table] == c[ep.identity.vec_table] == len(ep.passages)
@@ -128,7 +129,7 @@ def test_schema_created_and_reopened(tmp_path):
     assert ix.schema_version(c) == ix.SCHEMA_VERSION
     c.close()
     ro = ix.open_index(p, readonly=True)
-    assert ix.counts(ro)["papers"] == 0
+    assert rd.counts(ro)["papers"] == 0
     ro.close()
 
 
@@ -191,15 +192,15 @@ def test_schema_1_migrated_to_porter_and_title(tmp_path):
     c.close()
     conn = ix.open_index(p)
     assert ix.schema_version(conn) == ix.SCHEMA_VERSION >= 2
-    assert [h.ref for h in ix.search_text(conn, "regeneration scaffold")] == [u.unit_id]  # stemmed
-    assert [h.ref for h in ix.search_text(conn, "osteoblast")] == [u.unit_id]  # the title column
-    assert [h.ref for h in ix.search_text(conn, "atlas", "papers")] == ["P1"]
-    c = ix.counts(conn)
+    assert [h.ref for h in rd.search_text(conn, "regeneration scaffold")] == [u.unit_id]  # stemmed
+    assert [h.ref for h in rd.search_text(conn, "osteoblast")] == [u.unit_id]  # the title column
+    assert [h.ref for h in rd.search_text(conn, "atlas", "papers")] == ["P1"]
+    c = rd.counts(conn)
     assert c["body_units_fts"] == c["body_units"] == 1 and c["papers_fts"] == 1
     # a later title change reaches the unit's FTS row
-    ix.upsert_papers(conn, [PaperMeta("P1", None, "Chondrocyte map", (), None, None, None, None, None, None,
+    wr.upsert_papers(conn, [PaperMeta("P1", None, "Chondrocyte map", (), None, None, None, None, None, None,
                                       (), None)])
-    assert ix.search_text(conn, "osteoblast") == [] and len(ix.search_text(conn, "chondrocyte")) == 1
+    assert rd.search_text(conn, "osteoblast") == [] and len(rd.search_text(conn, "chondrocyte")) == 1
     conn.close()
 
 
@@ -213,7 +214,7 @@ def test_foreign_sqlite_file_refused(tmp_path):
 
 
 def test_index_modules_do_not_import_torch():
-    code = ("import sys, sheaf.store.sqlite.index, sheaf.vectors.embed, sheaf.store.sqlite.fts, sheaf.ingest.metadata, sheaf.store.sqlite.db; "
+    code = ("import sys, sheaf.store.sqlite.index, sheaf.vectors.embedder, sheaf.store.sqlite.fts, sheaf.ingest.metadata, sheaf.store.sqlite.db; "
             "bad = [m for m in ('torch', 'sentence_transformers', 'transformers', 'dagster') "
             "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -226,35 +227,35 @@ def test_replace_twice_keeps_counts_and_consistency(conn, embedder):
     units, objects = paper_units("P1")
     ep = embedded(embedder, conn, units, objects)
     assert any(p.ordinal > 0 for p in ep.passages)  # the long unit has several passages
-    ix.replace_paper(conn, "P1", units, objects, ep)
-    first = ix.counts(conn)
+    wr.replace_paper(conn, "P1", units, objects, ep)
+    first = rd.counts(conn)
     assert_consistent(conn, "P1", units, objects, ep)
-    ix.replace_paper(conn, "P1", units, objects, ep)
-    assert ix.counts(conn) == first
+    wr.replace_paper(conn, "P1", units, objects, ep)
+    assert rd.counts(conn) == first
     assert_consistent(conn, "P1", units, objects, ep)
     # a replace with fewer units shrinks everything accordingly
     ep2 = embedded(embedder, conn, units[:1], [])
-    ix.replace_paper(conn, "P1", units[:1], [], ep2)
+    wr.replace_paper(conn, "P1", units[:1], [], ep2)
     assert_consistent(conn, "P1", units[:1], [], ep2)
     # the stub paper row exists once
-    assert ix.counts(conn)["papers"] == 1 and ix.counts(conn)["papers_fts"] == 1
+    assert rd.counts(conn)["papers"] == 1 and rd.counts(conn)["papers_fts"] == 1
 
 
 def test_replace_without_passages_drops_stale_vectors(conn, embedder):
     units, objects = paper_units("P1")
     ep = embedded(embedder, conn, units, objects)
-    ix.replace_paper(conn, "P1", units, objects, ep)
-    ix.replace_paper(conn, "P1", units, objects)  # FTS only, same units: their vectors stay valid
+    wr.replace_paper(conn, "P1", units, objects, ep)
+    wr.replace_paper(conn, "P1", units, objects)  # FTS only, same units: their vectors stay valid
     assert_consistent(conn, "P1", units, objects, ep)
     changed = [replace(units[0], text=units[0].text + " Changed."), *units[1:]]
-    ix.replace_paper(conn, "P1", changed, objects)  # FTS only: the changed unit's vectors are stale
-    c = ix.counts(conn, "P1")
+    wr.replace_paper(conn, "P1", changed, objects)  # FTS only: the changed unit's vectors are stale
+    c = rd.counts(conn, "P1")
     stale = sum(1 for p in ep.passages if p.unit_id == units[0].unit_id)
     assert stale and c[ep.identity.vec_table] == c[ep.identity.passages_table] == len(ep.passages) - stale
     left = {r[0] for r in conn.execute(f"SELECT unit_id FROM {ep.identity.passages_table}")}
     assert units[0].unit_id not in left
-    ix.replace_paper(conn, "P1", units, objects)
-    assert ix.replace_paper_vectors(conn, "P1", ep) == len(ep.passages)
+    wr.replace_paper(conn, "P1", units, objects)
+    assert wr.replace_paper_vectors(conn, "P1", ep) == len(ep.passages)
     assert_consistent(conn, "P1", units, objects, ep)
 
 
@@ -265,9 +266,9 @@ STEPS = ["after_delete", "after_body_units", "after_body_units_fts", "after_obje
 @pytest.mark.parametrize("fail_at", STEPS)
 def test_failure_mid_replace_keeps_previous_rows(conn, embedder, fail_at):
     old_u, old_o = paper_units("P1", "old")
-    ix.replace_paper(conn, "P1", old_u, old_o, embedded(embedder, conn, old_u, old_o))
+    wr.replace_paper(conn, "P1", old_u, old_o, embedded(embedder, conn, old_u, old_o))
     other_u, other_o = paper_units("P2")
-    ix.replace_paper(conn, "P2", other_u, other_o, embedded(embedder, conn, other_u, other_o))
+    wr.replace_paper(conn, "P2", other_u, other_o, embedded(embedder, conn, other_u, other_o))
     new_u, new_o = paper_units("P1", "new")
     new_u.append(body("P1", "s9", "An added section."))
     ep = embedded(embedder, conn, new_u, new_o)
@@ -280,25 +281,25 @@ def test_failure_mid_replace_keeps_previous_rows(conn, embedder, fail_at):
             raise RuntimeError(f"injected at {step}")
 
     with pytest.raises(RuntimeError, match="injected"):
-        ix.replace_paper(conn, "P1", new_u, new_o, ep, hook=hook)
+        wr.replace_paper(conn, "P1", new_u, new_o, ep, hook=hook)
     assert seen[-1] == fail_at
     assert not conn.in_transaction
     assert snapshot(conn) == before
     # and the index still works: the same replace without the failure succeeds
-    ix.replace_paper(conn, "P1", new_u, new_o, ep)
+    wr.replace_paper(conn, "P1", new_u, new_o, ep)
     assert_consistent(conn, "P1", new_u, new_o, ep)
 
 
 def test_real_sqlite_failure_mid_replace_rolls_back(conn, embedder):
     u1, o1 = paper_units("P1")
-    ix.replace_paper(conn, "P1", u1, o1, embedded(embedder, conn, u1, o1))
+    wr.replace_paper(conn, "P1", u1, o1, embedded(embedder, conn, u1, o1))
     u2, o2 = paper_units("P2")
-    ix.replace_paper(conn, "P2", u2, o2)
+    wr.replace_paper(conn, "P2", u2, o2)
     before = snapshot(conn)
     # P1's new object reuses a unit_id P2 holds: the UNIQUE constraint fails after P1's delete
     clash = dataclasses.replace(o2[0], paper_id="P1")
     with pytest.raises(Exception, match="UNIQUE"):
-        ix.replace_paper(conn, "P1", u1, [clash])
+        wr.replace_paper(conn, "P1", u1, [clash])
     assert snapshot(conn) == before
 
 
@@ -306,29 +307,29 @@ def test_remove_paper_leaves_nothing(conn, embedder):
     u1, o1 = paper_units("P1")
     u2, o2 = paper_units("P2")
     ep1 = embedded(embedder, conn, u1, o1)
-    ix.replace_paper(conn, "P1", u1, o1, ep1)
-    ix.replace_paper(conn, "P2", u2, o2, embedded(embedder, conn, u2, o2))
-    ix.upsert_papers(conn, [PaperMeta("P1", None, "Bone paper", ("Ann Müller",), "Ann Müller", 2020,
+    wr.replace_paper(conn, "P1", u1, o1, ep1)
+    wr.replace_paper(conn, "P2", u2, o2, embedded(embedder, conn, u2, o2))
+    wr.upsert_papers(conn, [PaperMeta("P1", None, "Bone paper", ("Ann Müller",), "Ann Müller", 2020,
                                       "J Bone", None, None, None, (), "bone")])
-    p2_before = ix.counts(conn, "P2")
-    assert ix.remove_paper(conn, "P1")
-    c = ix.counts(conn, "P1")
+    p2_before = rd.counts(conn, "P2")
+    assert wr.remove_paper(conn, "P1")
+    c = rd.counts(conn, "P1")
     assert all(v == 0 for v in c.values()), c
     assert conn.execute("SELECT COUNT(*) FROM papers_fts WHERE papers_fts MATCH 'muller'").fetchone()[0] == 0
-    assert ix.counts(conn, "P2") == p2_before
+    assert rd.counts(conn, "P2") == p2_before
     # the P1-only cached vectors are gone; P2's (and texts shared by both) are kept
     p1_shas = {p.text_sha256 for p in ep1.passages}
     p2_shas = {r[0] for r in conn.execute(f"SELECT text_sha256 FROM {ep1.identity.passages_table}")}
     cached = {r[0] for r in conn.execute("SELECT text_sha256 FROM embedding_cache")}
     assert not (p1_shas - p2_shas) & cached
     assert p2_shas <= cached
-    assert not ix.remove_paper(conn, "P1")  # nothing left to remove
+    assert not wr.remove_paper(conn, "P1")  # nothing left to remove
 
 
 @pytest.mark.parametrize("fail_at", ["after_vectors", "after_units", "after_paper", "before_commit"])
 def test_failure_mid_remove_keeps_rows(conn, embedder, fail_at):
     u1, o1 = paper_units("P1")
-    ix.replace_paper(conn, "P1", u1, o1, embedded(embedder, conn, u1, o1))
+    wr.replace_paper(conn, "P1", u1, o1, embedded(embedder, conn, u1, o1))
     before = snapshot(conn)
 
     def hook(step):
@@ -336,46 +337,46 @@ def test_failure_mid_remove_keeps_rows(conn, embedder, fail_at):
             raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        ix.remove_paper(conn, "P1", hook=hook)
+        wr.remove_paper(conn, "P1", hook=hook)
     assert snapshot(conn) == before
 
 
 def test_replace_validates_before_writing(conn):
     u, o = paper_units("P1")
     with pytest.raises(ValueError, match="belongs to paper"):
-        ix.replace_paper(conn, "P2", u, o)
+        wr.replace_paper(conn, "P2", u, o)
     with pytest.raises(ValueError, match="invalid paper id"):
-        ix.replace_paper(conn, "../etc", [], [])
-    assert ix.counts(conn)["papers"] == 0
+        wr.replace_paper(conn, "../etc", [], [])
+    assert rd.counts(conn)["papers"] == 0
 
 
 def test_short_ids_lengthened_on_collision(conn):
     a = dataclasses.replace(body("PA", "s0", "alpha"), short_id="abcd")
     b = dataclasses.replace(body("PB", "s0", "beta"), short_id="abcd")
-    ix.replace_paper(conn, "PA", [a], [])
-    st_b = ix.replace_paper(conn, "PB", [b], [])
+    wr.replace_paper(conn, "PA", [a], [])
+    st_b = wr.replace_paper(conn, "PB", [b], [])
     assert st_b.short_ids_lengthened == 1
-    sa, sb = (ix.get_unit(conn, u.unit_id).short_id for u in (a, b))
+    sa, sb = (rd.get_unit(conn, u.unit_id).short_id for u in (a, b))
     assert sa == "abcd" and sb != sa and len(sb) > 4
-    assert ix.get_unit(conn, sb).unit_id == b.unit_id
+    assert rd.get_unit(conn, sb).unit_id == b.unit_id
     # replacing PA again keeps its id (its own old row does not count as a clash)
-    ix.replace_paper(conn, "PA", [a], [])
-    assert ix.get_unit(conn, a.unit_id).short_id == "abcd"
+    wr.replace_paper(conn, "PA", [a], [])
+    assert rd.get_unit(conn, a.unit_id).short_id == "abcd"
 
 
 def test_units_round_trip(conn):
     u, o = paper_units("P1")
-    ix.replace_paper(conn, "P1", u, o)
-    got = ix.get_units(conn, [x.unit_id for x in (*u, *o)] + ["nope"])
+    wr.replace_paper(conn, "P1", u, o)
+    got = rd.get_units(conn, [x.unit_id for x in (*u, *o)] + ["nope"])
     assert set(got) == {x.unit_id for x in (*u, *o)}
     for x in (*u, *o):
         y = got[x.unit_id]
         assert dataclasses.replace(y, short_id=x.short_id) == x
-    b, ob = ix.paper_units(conn, "P1")
+    b, ob = rd.paper_units(conn, "P1")
     assert [x.unit_id for x in b] == [x.unit_id for x in u] and len(ob) == 2
     # the dict (Parquet row) form is accepted too
-    ix.replace_paper(conn, "P1", [x.to_dict() for x in u], [x.to_dict() for x in o])
-    assert ix.paper_units(conn, "P1") == (b, ob)
+    wr.replace_paper(conn, "P1", [x.to_dict() for x in u], [x.to_dict() for x in o])
+    assert rd.paper_units(conn, "P1") == (b, ob)
 
 
 # --- metadata in the index ------------------------------------------------------------------------
@@ -384,30 +385,30 @@ def test_upsert_papers_and_metadata_fts(conn):
     m = PaperMeta("K1", "muller2020", "Endochondral ossification in bone regeneration",
                   ("Anna Müller", "Bo Li"), "Anna Müller", 2020, "Tissue Eng", "10.1/x", "123",
                   "We review SPG-302.", ("Bone/Reviews",), "bone", "journalArticle")
-    assert ix.upsert_papers(conn, [m]) == {"inserted": 1, "updated": 0, "unchanged": 0}
-    assert ix.upsert_papers(conn, [m]) == {"inserted": 0, "updated": 0, "unchanged": 1}
-    assert ix.get_paper(conn, "K1") == m
+    assert wr.upsert_papers(conn, [m]) == {"inserted": 1, "updated": 0, "unchanged": 0}
+    assert wr.upsert_papers(conn, [m]) == {"inserted": 0, "updated": 0, "unchanged": 1}
+    assert rd.get_paper(conn, "K1") == m
     for q in ("muller", "Müller", "ossification", "SPG302", "2020", "tissue"):
-        assert [h.ref for h in ix.search_text(conn, q, "papers")] == ["K1"], q
-    assert ix.fts_search(conn, "papers", 'year : "2020"')[0].ref == "K1"
-    assert ix.fts_search(conn, "papers", 'domain : "bone"')[0].ref == "K1"
+        assert [h.ref for h in rd.search_text(conn, q, "papers")] == ["K1"], q
+    assert rd.fts_search(conn, "papers", 'year : "2020"')[0].ref == "K1"
+    assert rd.fts_search(conn, "papers", 'domain : "bone"')[0].ref == "K1"
     m2 = dataclasses.replace(m, title="Something else entirely")
-    assert ix.upsert_papers(conn, [m2])["updated"] == 1
-    assert ix.search_text(conn, "ossification", "papers") == []
-    assert ix.counts(conn)["papers_fts"] == 1
+    assert wr.upsert_papers(conn, [m2])["updated"] == 1
+    assert rd.search_text(conn, "ossification", "papers") == []
+    assert rd.counts(conn)["papers_fts"] == 1
     # a stub from replace_paper is filled in by upsert, not duplicated
-    ix.replace_paper(conn, "K2", [body("K2", "s0", "text")], [])
-    assert ix.get_paper(conn, "K2") is None
-    ix.upsert_papers(conn, [dataclasses.replace(m, key="K2", title="Second")])
-    assert ix.get_paper(conn, "K2").title == "Second"
-    assert ix.counts(conn)["papers"] == ix.counts(conn)["papers_fts"] == 2
-    ix.upsert_papers(conn, [dataclasses.replace(m, key="K3", year=1999, domain="neuro",
+    wr.replace_paper(conn, "K2", [body("K2", "s0", "text")], [])
+    assert rd.get_paper(conn, "K2") is None
+    wr.upsert_papers(conn, [dataclasses.replace(m, key="K2", title="Second")])
+    assert rd.get_paper(conn, "K2").title == "Second"
+    assert rd.counts(conn)["papers"] == rd.counts(conn)["papers_fts"] == 2
+    wr.upsert_papers(conn, [dataclasses.replace(m, key="K3", year=1999, domain="neuro",
                                                 collections=("Neuro",))])
-    assert ix.paper_ids_where(conn, year_min=2000) == ["K1", "K2"]
-    assert ix.paper_ids_where(conn, year_max=2000, domains=["neuro"]) == ["K3"]
-    assert ix.paper_ids_where(conn, collection="Bone") == ["K1", "K2"]
-    assert ix.paper_ids_where(conn, collection="Bon") == []
-    hits = ix.search_text(conn, "review", "papers", paper_ids=ix.paper_ids_where(conn, domains=["neuro"]))
+    assert rd.paper_ids_where(conn, year_min=2000) == ["K1", "K2"]
+    assert rd.paper_ids_where(conn, year_max=2000, domains=["neuro"]) == ["K3"]
+    assert rd.paper_ids_where(conn, collection="Bone") == ["K1", "K2"]
+    assert rd.paper_ids_where(conn, collection="Bon") == []
+    hits = rd.search_text(conn, "review", "papers", paper_ids=rd.paper_ids_where(conn, domains=["neuro"]))
     assert [h.ref for h in hits] == ["K3"]
 
 
@@ -419,12 +420,12 @@ def test_code_variants_found_in_every_form(conn):
              body("C3", "s0", "Treatment with SPG 302 restored synapses."),
              body("C4", "s0", "Treatment with SPG3 only.")]
     for u in units:
-        ix.replace_paper(conn, u.paper_id, [u], [])
+        wr.replace_paper(conn, u.paper_id, [u], [])
     want = {"C1:body:s0", "C2:body:s0", "C3:body:s0"}
     for q in ("SPG302", "SPG-302", "SPG 302", "spg302", "spg-302 synapses"):
-        assert {h.ref for h in ix.search_text(conn, q)} == want, q
+        assert {h.ref for h in rd.search_text(conn, q)} == want, q
     # the literal expression from the design also works directly
-    assert {h.ref for h in ix.fts_search(conn, "body", '"SPG302"* OR "SPG 302"*')} == want
+    assert {h.ref for h in rd.fts_search(conn, "body", '"SPG302"* OR "SPG 302"*')} == want
 
 
 def test_diacritics_hyphens_cjk(conn):
@@ -434,10 +435,10 @@ def test_diacritics_hyphens_cjk(conn):
              body("D4", "s0", "骨 재생 연구는 중요하다"),
              body("D5", "s0", "crosslinking without hyphen")]
     for u in units:
-        ix.replace_paper(conn, u.paper_id, [u], [])
+        wr.replace_paper(conn, u.paper_id, [u], [])
 
     def refs(q):
-        return {h.ref.split(":")[0] for h in ix.search_text(conn, q)}
+        return {h.ref.split(":")[0] for h in rd.search_text(conn, q)}
 
     assert refs("cafe muller") == {"D1"}
     assert refs("café Müller") == {"D1"}
@@ -464,18 +465,18 @@ TORTURE = ['"', '""', '"""', "'", "*", "**", "(", ")", "()", "((a", "a)", "AND",
 
 
 def test_torture_queries_never_raise(conn):
-    ix.replace_paper(conn, "T1", [body("T1", "s0", "COVID-19 and IL-6 and α-synuclein, p53, H2O2")], [])
+    wr.replace_paper(conn, "T1", [body("T1", "s0", "COVID-19 and IL-6 and α-synuclein, p53, H2O2")], [])
     for q in TORTURE:
         for mode in ("and", "or"):
-            ix.search_text(conn, q, "body", mode=mode)
-            ix.search_text(conn, q, "object", mode=mode)
-            ix.search_text(conn, q, "papers", mode=mode)
+            rd.search_text(conn, q, "body", mode=mode)
+            rd.search_text(conn, q, "object", mode=mode)
+            rd.search_text(conn, q, "papers", mode=mode)
             m = build_match_query(q, mode=mode, prefix_last=True)
             if m is not None:
-                ix.fts_search(conn, "body", m)
-    assert {h.ref for h in ix.search_text(conn, "COVID-19")} == {"T1:body:s0"}
-    assert {h.ref for h in ix.search_text(conn, "α-synuclein")} == {"T1:body:s0"}
-    assert {h.ref for h in ix.search_text(conn, "IL6")} == {"T1:body:s0"}
+                rd.fts_search(conn, "body", m)
+    assert {h.ref for h in rd.search_text(conn, "COVID-19")} == {"T1:body:s0"}
+    assert {h.ref for h in rd.search_text(conn, "α-synuclein")} == {"T1:body:s0"}
+    assert {h.ref for h in rd.search_text(conn, "IL6")} == {"T1:body:s0"}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -484,7 +485,7 @@ def test_random_queries_never_raise(conn, q):
     for mode in ("and", "or"):
         m = build_match_query(q, mode=mode, prefix_last=True)
         if m is not None:
-            ix.fts_search(conn, "body", m)
+            rd.fts_search(conn, "body", m)
 
 
 def test_fts_text_is_stable():
@@ -500,21 +501,21 @@ def test_vector_search_and_model_refusal(conn, embedder):
     ep = embedded(embedder, conn, u, o)
     q = embedder.embed_query("bone regeneration")
     with pytest.raises(SheafError) as ei:
-        ix.vector_search(conn, q)
+        rd.vector_search(conn, q)
     assert ei.value.code == "VECTOR_NOT_BUILT"
-    ix.replace_paper(conn, "P1", u, o, ep)
-    hits = ix.vector_search(conn, q, k=3)
+    wr.replace_paper(conn, "P1", u, o, ep)
+    hits = rd.vector_search(conn, q, k=3)
     assert hits and hits[0].unit_id == "P1:body:s0"
     assert hits == sorted(hits, key=lambda h: h.distance)
-    assert ix.vector_search(conn, q, k=3, paper_ids=["P2"]) == []
+    assert rd.vector_search(conn, q, k=3, paper_ids=["P2"]) == []
     other = dataclasses.replace(q.identity, name="someone/else", weights_sha256="0" * 64)
     with pytest.raises(ModelChangedError) as ei:
-        ix.vector_search(conn, QueryVector(other, q.vector, q.text))
+        rd.vector_search(conn, QueryVector(other, q.vector, q.text))
     assert ei.value.code == "MODEL_CHANGED"
     assert "someone/else" in ei.value.message and q.identity.name in ei.value.message
     bad = QueryVector(q.identity, np.zeros(5, np.float32), "x")
     with pytest.raises(SheafError) as ei:
-        ix.vector_search(conn, bad)
+        rd.vector_search(conn, bad)
     assert ei.value.code == "BAD_QUERY"
 
 
@@ -524,14 +525,14 @@ def test_two_models_two_collections(conn, embedder):
     fake = dataclasses.replace(ep.identity, name="fake/model", dimension=8)
     ep_fake = EmbeddedPassages(fake, ep.passages, np.random.default_rng(0).random(
         (len(ep.passages), 8)).astype(np.float32))
-    ix.replace_paper(conn, "P1", u, o, [ep, ep_fake])
+    wr.replace_paper(conn, "P1", u, o, [ep, ep_fake])
     cols = ix.collections(conn)
     assert set(cols) == {ep.identity.key, fake.key} and fake.key != ep.identity.key
     assert len({i.vec_table for i in cols.values()}) == 2
-    c = ix.counts(conn, "P1")
+    c = rd.counts(conn, "P1")
     assert c[fake.vec_table] == c[ep.identity.vec_table] == len(ep.passages)
-    ix.remove_paper(conn, "P1")
-    c = ix.counts(conn, "P1")
+    wr.remove_paper(conn, "P1")
+    c = rd.counts(conn, "P1")
     assert all(v == 0 for v in c.values())
     assert json.loads(conn.execute("SELECT value FROM meta WHERE key = ?",
                                    (f"collection:{fake.key}",)).fetchone()[0])["name"] == "fake/model"
@@ -546,11 +547,11 @@ def test_per_paper_vector_count_does_not_scan_the_collection(conn, embedder):
 
     def add(pid: str) -> int:
         units, objects = paper_units(pid)
-        ix.replace_paper(conn, pid, units, objects)
+        wr.replace_paper(conn, pid, units, objects)
         ps = tuple(embedder.build_passages(units, objects, title="A Paper"))
         m = rng.normal(size=(len(ps), embedder.identity.dimension)).astype(np.float32)
         m /= np.linalg.norm(m, axis=1, keepdims=True)
-        return ix.replace_paper_vectors(conn, pid, EmbeddedPassages(embedder.identity, ps, m, encoded=len(ps)))
+        return wr.replace_paper_vectors(conn, pid, EmbeddedPassages(embedder.identity, ps, m, encoded=len(ps)))
 
     n = add("P0")
     vt = embedder.identity.vec_table
@@ -564,7 +565,7 @@ def test_per_paper_vector_count_does_not_scan_the_collection(conn, embedder):
 
         conn.set_progress_handler(tick, 1)
         try:
-            c = ix.counts(conn, "P0")
+            c = rd.counts(conn, "P0")
         finally:
             conn.set_progress_handler(None, 1)
         assert c[vt] == c[embedder.identity.passages_table] == n

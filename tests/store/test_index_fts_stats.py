@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.store.sqlite.db import connect, transaction
 from sheaf.store.sqlite.fts import build_match_query
 from sheaf.store.sqlite.integrity import global_orphans, paper_index_stats, remove_global_orphans
@@ -77,21 +78,21 @@ class Model:
 
     def replace(self, conn, pid: str, variant: int) -> None:
         u, o = content(pid, variant)
-        ix.replace_paper(conn, pid, u, o)
+        wr.replace_paper(conn, pid, u, o)
         self.units[pid] = (u, o)
 
     def upsert(self, conn, pid: str, title: str | None, n: int = 0) -> None:
         m = meta(pid, title, n)
-        ix.upsert_papers(conn, [m])
+        wr.upsert_papers(conn, [m])
         self.metas[pid] = m
 
     def drop_from_export(self, conn, pid: str) -> None:
         """The export no longer lists `pid`: its metadata goes (a stub stays while it has units)."""
         self.metas[pid] = None
-        ix.prune_metadata(conn, [p for p, m in self.metas.items() if m is not None])
+        wr.prune_metadata(conn, [p for p, m in self.metas.items() if m is not None])
 
     def remove(self, conn, pid: str, keep_metadata: bool = False) -> None:
-        ix.remove_paper(conn, pid, keep_metadata=keep_metadata)
+        wr.remove_paper(conn, pid, keep_metadata=keep_metadata)
         self.units[pid] = None
         if not keep_metadata:
             self.metas[pid] = None
@@ -101,10 +102,10 @@ class Model:
         conn = ix.open_index(":memory:")
         metas = [m for m in self.metas.values() if m is not None]
         if metas:
-            ix.upsert_papers(conn, metas)
+            wr.upsert_papers(conn, metas)
         for pid, uo in sorted(self.units.items()):
             if uo is not None:
-                ix.replace_paper(conn, pid, *uo)
+                wr.replace_paper(conn, pid, *uo)
         return conn
 
 
@@ -117,13 +118,13 @@ def _vocab(conn, fts: str, base: str, key: str, ref: str) -> list[tuple]:
 
 
 def fingerprint(conn) -> dict:
-    out: dict = {"counts": {k: v for k, v in ix.counts(conn).items() if k != "embedding_cache"}}
-    for scope, (fts, base, key, ref) in ix._SCOPES.items():
+    out: dict = {"counts": {k: v for k, v in rd.counts(conn).items() if k != "embedding_cache"}}
+    for scope, (fts, base, key, ref) in rd._SCOPES.items():
         out[f"vocab_{fts}"] = _vocab(conn, fts, base, key, ref)
         for q in QUERIES:
             for mode in ("and", "or"):
                 match = build_match_query(q, mode=mode)
-                hits = ix.fts_search(conn, scope, match, limit=-1, weights=WEIGHTS[scope])
+                hits = rd.fts_search(conn, scope, match, limit=-1, weights=WEIGHTS[scope])
                 out[f"{scope}:{mode}:{q}"] = {h.ref: h.score for h in hits}
     return out
 
@@ -215,11 +216,11 @@ def test_failed_writes_leave_scores_as_they_were(conn):
 
     for step in ("after_delete", "after_body_units_fts", "after_object_units_fts", "before_commit"):
         with pytest.raises(RuntimeError):
-            ix.replace_paper(conn, "PA", *content("PA", 3), hook=lambda s, step=step: boom(s) if s == step else None)
+            wr.replace_paper(conn, "PA", *content("PA", 3), hook=lambda s, step=step: boom(s) if s == step else None)
     with pytest.raises(RuntimeError):
-        ix.upsert_papers(conn, [meta("PB", "Another title entirely", 5)], hook=boom)
+        wr.upsert_papers(conn, [meta("PB", "Another title entirely", 5)], hook=boom)
     with pytest.raises(RuntimeError):
-        ix.remove_paper(conn, "PC", hook=lambda s: boom(s) if s == "before_commit" else None)
+        wr.remove_paper(conn, "PC", hook=lambda s: boom(s) if s == "before_commit" else None)
     assert fingerprint(conn) == before
     assert_same_as_fresh(conn, m)
 
@@ -230,21 +231,21 @@ def test_remove_paper_keep_metadata(conn):
     m.upsert(conn, "PA", TITLES[0])
     m.replace(conn, "PA", 0)
     m.replace(conn, "PB", 0)  # a stub papers row: no metadata
-    assert ix.remove_paper(conn, "PA", keep_metadata=True)
+    assert wr.remove_paper(conn, "PA", keep_metadata=True)
     m.units["PA"] = None
-    c = ix.counts(conn, "PA")
+    c = rd.counts(conn, "PA")
     assert c["body_units"] == c["object_units"] == c["body_units_fts"] == c["object_units_fts"] == 0
     assert c["papers"] == c["papers_fts"] == 1
-    assert [h.ref for h in ix.search_text(conn, "collagen scaffolds", "papers")] == ["PA"]
-    assert ix.get_paper(conn, "PA").title == TITLES[0]
-    assert not ix.remove_paper(conn, "PA", keep_metadata=True)  # only the kept metadata is left
-    assert ix.remove_paper(conn, "PB", keep_metadata=True)
+    assert [h.ref for h in rd.search_text(conn, "collagen scaffolds", "papers")] == ["PA"]
+    assert rd.get_paper(conn, "PA").title == TITLES[0]
+    assert not wr.remove_paper(conn, "PA", keep_metadata=True)  # only the kept metadata is left
+    assert wr.remove_paper(conn, "PB", keep_metadata=True)
     m.units["PB"] = None
-    assert ix.counts(conn, "PB")["papers"] == 0  # a stub is not metadata
+    assert rd.counts(conn, "PB")["papers"] == 0  # a stub is not metadata
     assert_same_as_fresh(conn, m)
-    assert ix.remove_paper(conn, "PA")
+    assert wr.remove_paper(conn, "PA")
     m.metas["PA"] = None
-    assert ix.counts(conn)["papers"] == ix.counts(conn)["papers_fts"] == 0
+    assert rd.counts(conn)["papers"] == rd.counts(conn)["papers_fts"] == 0
     assert_same_as_fresh(conn, m)
 
 
@@ -271,7 +272,7 @@ def test_missing_and_orphan_fts_rows_repaired_exactly(conn):
     assert conn.execute("SELECT MIN(unit_rowid) FROM body_units WHERE paper_id = ?", (other,)).fetchone()[0] > top
     removed = remove_global_orphans(conn)
     assert removed["body_units_fts_removed"] == 1 and not any(global_orphans(conn).values())
-    m.units[owner] = ix.paper_units(conn, owner)  # what is left of it
+    m.units[owner] = rd.paper_units(conn, owner)  # what is left of it
     assert_same_as_fresh(conn, m)
 
 
@@ -328,8 +329,8 @@ def test_schema_2_migrated_to_exact_deletes(tmp_path):
     fresh = m.fresh()
     try:  # the v2 file has drifted: its scores are not a fresh build's
         q = build_match_query("bone", mode="or")
-        drifted = {h.ref: h.score for h in ix.fts_search(c, "body", q, limit=-1)}
-        want = {h.ref: h.score for h in ix.fts_search(fresh, "body", q, limit=-1)}
+        drifted = {h.ref: h.score for h in rd.fts_search(c, "body", q, limit=-1)}
+        want = {h.ref: h.score for h in rd.fts_search(fresh, "body", q, limit=-1)}
         assert drifted.keys() == want.keys() and drifted != pytest.approx(want)
     finally:
         fresh.close()
@@ -369,10 +370,10 @@ def test_schema_1_migrated_through_2_to_3(tmp_path):
         assert ix.schema_version(conn) == 3
         assert "contentless_delete" not in conn.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'body_units_fts'").fetchone()[0]
-        assert [h.ref for h in ix.search_text(conn, "osteoblast")] == [u.unit_id]
-        assert ix.counts(conn)["body_units_fts"] == 1 and ix.counts(conn)["papers_fts"] == 1
-        ix.remove_paper(conn, "PA")  # deleted with the values the migration indexed
-        assert ix.counts(conn)["body_units_fts"] == ix.counts(conn)["papers_fts"] == 0
+        assert [h.ref for h in rd.search_text(conn, "osteoblast")] == [u.unit_id]
+        assert rd.counts(conn)["body_units_fts"] == 1 and rd.counts(conn)["papers_fts"] == 1
+        wr.remove_paper(conn, "PA")  # deleted with the values the migration indexed
+        assert rd.counts(conn)["body_units_fts"] == rd.counts(conn)["papers_fts"] == 0
         integrity_ok(conn)
     finally:
         conn.close()
@@ -393,8 +394,8 @@ def test_unit_objects_keep_indexed_values_when_none(conn):
     o = [dataclasses.replace(x, caption=None, label=None, table_text=None, nearby_text=None) for x in
          (o or [ObjectUnit("PA:figure:p9", "", "PA", "figure", None, None, None, None, "s9", ("R",), 1, ("p9",))])]
     m = Model()
-    ix.replace_paper(conn, "PA", u, o)
-    m.units["PA"] = ix.paper_units(conn, "PA")
+    wr.replace_paper(conn, "PA", u, o)
+    m.units["PA"] = rd.paper_units(conn, "PA")
     m.replace(conn, "PA", 1)
     assert_same_as_fresh(conn, m)
 
@@ -407,13 +408,13 @@ def test_papers_dropped_from_the_export_lose_their_metadata(conn):
     for i, pid in enumerate(PAPERS[:3]):
         m.upsert(conn, pid, TITLES[i])
     m.replace(conn, PAPERS[0], 0)
-    before = ix.fts_search(conn, "papers", build_match_query(TITLES[1]), limit=-1)
+    before = rd.fts_search(conn, "papers", build_match_query(TITLES[1]), limit=-1)
     assert PAPERS[1] in {h.ref for h in before}
     m.metas[PAPERS[0]] = m.metas[PAPERS[1]] = None
-    assert ix.prune_metadata(conn, [PAPERS[2]]) == {"stubbed": 1, "removed": 1}
+    assert wr.prune_metadata(conn, [PAPERS[2]]) == {"stubbed": 1, "removed": 1}
     rows = dict(conn.execute("SELECT paper_id, has_metadata FROM papers").fetchall())
     assert rows == {PAPERS[0]: 0, PAPERS[2]: 1}
     for q in (TITLES[0], TITLES[1]):
-        assert not {h.ref for h in ix.fts_search(conn, "papers", build_match_query(q), limit=-1)} & set(PAPERS[:2])
+        assert not {h.ref for h in rd.fts_search(conn, "papers", build_match_query(q), limit=-1)} & set(PAPERS[:2])
     assert_same_as_fresh(conn, m)
-    assert ix.prune_metadata(conn, [PAPERS[2]]) == {"stubbed": 0, "removed": 0}  # nothing left to do
+    assert wr.prune_metadata(conn, [PAPERS[2]]) == {"stubbed": 0, "removed": 0}  # nothing left to do

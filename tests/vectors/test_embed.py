@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from sheaf.store.sqlite import index as ix
-from sheaf.vectors.embed import DEFAULT_MODEL, Embedder, ModelChangedError, resolve_model_path, unit_embedding_text
+from sheaf.store.sqlite import reader as rd, writer as wr
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.identity import DEFAULT_MODEL, ModelChangedError, resolve_model_path, unit_embedding_text
 from sheaf.core.models import BodyUnit, ObjectUnit
 
 pytestmark = pytest.mark.slow
@@ -104,20 +106,20 @@ def test_unchanged_paper_needs_no_model_call(embedder, conn):
     calls, encoded = embedder.model_calls, embedder.encoded_count
     ep = embedder.embed(ps, conn)
     assert embedder.encoded_count - encoded == len({p.text_sha256 for p in ps}) == ep.encoded
-    ix.replace_paper(conn, "P1", units, [], ep)
+    wr.replace_paper(conn, "P1", units, [], ep)
     # rebuild: same units → all vectors from the cache, zero model calls
     calls, encoded = embedder.model_calls, embedder.encoded_count
     ep2 = embedder.embed(embedder.build_passages(units, title="Paper"), conn)
     assert embedder.model_calls == calls and embedder.encoded_count == encoded and ep2.encoded == 0
     assert np.array_equal(ep.vectors, ep2.vectors)
-    ix.replace_paper(conn, "P1", units, [], ep2)
-    assert ix.counts(conn, "P1")[ep.identity.vec_table] == len(ps)
+    wr.replace_paper(conn, "P1", units, [], ep2)
+    assert rd.counts(conn, "P1")[ep.identity.vec_table] == len(ps)
 
 
 def test_changing_one_paragraph_recomputes_only_its_passages(embedder, conn):
     units = [body("P1", f"s{i}", numbered_words(100 + 150 * i)) for i in range(4)]
     ep = embedder.embed(embedder.build_passages(units, title="Paper"), conn)
-    ix.replace_paper(conn, "P1", units, [], ep)
+    wr.replace_paper(conn, "P1", units, [], ep)
     changed = dataclasses.replace(units[2], text=units[2].text.replace("bone", "BONE", 1) + " new ending.")
     new_units = [*units[:2], changed, units[3]]
     new_ps = embedder.build_passages(new_units, title="Paper")
@@ -126,7 +128,7 @@ def test_changing_one_paragraph_recomputes_only_its_passages(embedder, conn):
     encoded = embedder.encoded_count
     ep2 = embedder.embed(new_ps, conn)
     assert embedder.encoded_count - encoded == ep2.encoded == len(expected)
-    ix.replace_paper(conn, "P1", new_units, [], ep2)
+    wr.replace_paper(conn, "P1", new_units, [], ep2)
     # the cached vectors equal freshly computed ones (cache stores exactly what the model gave)
     fresh = embedder.encode([p.text for p in new_ps[:2]])
     assert np.allclose(fresh, ep2.vectors[:2], atol=1e-5)
@@ -165,21 +167,21 @@ def test_collection_of_one_model_refuses_a_query_of_another(embedder, conn, tmp_
     assert e2.identity.key != embedder.identity.key
 
     units = [body("P1", "s0", "Hypertrophic chondrocytes drive endochondral ossification.")]
-    ix.replace_paper(conn, "P1", units, [], embedder.embed(embedder.build_passages(units, title="T"), conn))
+    wr.replace_paper(conn, "P1", units, [], embedder.embed(embedder.build_passages(units, title="T"), conn))
     q2 = e2.embed_query("chondrocytes")
     with pytest.raises(ModelChangedError) as ei:
-        ix.vector_search(conn, q2)
+        rd.vector_search(conn, q2)
     err = ei.value
     assert err.code == "MODEL_CHANGED"
     assert "minilm-128" in err.message and DEFAULT_MODEL in err.message
     assert err.details["query_model"]["max_tokens"] == 128
     # the same query through the first model works
-    assert ix.vector_search(conn, embedder.embed_query("chondrocytes"))[0].unit_id == "P1:body:s0"
+    assert rd.vector_search(conn, embedder.embed_query("chondrocytes"))[0].unit_id == "P1:body:s0"
     # the second model gets its own collection; the two never share vectors or cache rows
-    ix.replace_paper(conn, "P1", units, [], [embedder.embed(embedder.build_passages(units, title="T"), conn),
+    wr.replace_paper(conn, "P1", units, [], [embedder.embed(embedder.build_passages(units, title="T"), conn),
                                              e2.embed(e2.build_passages(units, title="T"), conn)])
     assert set(ix.collections(conn)) == {embedder.identity.key, e2.identity.key}
-    assert ix.vector_search(conn, q2)[0].unit_id == "P1:body:s0"
+    assert rd.vector_search(conn, q2)[0].unit_id == "P1:body:s0"
     keys = {r[0] for r in conn.execute("SELECT DISTINCT model_key FROM embedding_cache")}
     assert keys == {embedder.identity.key, e2.identity.key}
 

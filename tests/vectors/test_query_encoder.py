@@ -11,11 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sheaf.vectors.embed import ModelIdentity
-from sheaf.vectors.query_encoder import (
-    EXPORT_JSON, FALLBACK_WARNING, OnnxQueryEncoder, _source_changed, _source_files, clear_caches,
-    ensure_onnx_export, export_dir, export_status, query_vector,
-)
+from sheaf.vectors.identity import ModelIdentity
+from sheaf.vectors.onnx_export import ensure_onnx_export
+from sheaf.vectors.query_encoder import EXPORT_JSON, FALLBACK_WARNING, OnnxQueryEncoder, _source_changed, _source_files, clear_caches, export_dir, export_status, query_vector
 from sheaf.core.settings import get_settings
 
 pytestmark = pytest.mark.slow
@@ -106,7 +104,7 @@ def test_query_vector_uses_onnx(export, embedder):
 
 _CHILD = r"""
 import json, sys
-from sheaf.vectors.embed import ModelIdentity
+from sheaf.vectors.identity import ModelIdentity
 from sheaf.vectors.query_encoder import query_vector
 from sheaf.core.settings import get_settings
 ident = ModelIdentity(**json.loads(sys.argv[2]))
@@ -239,7 +237,7 @@ def test_build_embedder_encodes_with_the_export_same_passages_and_vectors(export
     """With an export in <home>/models, `Embedder.from_settings` never loads torch: same
     identity, the same passages (the export's tokenizer measures them), vectors within cosine
     0.9999 of sentence-transformers' for every passage of the sample library."""
-    from sheaf.vectors.embed import Embedder
+    from sheaf.vectors.embedder import Embedder
 
     settings, _ = export
     onnx = Embedder.from_settings(settings)
@@ -260,7 +258,7 @@ def test_build_embedder_encodes_with_the_export_same_passages_and_vectors(export
 
 
 def test_sentence_transformers_backend_setting(export):
-    from sheaf.vectors.embed import Embedder
+    from sheaf.vectors.embedder import Embedder
 
     settings, _ = export
     st = Embedder.from_settings(get_settings(home=settings.home, embed_backend="sentence-transformers"))
@@ -272,7 +270,7 @@ def test_sentence_transformers_backend_setting(export):
 def test_broken_export_is_not_loaded_and_says_why(export, embedder, tmp_path):
     """An export whose model file is damaged (right size, wrong bytes) is refused when
     loading: the embedder notes why and would load sentence-transformers and re-export."""
-    from sheaf.vectors.embed import Embedder
+    from sheaf.vectors.embedder import Embedder
 
     _, path = export
     models = tmp_path / "models"

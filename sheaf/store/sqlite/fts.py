@@ -82,7 +82,7 @@ _MAX_GROUPS = 64
 _MAX_TAIL_TERM = 48
 
 #: English function words: left out of the relaxed OR form of a query (`build_match_query`'s
-#: `drop_stopwords`) and of snippet highlighting (`sheaf.search.retrieve`). Lower case.
+#: `drop_stopwords`) and of snippet highlighting (`sheaf.search.retriever`). Lower case.
 QUERY_STOPWORDS = frozenset("""a an and are as at be by for from has have in into is it its of on or that the
 their this to was were which with what how why when where who do does did not no than then these
 those we our""".split())

@@ -24,9 +24,7 @@ pydantic or dagster until the semantic leg runs.
 """
 from __future__ import annotations
 
-import functools
 import json
-import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,17 +35,17 @@ from sheaf.store.sqlite.db import sqlite3
 from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KINDS, MODES
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
-    _CJK_RE, _CODE_RE, _DIGITS_RE, _LETTERS_RE, _WORD_RE, QUERY_STOPWORDS, _is_code, build_match_query,
+    _WORD_RE, build_match_query,
 )
-from sheaf.store.sqlite.index import (
-    MAX_KNN_K, FtsHit, IndexSchemaError, collections, fts_best_per_paper, fts_search, get_unit,
-    open_index, paper_ids_where, paper_units, vector_search,
-)
+from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
+from sheaf.store.sqlite.reader import MAX_KNN_K, FtsHit, fts_best_per_paper, fts_search, get_unit, paper_ids_where, paper_units, vector_search
 from sheaf.core.models import BodyUnit, ObjectUnit
+from sheaf.search.grep import _find_spans, _page_at, term_pattern
+from sheaf.search.snippets import SUMMARY_CHARS, _clip, _highlight_re, _one_line, make_snippet
 from sheaf.core.settings import query_settings
 
-if TYPE_CHECKING:  # sheaf.vectors.embed is imported where used: `sheaf search` never needs it
-    from sheaf.vectors.embed import ModelIdentity, QueryVector
+if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
+    from sheaf.vectors.identity import ModelIdentity, QueryVector
 
 __all__ = [
     "RRF_K", "HYBRID_RRF_K", "DEFAULT_LIMIT", "DEFAULT_PER_PAPER", "MODES", "KINDS", "Result", "Retriever",
@@ -60,8 +58,6 @@ RRF_K = 60  # `search`: its three lexical rankings of papers
 #: leg more than the usual 60; on SciFact train it gives hybrid nDCG@10 0.732 against 0.726 at
 #: k = 60 (k 1-5 were higher still, but lean on a single leg's first hits; docs/benchmarks.md).
 HYBRID_RRF_K = 10
-SNIPPET_CHARS = 240
-SUMMARY_CHARS = 110
 #: bm25 column weights: papers_fts (title, authors, abstract, journal, domain, year),
 #: body_units_fts (heading, text, paper title), object_units_fts (caption, label, table_text,
 #: nearby_text, paper title). The title weight 2 is the best of 1/2/3 on SciFact train.
@@ -92,7 +88,7 @@ _EMBEDDERS: dict[str, Any] = {}
 
 
 def _canonical_model(model: str) -> str:
-    from sheaf.vectors.embed import resolve_model_path
+    from sheaf.vectors.identity import resolve_model_path
 
     return resolve_model_path(model)[0]
 
@@ -132,223 +128,9 @@ def encode_query(text: str, settings: Any = None,
 
 # --- text helpers: snippets, one-line summaries ---------------------------------------------
 
-_WS_RE = re.compile(r"\s+")
-_STOP = QUERY_STOPWORDS
-
-
-def _one_line(s: str) -> str:
-    return _WS_RE.sub(" ", s).strip()
-
-
-def _clip(s: str, n: int) -> str:
-    s = _one_line(s)
-    return s if len(s) <= n else s[: n - 1].rstrip() + "…"
-
-
-def _query_words(query: str) -> list[str]:
-    words = [w.lower() for w in _WORD_RE.findall(unicodedata.normalize("NFKC", query or ""))]
-    words = [w for w in dict.fromkeys(words) if w not in _STOP and (len(w) > 1 or w.isdigit())]
-    return words
-
-
-#: English suffixes cut for highlighting, longest first: the index stems (porter), so "results"
-#: also finds "resulting"; the snippet should show that word too. A display heuristic only.
-_SUFFIXES = ("ational", "ization", "ations", "ation", "ments", "ment", "ness", "ings", "ions", "ing",
-             "ion", "ies", "ied", "ers", "ive", "ity", "ed", "es", "er", "al", "ly", "s")
-
-
-def _stem_prefix(word: str) -> str | None:
-    """A crude stem of a plain English word (>= 4 letters kept), or None to match it as is."""
-    if len(word) < 5 or not word.isascii() or not word.isalpha():
-        return None
-    for suf in _SUFFIXES:
-        if word.endswith(suf) and len(word) - len(suf) >= 4:
-            return word[: -len(suf)]
-    return None
-
-
-@functools.lru_cache(maxsize=256)
-def _highlight_re(query: str) -> re.Pattern[str] | None:
-    """The snippet highlighter of a query (cached: every match of a query uses it twice)."""
-    words = _query_words(query)
-    if not words:
-        return None
-    # A word starts at a word boundary; CJK has none (its characters run together). One
-    # lookbehind in front of all the other words (not one per alternative): the same matches,
-    # several times faster on long queries. CJK words go first: a CJK word and a plain one can
-    # only both match at one position when the CJK one is the longer. A plain word also matches
-    # its variants (its crude stem + any ending), as the porter-stemmed index does.
-    longest = sorted(words, key=len, reverse=True)
-    cjk = [re.escape(w) for w in longest if _CJK_RE.search(w)]
-    plain = [re.escape(w) + (rf"|{re.escape(st)}[^\W_]*" if (st := _stem_prefix(w)) else "")
-             for w in longest if not _CJK_RE.search(w)]
-    alts = cjk + ([rf"(?<![^\W_])(?:{'|'.join(plain)})"] if plain else [])
-    return re.compile("|".join(alts), re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=64)
-def _query_hits(text: str, query: str) -> tuple[tuple[int, str], ...]:
-    """(offset, word) of each query word in `text` (cached: a match's snippet and its summary
-    are cut from the same text)."""
-    pat = _highlight_re(query)
-    return tuple((m.start(), m.group(0).lower()) for m in pat.finditer(text)) if pat else ()
-
-
-def _best_window(hits: Sequence[tuple[int, str]], span: int) -> int:
-    """The index of the hit that opens the window (of `span` characters) holding the most (and
-    longest) distinct words: the first such. The window slides over the hits, counting the
-    words it takes in and lets go (long units have hundreds of hits)."""
-    if span <= 0:
-        return 0  # every window is empty: the first
-    best, best_len = 0, -1
-    j = 0
-    inside: dict[str, int] = {}
-    total = 0
-    for i, (s0, t0) in enumerate(hits):
-        while j < len(hits) and hits[j][0] < s0 + span:
-            t = hits[j][1]
-            if not inside.get(t):
-                total += len(t)
-            inside[t] = inside.get(t, 0) + 1
-            j += 1
-        if total > best_len:
-            best, best_len = i, total
-        inside[t0] -= 1
-        if not inside[t0]:
-            total -= len(t0)
-    return best
-
-
-def make_snippet(text: str, query: str = "", width: int = SNIPPET_CHARS, start_hint: int = 0) -> str:
-    """A one-line window of about `width` characters of `text`: the window holding the most
-    (and the longest) distinct query words, else the text from `start_hint`. Cut ends are
-    marked with "…"."""
-    if not text:
-        return ""
-    hits = _query_hits(text, query) if query else ()
-    if hits:
-        best = _best_window(hits, width - width // 6)
-        lead = width // 6
-        start = max(0, hits[best][0] - lead)
-        if start > 0:  # begin at a sentence start if one is near, else at a word start
-            dot = text.rfind(". ", max(0, start - lead), hits[best][0])
-            sp = text.rfind(" ", max(0, start - 20), start + 1)
-            start = dot + 2 if dot >= 0 else (sp + 1 if sp >= 0 else start)
-    else:
-        start = max(0, min(start_hint, len(text) - 1))
-        if start > 0:
-            sp = text.rfind(" ", max(0, start - 20), start + 1)
-            start = sp + 1 if sp >= 0 else start
-    end = min(len(text), start + width)
-    if end < len(text):
-        sp = text.rfind(" ", start + width // 2, end)
-        end = sp if sp > 0 else end
-    out = _one_line(text[start:end])
-    return ("…" if start > 0 else "") + out + ("…" if end < len(text) else "")
 
 
 # --- grep: a term and its variants as one regex ----------------------------------------------
-
-#: Dashes a code may be written with: hyphen-minus, soft hyphen, hyphen, non-breaking hyphen,
-#: figure dash, en dash, em dash, horizontal bar, minus, small/full-width hyphen-minus.
-_DASHES = "\\-\u00ad\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
-_JOIN = rf"(?:\s*[{_DASHES}]\s*|\s+)?"  # optional: SPG302 = SPG 302 = SPG-302 = SPG‑302
-_GAP = rf"(?:\s*[{_DASHES}]\s*|\s+)"  # required: between the words of a phrase
-_PIECE_RE = re.compile(r"[^\W_]+|[\W_]+")
-
-
-def _word_regex(word: str) -> str:
-    out: list[str] = []
-    for m in _PIECE_RE.finditer(word):
-        s = m.group(0)
-        if _WORD_RE.fullmatch(s):
-            cm = _CODE_RE.fullmatch(s)
-            if cm and _is_code(cm.group(1), cm.group(2)):
-                out.append(re.escape(cm.group(1)) + _JOIN + re.escape(cm.group(2)))
-            else:
-                out.append(re.escape(s))
-        elif all(c in _DASHES.replace("\\", "") for c in s):
-            out.append(_JOIN)
-        else:
-            out.append(re.escape(s))
-    return "".join(out)
-
-
-def term_pattern(term: str) -> re.Pattern[str]:
-    """The case-insensitive regex `grep` runs for `term` (on NFKC-normalized text).
-
-    A code (letters then digits, as the FTS query builder defines it) matches with nothing,
-    spaces or any dash between its parts, whichever spelling was typed; hyphenated words
-    likewise (cross-linking = cross linking = crosslinking); words separated by spaces need
-    some space or dash between them. Alphanumeric ends must not touch another letter or
-    digit (SPG302 is not found in XSPG302 or SPG3021). Raises BAD_QUERY for a blank term.
-    """
-    t = unicodedata.normalize("NFKC", term or "").strip()
-    words = t.split()
-    if not words:
-        raise SheafError("BAD_QUERY", "the term is empty", {"term": term},
-                         hint="give a word, a phrase or a code, e.g. sheaf grep QLN-482")
-    parts: list[str] = []
-    for i, w in enumerate(words):
-        if i:
-            prev = words[i - 1]
-            code_pair = (_LETTERS_RE.fullmatch(prev) and len(prev) <= 12 and not _CJK_RE.search(prev)
-                         and _DIGITS_RE.fullmatch(w))
-            parts.append(_JOIN if code_pair else _GAP)
-        parts.append(_word_regex(w))
-    lead = r"(?<![^\W_])" if _WORD_RE.match(t[0]) and not _CJK_RE.match(t[0]) else ""
-    tail = r"(?![^\W_])" if _WORD_RE.match(t[-1]) and not _CJK_RE.match(t[-1]) else ""
-    return re.compile(lead + "".join(parts) + tail, re.IGNORECASE)
-
-
-def _nfkc_with_map(text: str) -> tuple[str, list[int] | None]:
-    """NFKC text (char by char) and, when it differs, the original offset of each of its chars."""
-    if text.isascii() or unicodedata.is_normalized("NFKC", text):
-        return text, None
-    out: list[str] = []
-    idx: list[int] = []
-    for i, ch in enumerate(text):
-        n = ch if ord(ch) < 128 else unicodedata.normalize("NFKC", ch)
-        out.append(n)
-        idx.extend([i] * len(n))
-    return "".join(out), idx
-
-
-def _find_spans(pat: re.Pattern[str], text: str) -> list[tuple[int, int]]:
-    """(start, end) offsets in `text` of every match of `pat` on its NFKC form."""
-    if not text:
-        return []
-    norm, idx = _nfkc_with_map(text)
-    spans = []
-    for m in pat.finditer(norm):
-        if m.end() == m.start():
-            continue
-        if idx is None:
-            spans.append((m.start(), m.end()))
-        else:
-            spans.append((idx[m.start()], idx[m.end() - 1] + 1))
-    return spans
-
-
-_BLOCK_PAGE_RE = re.compile(r"^p(\d+):")
-
-
-def _page_at(unit: BodyUnit, offset: int) -> int | None:
-    """The page of a character offset in a body unit: its paragraphs ("\\n\\n"-joined blocks)
-    map one to one onto `block_ids` (``p{page}:{n}``); else the unit's page if it has one."""
-    paras = unit.text.split("\n\n")
-    if len(paras) == len(unit.block_ids):
-        pos = 0
-        for para, bid in zip(paras, unit.block_ids):
-            if offset < pos + len(para) + 2:
-                m = _BLOCK_PAGE_RE.match(bid)
-                if m:
-                    return int(m.group(1))
-                break
-            pos += len(para) + 2
-    if unit.page_span and unit.page_span[0] == unit.page_span[1]:
-        return unit.page_span[0]
-    return None
 
 
 # --- reading order ------------------------------------------------------------------------
@@ -386,7 +168,7 @@ def _unit_source(u: Unit) -> str:
 def _unit_text(u: Unit) -> str:
     if isinstance(u, BodyUnit):
         return u.text
-    from sheaf.vectors.embed import unit_embedding_text
+    from sheaf.vectors.identity import unit_embedding_text
 
     return unit_embedding_text(u)
 
@@ -633,7 +415,7 @@ class Retriever:
         name = _canonical_model(self.settings.embedding_model)
         mine = [c for c in cols.values() if c.name == name]
         if not mine:
-            from sheaf.vectors.embed import ModelChangedError
+            from sheaf.vectors.identity import ModelChangedError
 
             raise ModelChangedError(
                 f"the configured embedding model {name!r} has no vectors in the index, which holds "
@@ -815,7 +597,7 @@ class Retriever:
         return out
 
     def _units(self, unit_ids: Sequence[str]) -> dict[str, Unit]:
-        from sheaf.store.sqlite.index import get_units
+        from sheaf.store.sqlite.reader import get_units
         return get_units(self.conn, unit_ids)
 
     def _passage_starts(self, qv: QueryVector, ordinals: dict[str, int],

