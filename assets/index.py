@@ -13,6 +13,7 @@ from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataV
 from assets._batch import run_per_paper
 from assets.paper import COMMON
 from assets.resources import SheafConfig
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.index import open_index
@@ -96,7 +97,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
             group.append((key, passages))
             size += len(passages)
         t0 = time.perf_counter()
-        embedded = embedder.embed([p for _, ps in group for p in ps], conn)
+        embedded = embedder.embed([p for _, ps in group for p in ps], SqliteEmbeddingCache(conn))
         encode_s = time.perf_counter() - t0
         credited: set[str] = set()
         for key, _ in group:

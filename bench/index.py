@@ -34,7 +34,8 @@ sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when
 
 import numpy as np  # noqa: E402
 
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache  # noqa: E402
+from sheaf.store.sqlite import index as ix  # noqa: E402
 from sheaf.store.sqlite import reader as rd, writer as wr  # noqa: E402
 from sheaf.store.sqlite.db import connect, sqlite3  # noqa: E402
 from sheaf.vectors.identity import Embedder  # noqa: E402
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> dict:
             t0 = time.perf_counter()
             passages = [p for pid, title, us in chunk for p in emb.build_passages(us, title=title)]
             before = emb.encoded_count
-            ep = emb.embed(passages, conn)
+            ep = emb.embed(passages, SqliteEmbeddingCache(conn))
             n_encoded += emb.encoded_count - before
             el = time.perf_counter() - t0
             for pid, _, _ in chunk:
@@ -191,7 +192,7 @@ def run(args: argparse.Namespace) -> dict:
     before_calls, before_enc = emb.model_calls, emb.encoded_count
     t0 = time.perf_counter()
     for pid, title, us in papers:
-        emb.embed(emb.build_passages(us, title=title), conn)
+        emb.embed(emb.build_passages(us, title=title), SqliteEmbeddingCache(conn))
     res["unchanged_rebuild_s"] = round(time.perf_counter() - t0, 2)
     res["unchanged_rebuild_encoded"] = emb.encoded_count - before_enc
     res["unchanged_rebuild_model_calls"] = emb.model_calls - before_calls

@@ -135,9 +135,9 @@ class Study:
     def product_lexical_runs(self, depth: int = 100) -> dict[str, list[str]]:
         """`Retriever.retrieve(mode="lexical")` itself (the check on the replica above)."""
         from sheaf.search.retriever import Retriever
-        from sheaf.core.settings import query_settings
+        from sheaf.core.settings import get_settings
 
-        r = Retriever(self.conn, query_settings(index_file=self.path))
+        r = Retriever(self.conn, get_settings(index_file=self.path))
         return {q: [m["unit_id"] for m in r.retrieve(self.ds.queries[q], mode="lexical", limit=depth,
                                                      per_paper=1).matches] for q in self.qids}
 
@@ -181,7 +181,7 @@ class Study:
             t0 = time.perf_counter()
             done = 0
             for i in range(0, len(passages), 512):
-                ep = self.embedder.embed(passages[i:i + 512], cache)
+                ep = self.embedder.embed(passages[i:i + 512], SqliteEmbeddingCache(cache))
                 done += ep.encoded
                 vecs.append(ep.vectors)
                 if ep.encoded:

@@ -133,6 +133,7 @@ def variant(text: str, r: int) -> str:
 def base_vectors(embedder: Any, docs: list[dict[str, str]]) -> tuple[list[list[Any]], list[np.ndarray]]:
     """Passages (no paper title in the context: the section path is the abstract's title) and
     vectors of every distinct abstract, embedded once (content-addressed cache on disk)."""
+    from sheaf.store.sqlite.backend import SqliteEmbeddingCache
     from sheaf.store.sqlite.index import open_index
     from sheaf.core.models import BodyUnit
 
@@ -150,7 +151,7 @@ def base_vectors(embedder: Any, docs: list[dict[str, str]]) -> tuple[list[list[A
     done = 0
     vec_of: dict[str, np.ndarray] = {}
     for i in range(0, len(flat), 2000):  # chunks: progress, and the cache commits as it goes
-        ep = embedder.embed(flat[i:i + 2000], conn)
+        ep = embedder.embed(flat[i:i + 2000], SqliteEmbeddingCache(conn))
         done += ep.encoded
         for p, v in zip(ep.passages, ep.vectors):
             vec_of[p.passage_id] = v
@@ -252,10 +253,12 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
     Retriever internals (bench only)."""
     from sheaf.store.sqlite import index as ix
     from sheaf.store.sqlite import reader as rd
-    from sheaf.search.retriever import Retriever, encode_query
+    from sheaf.search.retriever import Retriever
     from sheaf.search.matrix import MatrixAccelerator
+    from sheaf.store.sqlite.backend import SqliteIndex
+    from sheaf.vectors.query_encoder import QueryEncoder
     from sheaf.service.server import _lexical_accelerator
-    from sheaf.core.settings import query_settings
+    from sheaf.core.settings import get_settings
 
     out: dict[str, list[float]] = {}
 
@@ -265,7 +268,7 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
         out.setdefault(key, []).append(time.perf_counter() - t0)
         return v
 
-    s = query_settings(home=home, library=home / "no-library")
+    s = get_settings(home=home, library=home / "no-library")
     with Retriever.open(s) as r:
         for q in claims[:3]:
             r.search(q)
@@ -281,19 +284,16 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
         bm25 = _lexical_accelerator(s.index_path, 10_000)
         for fts in ix.FTS_TABLES:
             bm25.table(fts, wait=True)
-        encode_query(claims[0], s, ident)
+        enc = QueryEncoder(s)
+        enc.encode(claims[0], ident)
+        warm = SqliteIndex(r.conn, lexical_engine=bm25, vector_engine=acc, owns_connection=False)
         for q in claims[:20]:
-            qv, _ = timed("encode", lambda: encode_query(q, s, ident))
-            rd.set_vector_accelerator(None)
+            qv, _ = timed("encode", lambda: enc.encode(q, ident))
             a = timed("vector_sqlite_vec", lambda: rd.vector_search(r.conn, qv, 120))
-            rd.set_vector_accelerator(acc)
-            b = timed("vector_matrix", lambda: rd.vector_search(r.conn, qv, 120))
-            rd.set_vector_accelerator(None)
+            b = timed("vector_matrix", lambda: rd.vector_search(r.conn, qv, 120, engine=acc))
             assert a == b
             a = timed("lexical_leg", lambda: r._lexical_units(q, ("body", "object"), 60, None))
-            rd.set_lexical_accelerator(bm25)
-            b = timed("lexical_leg_memory", lambda: r._lexical_units(q, ("body", "object"), 60, None))
-            rd.set_lexical_accelerator(None)
+            b = timed("lexical_leg_memory", lambda: r._lexical_units(q, ("body", "object"), 60, None, warm))
             assert a == b  # same hits, order and scores
             timed("papers_without_vectors_check", lambda: r._embedding_gaps(ident, None))
         assert bm25.stats["declined"] == 0, bm25.stats
@@ -320,10 +320,10 @@ class Server:
     def ask(self, argv: list[str]) -> tuple[float, dict[str, Any]]:
         from sheaf.cli.app import build_parser
         from sheaf.service.client import cli_args, try_server
-        from sheaf.core.settings import query_settings
+        from sheaf.core.settings import get_settings
 
         ns = build_parser().parse_args(argv)
-        s = query_settings(home=self.home, library=self.home / "no-library")
+        s = get_settings(home=self.home, library=self.home / "no-library")
         t0 = time.perf_counter()
         env = try_server(ns.command, cli_args(ns), s)
         dt_ = time.perf_counter() - t0

@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> dict:
 
     from sheaf.vectors.identity import QueryVector
     from sheaf.search.retriever import Retriever, register_query_embedder
-    from sheaf.core.settings import query_settings
+    from sheaf.core.settings import get_settings
 
     class StandIn:  # query vectors of the stand-in model (no encoder in the timing)
         model_name = FAKE_MODEL
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> dict:
             return QueryVector(ident, v / np.linalg.norm(v), text)
 
     register_query_embedder(StandIn())
-    r = Retriever.open(query_settings(index_file=index, home=work / "home", embedding_model=FAKE_MODEL))
+    r = Retriever.open(get_settings(index_file=index, home=work / "home", embedding_model=FAKE_MODEL))
     r._full_settings = lambda: r.settings  # the stand-in needs no other setting
     calls = {
         "search (1 word)": lambda: r.search("hippocampus"),

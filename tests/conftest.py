@@ -5,6 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
+from sheaf.core.settings import get_settings
+from sheaf.vectors.query_encoder import QueryEncoder
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -14,6 +18,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real test data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def query_encoder(embedder):
+    """Embeds queries with the session's loaded model (pass it to `Retriever.open`)."""
+    return QueryEncoder(get_settings(), embedder=embedder)
 
 
 @pytest.fixture(scope="session")
@@ -31,10 +41,12 @@ SAMPLE_LIBRARY = Path(__file__).resolve().parents[1] / "data" / "sample-library"
 
 class SampleIndex:
     """A built index of the bundled sample library (no Dagster): `path` of the SQLite file,
-    `library`, the model `identity`, and `papers` (key → PaperOutputs of the transform)."""
+    `library`, the model `identity`, `papers` (key → PaperOutputs of the transform), and the
+    `query_encoder` that embeds queries with the session's loaded model (pass it to a Retriever)."""
 
-    def __init__(self, path: Path, library: Path, identity, papers: dict) -> None:
+    def __init__(self, path: Path, library: Path, identity, papers: dict, query_encoder) -> None:
         self.path, self.library, self.identity, self.papers = path, library, identity, papers
+        self.query_encoder = query_encoder
 
     def copy(self, dest: Path) -> Path:
         """A private copy of the index file (for tests that damage or change it)."""
@@ -88,7 +100,6 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
     from sheaf.store.sqlite.writer import cache_put, replace_paper, replace_paper_vectors, upsert_papers
     from sheaf.ingest.library import discover
     from sheaf.ingest.metadata import load_library_metadata
-    from sheaf.search.retriever import register_query_embedder
     from sheaf.transform.chain import process_paper
 
     path = tmp_path_factory.mktemp("sample-index") / "sheaf.db"
@@ -105,7 +116,7 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
             papers[p.key] = out
             replace_paper(conn, p.key, out.body_units, out.object_units)
             embedded = embedder.embed(embedder.build_passages(out.body_units, out.object_units,
-                                                              out.paper.title), conn)
+                                                              out.paper.title), SqliteEmbeddingCache(conn))
             replace_paper_vectors(conn, p.key, embedded)
         used = conn.execute(f"SELECT e.model_key, e.text_sha256, e.vector FROM embedding_cache e WHERE "
                             f"e.text_sha256 IN (SELECT text_sha256 FROM {identity.passages_table})").fetchall()
@@ -116,8 +127,7 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
         _persist_vectors(cache_file, used)
     except OSError:  # a read-only checkout: no persistence, no harm
         pass
-    register_query_embedder(embedder)
-    return SampleIndex(path, SAMPLE_LIBRARY, identity, papers)
+    return SampleIndex(path, SAMPLE_LIBRARY, identity, papers, QueryEncoder(get_settings(), embedder=embedder))
 
 
 @pytest.fixture(scope="session")

@@ -358,9 +358,9 @@ def _ask_server(args: argparse.Namespace) -> None:
     if args.command not in SERVED_COMMANDS or getattr(args, "no_server", False):
         return
     from sheaf.service.client import cli_args, try_server
-    from sheaf.core.settings import query_settings
+    from sheaf.core.settings import get_settings
 
-    env = try_server(args.command, cli_args(args), query_settings())
+    env = try_server(args.command, cli_args(args), get_settings())
     if env is None:
         return
     if not env.get("ok"):
@@ -371,9 +371,9 @@ def _ask_server(args: argparse.Namespace) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> dict[str, Any]:
     from sheaf.service.server import serve
-    from sheaf.core.settings import query_settings
+    from sheaf.core.settings import get_settings
 
-    summary = serve(query_settings(), host=args.host, port=args.port,
+    summary = serve(get_settings(), host=args.host, port=args.port,
                     announce=lambda m: print(m, file=sys.stderr, flush=True))
     return ok("serve", summary, count=0)
 

@@ -1,180 +1,177 @@
-"""One settings object for every path and knob (env prefix `SHEAF_`); no module-level getenv.
+"""One settings object for every path and knob, read from the environment (prefix `SHEAF_`) and
+validated in one place.
 
-`Settings` (pydantic-settings) is the settings object. Importing pydantic-settings costs
-~140 ms, more than a whole cold `sheaf search` may take, so it is imported only when
-`Settings` is first used (`get_settings()`, or `from sheaf.core.settings import Settings`),
-and the query path reads its few settings through `query_settings()`: the same names, the
-same defaults (`DEFAULTS`) and the same path rules (`index_path_for`, `artifacts_dir_for`),
-read from the environment without pydantic.
+`Settings` is a frozen dataclass; each field's metadata names its environment variable's
+meaning and its check. `get_settings()` reads the ``SHEAF_*`` variables (names matched
+case-insensitively; an exactly upper-case name wins; an empty value counts as unset), applies
+explicit overrides, converts and checks every field, and raises ``BAD_INPUT`` naming the
+variable, the value and what is allowed. Every command reads its settings through it, so a bad
+value fails the same way everywhere, before any work starts.
+
+Why not pydantic-settings: importing it costs ~160 ms here, more than a whole cold
+`sheaf search` may take, so the query path needed a second reader of the same variables (three
+field lists in all). One plain class keeps one list and costs nothing to import.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from sheaf.core.envelope import SheafError
 
 ENV_PREFIX = "SHEAF_"
-
-#: Every setting's default: the one source of truth for `Settings` and `query_settings()`.
-DEFAULTS: dict[str, Any] = {
-    "home": Path("data"),  # SHEAF_HOME: artifacts/, index/sheaf.db, dagster_home/
-    "library": Path("data/sample-library"),  # SHEAF_LIBRARY
-    "unit_token_cap": 1000,  # SHEAF_UNIT_TOKEN_CAP: body units split past this
-    "nightly_cron": "0 2 * * *",  # SHEAF_NIGHTLY_CRON: when the nightly rebuild runs (UTC)
-    "embedding_model": "all-MiniLM-L6-v2",  # SHEAF_EMBEDDING_MODEL: name or local path
-    "embed_batch_size": 32,  # SHEAF_EMBED_BATCH_SIZE: passages per forward pass (2 cores: 16-32)
-    "embed_overlap_tokens": 32,  # SHEAF_EMBED_OVERLAP_TOKENS: shared by consecutive passages
-    "embed_backend": "onnx",  # SHEAF_EMBED_BACKEND: onnx (exported once, no torch after) | sentence-transformers
-    "index_file": None,  # SHEAF_INDEX_FILE: overrides <home>/index/sheaf.db
-    "sqlite_busy_timeout_ms": 10_000,  # SHEAF_SQLITE_BUSY_TIMEOUT_MS
-}
+EMBED_BACKENDS = ("onnx", "sentence-transformers")
 
 
-def index_path_for(home: Path, index_file: Path | None) -> Path:
-    """The index file: `index_file` (SHEAF_INDEX_FILE) if set, else `<home>/index/sheaf.db`."""
-    return index_file if index_file is not None else home / "index" / "sheaf.db"
+def _setting(default: Any, doc: str, *, kind: type | None = None, check: Callable[[Any], str | None] | None = None,
+             optional: bool = False) -> Any:
+    if kind is None:
+        kind = Path if isinstance(default, Path) else type(default)
+    return field(default=default, metadata={"doc": doc, "kind": kind,
+                                            "check": check, "optional": optional})
 
 
-def artifacts_dir_for(home: Path) -> Path:
-    return home / "artifacts"
+def _at_least(n: int) -> Callable[[int], str | None]:
+    return lambda v: None if v >= n else f"an integer >= {n}"
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pydantic_settings import BaseSettings
-
-    class Settings(BaseSettings):
-        home: Path
-        library: Path
-        unit_token_cap: int
-        nightly_cron: str
-        embedding_model: str
-        embed_batch_size: int
-        embed_overlap_tokens: int
-        embed_backend: str
-        index_file: Path | None
-        sqlite_busy_timeout_ms: int
-
-        @property
-        def artifacts_dir(self) -> Path: ...
-        @property
-        def index_path(self) -> Path: ...
-        @property
-        def dagster_home(self) -> Path: ...
+def _one_of(*choices: str) -> Callable[[str], str | None]:
+    return lambda v: None if v in choices else "one of " + ", ".join(choices)
 
 
-def _make_settings_class() -> type:
-    from typing import Literal
-
-    from pydantic_settings import BaseSettings, SettingsConfigDict
-
-    class Settings(BaseSettings):
-        """Where Sheaf reads and writes, and the knobs of each stage (defaults: `DEFAULTS`)."""
-
-        model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
-
-        home: Path = DEFAULTS["home"]
-        library: Path = DEFAULTS["library"]
-        unit_token_cap: int = DEFAULTS["unit_token_cap"]
-        nightly_cron: str = DEFAULTS["nightly_cron"]
-        embedding_model: str = DEFAULTS["embedding_model"]
-        embed_batch_size: int = DEFAULTS["embed_batch_size"]
-        embed_overlap_tokens: int = DEFAULTS["embed_overlap_tokens"]
-        embed_backend: Literal["onnx", "sentence-transformers"] = DEFAULTS["embed_backend"]
-        index_file: Path | None = DEFAULTS["index_file"]
-        sqlite_busy_timeout_ms: int = DEFAULTS["sqlite_busy_timeout_ms"]
-
-        @property
-        def artifacts_dir(self) -> Path:
-            return artifacts_dir_for(self.home)
-
-        @property
-        def index_path(self) -> Path:
-            return index_path_for(self.home, self.index_file)
-
-        @property
-        def dagster_home(self) -> Path:
-            env = os.environ.get("DAGSTER_HOME")
-            return Path(env) if env else (self.home / "dagster_home").resolve()
-
-    Settings.__qualname__ = "Settings"  # importable (and picklable) as sheaf.core.settings.Settings
-    Settings.__module__ = __name__
-    return Settings
+_CRON_FIELD = re.compile(r"^(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*$")
+_CRON_NAMES = re.compile(r"^[a-z]{3}(-[a-z]{3})?(,[a-z]{3}(-[a-z]{3})?)*$")
+_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Settings":
-        cls = _make_settings_class()
-        globals()["Settings"] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def _cron(v: str) -> str | None:
+    """A standard five-field cron expression (numbers, ranges, steps, lists; month and weekday
+    names), or a problem description."""
+    allowed = "a cron expression of five fields (minute hour day month weekday), e.g. '0 2 * * *'"
+    parts = v.split()
+    if len(parts) != 5:
+        return allowed
+    for part, (lo, hi) in zip(parts, _CRON_RANGES):
+        low = part.lower()
+        if _CRON_NAMES.match(low) and (lo, hi) in ((1, 12), (0, 7)):
+            continue
+        if not _CRON_FIELD.match(part):
+            return allowed
+        for n in re.findall(r"\d+", re.sub(r"/\d+", "", part)):
+            if not lo <= int(n) <= hi:
+                return allowed
+    return None
 
 
-def get_settings(**overrides: object) -> "Settings":
-    """Fresh settings from the environment, with explicit overrides winning."""
-    cls = globals().get("Settings") or __getattr__("Settings")
-    return cls(**overrides)  # type: ignore[arg-type]
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where Sheaf reads and writes, and the knobs of each stage."""
+
+    home: Path = _setting(Path("data"), "where artifacts/, index/sheaf.db and dagster_home/ live")
+    library: Path = _setting(Path("data/sample-library"), "the library folder")
+    unit_token_cap: int = _setting(1000, "body units are split into parts past this many tokens",
+                                   check=_at_least(1))
+    nightly_cron: str = _setting("0 2 * * *", "the nightly rebuild schedule (UTC)", check=_cron)
+    embedding_model: str = _setting("all-MiniLM-L6-v2", "a model name or a local sentence-transformers folder",
+                                    check=lambda v: None if v.strip() else "a model name or folder")
+    embed_batch_size: int = _setting(32, "passages per forward pass", check=_at_least(1))
+    embed_overlap_tokens: int = _setting(32, "word pieces shared by consecutive passages of one unit",
+                                         check=_at_least(0))
+    embed_backend: str = _setting("onnx", "onnx (exported once, no torch after) | sentence-transformers",
+                                  check=_one_of(*EMBED_BACKENDS))
+    index_file: Path | None = _setting(None, "the index file (default <home>/index/sheaf.db)", kind=Path,
+                                       optional=True)
+    sqlite_busy_timeout_ms: int = _setting(10_000, "how long a SQLite writer waits for a lock",
+                                           check=_at_least(0))
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.home / "artifacts"
+
+    @property
+    def index_path(self) -> Path:
+        """The index file: `index_file` (SHEAF_INDEX_FILE) if set, else `<home>/index/sheaf.db`."""
+        return self.index_file if self.index_file is not None else self.home / "index" / "sheaf.db"
+
+    @property
+    def dagster_home(self) -> Path:
+        env = os.environ.get("DAGSTER_HOME")
+        return Path(env) if env else (self.home / "dagster_home").resolve()
 
 
-# --- the query path: no pydantic ---------------------------------------------------------------
+def variable(name: str) -> str:
+    """The environment variable of a settings field: ``unit_token_cap`` → ``SHEAF_UNIT_TOKEN_CAP``."""
+    return ENV_PREFIX + name.upper()
 
-def _sheaf_env() -> dict[str, str]:
-    """The ``SHEAF_*`` variables, names lowercased (pydantic-settings reads them
-    case-insensitively); an exactly upper-case name wins over other spellings."""
+
+def _sheaf_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``SHEAF_*`` variables, names lowercased; an exactly upper-case name wins over other
+    spellings; empty values count as unset."""
     found: dict[str, str] = {}
-    for k, v in os.environ.items():
-        if k[:6].upper() == ENV_PREFIX and (k.isupper() or k.lower() not in found):
+    for k, v in environ.items():
+        if k[:6].upper() == ENV_PREFIX and v != "" and (k.isupper() or k.lower() not in found):
             found[k.lower()] = v
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class QuerySettings:
-    """The settings the query commands read (`search`, `retrieve`, `get`, `timeline`, `grep`)."""
-
-    home: Path
-    library: Path
-    index_file: Path | None
-    sqlite_busy_timeout_ms: int
-    embedding_model: str
-    embed_batch_size: int = DEFAULTS["embed_batch_size"]
-    embed_overlap_tokens: int = DEFAULTS["embed_overlap_tokens"]
-
-    @property
-    def artifacts_dir(self) -> Path:
-        return artifacts_dir_for(self.home)
-
-    @property
-    def index_path(self) -> Path:
-        return index_path_for(self.home, self.index_file)
-
-
-def query_settings(**overrides: Any) -> QuerySettings:
-    """`QuerySettings` from the environment (same variables and defaults as `Settings`),
-    without importing pydantic; explicit overrides win."""
-    env = _sheaf_env()
-
-    def get(name: str) -> Any:
-        if name in overrides:
-            return overrides[name]
-        raw = env.get((ENV_PREFIX + name).lower()) or None  # empty counts as unset (env_ignore_empty)
-        default = DEFAULTS[name]
-        if raw is None:
-            return default
-        if name in ("home", "library", "index_file"):
-            return Path(raw)
-        if isinstance(default, int):
+def _convert(name: str, raw: Any, meta: Mapping[str, Any]) -> Any:
+    kind = meta["kind"]
+    if raw is None and meta["optional"]:
+        return None
+    problem = None
+    value: Any = raw
+    if kind is int:
+        if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+            problem = "an integer"
+        else:
             try:
-                return int(raw.strip())
+                value = int(raw.strip()) if isinstance(raw, str) else raw
             except ValueError:
-                from sheaf.core.envelope import SheafError
-                raise SheafError("BAD_INPUT", f"{ENV_PREFIX}{name.upper()} must be an integer, not {raw!r}",
-                                 {"variable": ENV_PREFIX + name.upper()}) from None
-        return raw
+                problem = "an integer"
+    elif kind is Path:
+        value = Path(raw).expanduser() if isinstance(raw, (str, os.PathLike)) else raw
+        if not isinstance(value, Path) or not str(value).strip():
+            problem = "a path"
+    else:
+        value = str(raw).strip()
+    if problem is None and meta["check"] is not None:
+        problem = meta["check"](value)
+    if problem is not None:
+        var = variable(name)
+        raise SheafError("BAD_INPUT", f"{var} must be {problem}, not {raw!r}",
+                         {"variable": var, "value": str(raw), "allowed": problem},
+                         hint=f"fix or unset {var}")
+    return value
 
-    return QuerySettings(home=Path(get("home")), library=Path(get("library")),
-                         index_file=None if get("index_file") is None else Path(get("index_file")),
-                         sqlite_busy_timeout_ms=int(get("sqlite_busy_timeout_ms")),
-                         embedding_model=str(get("embedding_model")),
-                         embed_batch_size=int(get("embed_batch_size")),
-                         embed_overlap_tokens=int(get("embed_overlap_tokens")))
+
+def get_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Settings from the environment (`environ`, default `os.environ`), explicit overrides
+    winning; every value converted and checked (``BAD_INPUT`` names the variable)."""
+    env = _sheaf_env(os.environ if environ is None else environ)
+    known = {f.name: f for f in fields(Settings)}
+    unknown = set(overrides) - set(known)
+    if unknown:
+        raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
+    values: dict[str, Any] = {}
+    for name, f in known.items():
+        if name in overrides and overrides[name] is not None and overrides[name] != "":
+            raw = overrides[name]
+        else:
+            raw = env.get(variable(name).lower())
+        if raw is None:
+            raw = f.default if f.default is not MISSING else None
+            if raw is None:
+                values[name] = None
+                continue
+        values[name] = _convert(name, raw, f.metadata)
+    return Settings(**values)
+
+
+def describe() -> list[dict[str, Any]]:
+    """Every setting: variable, default and meaning (for `--help` and the docs)."""
+    return [{"variable": variable(f.name), "default": None if f.default is None else str(f.default),
+             "meaning": f.metadata["doc"]} for f in fields(Settings)]

@@ -10,10 +10,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sheaf.core.envelope import SheafError
-from sheaf.eval.metrics import METRICS, latency_stats, per_query_metrics
-from sheaf.eval.runs import BEIR_DEPTH, MODES, Progress, _Ticker, _check_modes, _query_embedder, _quiet, _run_modes, _settings_for, paper_ranking
+import numpy as np
 
+from sheaf import __version__
+from sheaf.core.envelope import SheafError
+from sheaf.core.models import ParsedPaper, valid_paper_key
+from sheaf.eval.metrics import METRICS, latency_stats, per_query_metrics
+from sheaf.eval.runs import (
+    BEIR_DEPTH,
+    MODES,
+    Progress,
+    QueryVectors,
+    _check_modes,
+    _quiet,
+    _run_modes,
+    _settings_for,
+    _Ticker,
+    paper_ranking,
+)
+from sheaf.ingest.common import RawBlock, finalize
+from sheaf.ingest.metadata import PaperMeta
+from sheaf.search.retriever import HYBRID_RRF_K, Retriever
+from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.store.sqlite.fts import FTS_TEXT_VERSION, FTS_TOKENIZER
+from sheaf.store.sqlite.index import SCHEMA_VERSION, open_index
+from sheaf.store.sqlite.integrity import salvage_cache
+from sheaf.transform.chain import units_from_paper
+from sheaf.transform.units import DEFAULT_TOKEN_CAP
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.identity import EmbeddedPassages
 
 #: Bumped whenever the way a BEIR document becomes a paper changes (forces an index rebuild).
 BEIR_BUILD_VERSION = 1
@@ -100,7 +125,6 @@ def load_beir(corpus: str | Path, queries: str | Path, qrels: str | Path) -> Bei
 
 
 def _paper_key(doc_id: str) -> str:
-    from sheaf.core.models import valid_paper_key
 
     return doc_id if valid_paper_key(doc_id) and len(doc_id) <= 100 else \
         "d" + hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:16]
@@ -110,8 +134,6 @@ def beir_paper(doc_id: str, title: str, text: str, paper_id: str | None = None):
     """A BEIR document as a parsed paper: a title block, an "Abstract" heading and the text as
     an abstract block, finalized by the adapters' shared `finalize` (the canonical-block
     rules every format goes through). Returns a `ParsedPaper`."""
-    from sheaf.ingest.common import RawBlock, finalize
-    from sheaf.core.models import ParsedPaper
 
     pid = paper_id or _paper_key(doc_id)
     raws = []
@@ -134,7 +156,6 @@ def beir_paper(doc_id: str, title: str, text: str, paper_id: str | None = None):
 def _probe(ds: BeirDataset, embedder: Any, token_cap: int, n: int = 25) -> str:
     """A hash of what the code makes of the first `n` documents (units; passages when
     embedding): a change in the units or passage code invalidates the cached index."""
-    from sheaf.transform.chain import units_from_paper
 
     h = hashlib.sha256()
     for did, title, text in ds.docs[:n]:
@@ -148,9 +169,6 @@ def _probe(ds: BeirDataset, embedder: Any, token_cap: int, n: int = 25) -> str:
 
 
 def _fingerprint(ds: BeirDataset, identity: Any, token_cap: int, probe: str) -> dict[str, Any]:
-    from sheaf import __version__
-    from sheaf.store.sqlite.fts import FTS_TEXT_VERSION, FTS_TOKENIZER
-    from sheaf.store.sqlite.index import SCHEMA_VERSION
 
     return {"corpus_sha256": ds.corpus_sha256, "beir_build_version": BEIR_BUILD_VERSION,
             "schema_version": SCHEMA_VERSION, "fts_text_version": FTS_TEXT_VERSION,
@@ -164,8 +182,6 @@ def _fresh_index(path: Path, progress: Progress) -> Any:
     depend on the cache's history (schema 2's ``contentless_delete=1`` FTS tables kept
     replaced rows in the bm25 statistics; schema 3 deletes exactly, but rowids, which break
     score ties, still follow the history)."""
-    from sheaf.store.sqlite.index import open_index
-    from sheaf.store.sqlite.integrity import salvage_cache
 
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.with_name(path.name + ".old")
@@ -190,12 +206,6 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
     identity) matches, else built afresh paper by paper with `replace_paper` (the old file's
     embedding cache carried over). `embedder` None
     builds a lexical-only index. Returns (path, info)."""
-    from sheaf.vectors.identity import EmbeddedPassages
-    from sheaf.store.sqlite.writer import replace_paper, upsert_papers
-    from sheaf.ingest.metadata import PaperMeta
-    from sheaf.transform.chain import units_from_paper
-    from sheaf.transform.units import DEFAULT_TOKEN_CAP
-
     cap = token_cap or DEFAULT_TOKEN_CAP
     folder = Path(cache_dir) / ds.corpus_sha256[:16]
     path = folder / "sheaf.db"
@@ -219,7 +229,8 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
             pass
     stamp.unlink(missing_ok=True)
     progress(f"building the eval index {path} from {len(ds.docs)} documents")
-    conn = _fresh_index(path, progress)
+    index = SqliteIndex(_fresh_index(path, progress), path)
+    conn = index.conn
     try:
         keys = {}
         papers = []
@@ -232,7 +243,7 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
             out = units_from_paper(beir_paper(did, title, text, pid), cap)
             papers.append((pid, title, out.body_units, out.object_units))
             tick(i)
-        upsert_papers(conn, [PaperMeta(key=pid, citation_key=None, title=title, authors=(), first_author=None,
+        index.upsert_papers([PaperMeta(key=pid, citation_key=None, title=title, authors=(), first_author=None,
                                        year=None, journal=None, doi=None, pmid=None, abstract=None,
                                        collections=(), domain=None, source="beir")
                              for pid, title, _, _ in papers])
@@ -240,8 +251,6 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
         vecs: dict[str, Any] = {}
         encoded = 0
         if embedder is not None:
-            import numpy as np
-
             passages = []
             tick = _Ticker(progress, "passages", len(papers))
             for i, (pid, title, body, objects) in enumerate(papers, start=1):
@@ -251,7 +260,7 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
                 tick(i)
             tick = _Ticker(progress, "embedding", len(passages), every=10.0)
             for i in range(0, len(passages), batch):
-                ep = embedder.embed(passages[i:i + batch], conn)
+                ep = embedder.embed(passages[i:i + batch], index.embedding_cache())
                 encoded += ep.encoded
                 for p, v in zip(ep.passages, ep.vectors):
                     vecs[p.passage_id] = v
@@ -266,11 +275,11 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
                           else np.zeros((0, identity.dimension), np.float32))
                 ep = EmbeddedPassages(identity, tuple(ps), matrix)
                 n_pass += len(ps)
-            replace_paper(conn, pid, body, objects, ep)
+            index.replace_paper(pid, body, objects, ep)
             tick(i)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
-        conn.close()
+        index.close()
     info = {"fingerprint": fp, "lexical_probe": _probe(ds, None, cap) if embedder is not None else fp["probe"],
             "papers": len(papers), "units": sum(len(b) + len(o) for _, _, b, o in papers),
             "passages": n_pass, "encoded": encoded, "keys": {d: k for d, k in keys.items() if d != k},
@@ -287,13 +296,10 @@ def run_beir(ds: BeirDataset, *, modes: Sequence[str] = MODES, cache_dir: str | 
     """Evaluate each mode on a BEIR dataset (see the module docstring). `embedder` is needed
     for semantic/hybrid (default: `Embedder.from_settings`). Returns the envelope's data:
     ``metrics[mode][metric]``, ``latency_ms[mode]``, the dataset, index and configuration."""
-    from sheaf.search.retriever import HYBRID_RRF_K, Retriever
 
     modes = _check_modes(modes)
     needs_model = any(m != "lexical" for m in modes)
     if needs_model and embedder is None:
-        from sheaf.vectors.embedder import Embedder
-
         embedder = Embedder.from_settings(settings)
     cap = getattr(settings, "unit_token_cap", None)
     path, info = build_beir_index(ds, cache_dir, embedder=embedder if needs_model else None,
@@ -305,25 +311,16 @@ def run_beir(ds: BeirDataset, *, modes: Sequence[str] = MODES, cache_dir: str | 
     keys = info.get("keys") or {}
     back = {v: k for k, v in keys.items()}
     model = embedder.model_name if embedder is not None else None
-    from sheaf.store.sqlite.index import open_index
-
-    conn = open_index(path, readonly=True)
     warnings: list[str] = []
-    try:
-        retriever = Retriever(conn, _settings_for(path, model))
+    qv = QueryVectors(embedder) if needs_model else None
+    with Retriever(SqliteIndex.open(path, readonly=True), _settings_for(path, model), query_encoder=qv) as retriever:
         encode_ms = None
-        if needs_model:
-            with _query_embedder(embedder) as qv:
-                qv.prefetch([text for _, text in items], progress=progress)
-                runs, times, w = _run_modes(retriever, items, modes,
-                                            lambda r, q, m: paper_ranking(r, q, m, depth), progress)
-                encode_ms = latency_stats(qv.seconds)
-        else:
-            runs, times, w = _run_modes(retriever, items, modes,
-                                        lambda r, q, m: paper_ranking(r, q, m, depth), progress)
+        if qv is not None:
+            qv.prefetch([text for _, text in items], progress=progress)
+        runs, times, w = _run_modes(retriever, items, modes, lambda r, q, m: paper_ranking(r, q, m, depth), progress)
+        if qv is not None:
+            encode_ms = latency_stats(qv.seconds)
         warnings += w
-    finally:
-        conn.close()
     qrels = {q: ds.qrels[q] for q in qids}
     metrics, per = {}, {}
     for mode, run in runs.items():

@@ -10,8 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from sheaf.core.envelope import SheafError
+from sheaf.core.settings import get_settings
 from sheaf.eval.metrics import KNOWN_ITEM_METRICS, _dedupe, evaluate_run, latency_stats
-from sheaf.eval.runs import MODES, Progress, _check_modes, _query_embedder, _QueryVectors, _quiet, _run_modes, paper_ranking
+from sheaf.eval.runs import (
+    MODES,
+    Progress,
+    QueryVectors,
+    _check_modes,
+    _quiet,
+    _run_modes,
+    paper_ranking,
+)
+from sheaf.search.retriever import Retriever
+from sheaf.vectors.embedder import Embedder
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +139,9 @@ def run_library(settings: Any = None, *, sample: int = 50, seed: int = 0, modes:
                 embedder: Any = None, per_query: bool = False, progress: Progress = _quiet) -> dict[str, Any]:
     """Known-item evaluation of the configured index (read-only): recall@1, recall@10 and MRR@10
     per query type and mode, and retrieval latency per mode."""
-    from sheaf.search.retriever import Retriever
-    from sheaf.core.settings import query_settings
 
     modes = _check_modes(modes)
-    s = settings if settings is not None else query_settings()
+    s = settings if settings is not None else get_settings()
     warnings: list[str] = []
     with Retriever.open(s) as r:
         items, stats = library_queries(r.conn, sample=sample, seed=seed, progress=progress)
@@ -158,20 +167,11 @@ def run_library(settings: Any = None, *, sample: int = 50, seed: int = 0, modes:
         encode_ms = None
         if needs_model:
             if embedder is None:
-                from sheaf.search.retriever import _EMBEDDERS, _canonical_model
-
-                embedder = _EMBEDDERS.get(_canonical_model(s.embedding_model))
-                if isinstance(embedder, _QueryVectors):
-                    embedder = embedder._embedder
-            if embedder is None:
-                from sheaf.vectors.embedder import Embedder
-                from sheaf.core.settings import get_settings
-
                 embedder = Embedder.from_settings(get_settings(embedding_model=s.embedding_model))
-            with _query_embedder(embedder) as qv:
-                qv.prefetch([it.query for _, it in keyed], progress=progress)
-                runs, times, w = _run_modes(r, [(q, q) for q, _ in keyed], modes, rank, progress)
-                encode_ms = latency_stats(qv.seconds)
+            qv = r.query_encoder = QueryVectors(embedder)
+            qv.prefetch([it.query for _, it in keyed], progress=progress)
+            runs, times, w = _run_modes(r, [(q, q) for q, _ in keyed], modes, rank, progress)
+            encode_ms = latency_stats(qv.seconds)
         else:
             runs, times, w = _run_modes(r, [(q, q) for q, _ in keyed], modes, rank, progress)
         warnings += w

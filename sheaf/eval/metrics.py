@@ -6,8 +6,6 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-
-
 #: The metrics `run_beir` reports per mode, in order.
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 

@@ -3,14 +3,14 @@ retriever's ranking of papers for one query in one mode."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import SheafError
+from sheaf.core.settings import get_settings
 from sheaf.eval.metrics import _dedupe
-
+from sheaf.vectors.identity import QueryVector
 
 MODES = ("lexical", "semantic", "hybrid")
 BEIR_DEPTH = 100  # papers ranked per query (recall@100)
@@ -22,15 +22,12 @@ def _quiet(_: str) -> None:
     pass
 
 
-# --- metrics (pure) --------------------------------------------------------------------------
-
-
 # --- query vectors: encode once, time it ---------------------------------------------------------
 
-class _QueryVectors:
-    """Stands in for the registered query embedder (`sheaf.search.retriever.register_query_embedder`):
-    each distinct query is embedded once (its encode time recorded), so every mode sees the
-    same vector and the retrieval latency excludes the model."""
+class QueryVectors:
+    """The query encoder of an evaluation run (passed to its Retriever): each distinct query is
+    embedded once (its encode time recorded), so every mode sees the same vector and the
+    retrieval latency excludes the model."""
 
     def __init__(self, embedder: Any) -> None:
         self.model_name = embedder.model_name
@@ -47,8 +44,6 @@ class _QueryVectors:
         rest = texts[timed:]
         if not rest:
             return
-        from sheaf.vectors.identity import QueryVector
-
         ld = self._embedder.load()
         budget = ld.identity.max_tokens - ld.n_special
         short = [t for t in rest if len(ld.tokenizer.encode(t, add_special_tokens=False).ids) <= budget]
@@ -62,6 +57,10 @@ class _QueryVectors:
             if t not in self.vectors:
                 self.vectors[t] = self._embedder.embed_query(t)
 
+    def encode(self, text: str, identity: Any = None) -> tuple[Any, list[str]]:
+        """`QueryEncoder.encode`'s contract: (vector, warnings)."""
+        return self.embed_query(text), []
+
     def embed_query(self, text: str) -> Any:
         qv = self.vectors.get(text)
         if qv is None:
@@ -70,23 +69,6 @@ class _QueryVectors:
             self.seconds.append(time.perf_counter() - t0)
             self.vectors[text] = qv
         return qv
-
-
-@contextmanager
-def _query_embedder(embedder: Any) -> Iterator[_QueryVectors]:
-    from sheaf.search import retriever as retrieve
-
-    qv = _QueryVectors(embedder)
-    key = retrieve._canonical_model(embedder.model_name)
-    previous = retrieve._EMBEDDERS.get(key)
-    retrieve._EMBEDDERS[key] = qv
-    try:
-        yield qv
-    finally:
-        if previous is None:
-            retrieve._EMBEDDERS.pop(key, None)
-        else:
-            retrieve._EMBEDDERS[key] = previous
 
 
 class _Ticker:
@@ -118,12 +100,10 @@ def paper_ranking(retriever: Any, query: str, mode: str, depth: int = BEIR_DEPTH
 
 
 def _settings_for(index: Path, model: str | None) -> Any:
-    from sheaf.core.settings import query_settings
-
     over: dict[str, Any] = {"index_file": index}
     if model:
         over["embedding_model"] = model
-    return query_settings(**over)
+    return get_settings(**over)
 
 
 def _run_modes(retriever: Any, items: Sequence[tuple[str, str]], modes: Sequence[str],

@@ -465,10 +465,12 @@ def wait_for_loads(lock: threading.Lock, loading: dict[str, threading.Thread], t
 # --- the accelerator ----------------------------------------------------------------------------
 
 class Bm25Accelerator:
-    """`sheaf.store.sqlite.index`'s lexical accelerator for one index file (install it with
-    `sheaf.store.sqlite.index.set_lexical_accelerator`). Thread-safe. Answers None (→ FTS5) for another
-    file, an expression or weights it does not handle, and while a table's copy is (re)loaded
-    in the background after a change."""
+    """A lexical engine (`sheaf.store.sqlite.reader.LexicalEngine`) for one index file: pass it
+    to the index (`SqliteIndex(..., lexical_engine=...)` or `Retriever.open(...)`). Thread-safe.
+    Answers None (→ FTS5) for another file, an expression or weights it does not handle, and
+    while a table's copy is (re)loaded in the background after a change."""
+
+    name = "bm25-memory"
 
     def __init__(self, index_path: str | Path, *, busy_timeout_ms: int = 10_000,
                  warm_weights: dict[str, Sequence[float]] | None = None, settle_seconds: float = 2.0) -> None:

@@ -369,13 +369,15 @@ def single_thread_blas() -> None:
 
 
 class MatrixAccelerator:
-    """`sheaf.store.sqlite.index.vector_search`'s accelerator for one index file (install it with
-    `sheaf.store.sqlite.index.set_vector_accelerator`). Thread-safe. Answers None (→ sqlite-vec) for a
-    connection to another file, a collection it could not load or verify, any error, and
+    """A vector engine (`sheaf.store.sqlite.reader.VectorEngine`) for one index file: pass it to
+    the index (`SqliteIndex(..., vector_engine=...)` or `Retriever.open(...)`). Thread-safe.
+    Answers None (→ sqlite-vec) for a connection to another file, a collection it could not load or verify, any error, and
     while a matrix is being (re)loaded: a load runs in the background (except `matrix(...,
     wait=True)`, the server's warm-up), so a query never waits for one; during a build, whose
     every commit may change the vectors, queries are answered by sqlite-vec until the matrix
     catches up."""
+
+    name = "matrix"
 
     def __init__(self, index_path: str | Path, *, busy_timeout_ms: int = 10_000,
                  max_candidates: int = 50_000, int8: bool = True) -> None:

@@ -19,8 +19,10 @@ a server and tests share them.
   offsets.
 
 The FTS tables are contentless: every snippet is cut in Python from the base tables' text.
-Query vectors come from ONE function, `encode_query`. Nothing here imports numpy, torch,
-pydantic or dagster until the semantic leg runs.
+The index is an `IndexBackend` and query vectors come from a `QueryEncoder`, both passed in
+(`Retriever.open` opens the configured SQLite index; a warm server passes engines that answer
+from memory). Every answer says which engines answered (`data.engines`). Nothing here imports
+numpy, torch, pydantic or dagster until the semantic leg runs.
 """
 from __future__ import annotations
 
@@ -31,25 +33,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sheaf.store.sqlite.db import sqlite3
-from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KINDS, MODES
-from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
-    _WORD_RE, build_match_query,
+from sheaf.core.defaults import (
+    DEFAULT_LIMIT,
+    DEFAULT_PER_PAPER,
+    DEFAULT_WINDOW,
+    KINDS,
+    MODES,
 )
-from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
-from sheaf.store.sqlite.reader import MAX_KNN_K, FtsHit, fts_best_per_paper, fts_search, get_unit, paper_ids_where, paper_units, vector_search
+from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
+from sheaf.core.settings import get_settings
 from sheaf.search.grep import _find_spans, _page_at, term_pattern
-from sheaf.search.snippets import SUMMARY_CHARS, _clip, _highlight_re, _one_line, make_snippet
-from sheaf.core.settings import query_settings
+from sheaf.search.snippets import (
+    SUMMARY_CHARS,
+    _clip,
+    _highlight_re,
+    _one_line,
+    make_snippet,
+)
+from sheaf.store.backend import FtsHit, IndexBackend
+from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
+    _WORD_RE,
+)
+from sheaf.store.sqlite.reader import MAX_KNN_K, LexicalEngine, VectorEngine
+from sheaf.vectors.identity import (
+    ModelChangedError,
+    ModelIdentity,
+    QueryVector,
+    resolve_model_path,
+    unit_embedding_text,
+)
 
-if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
-    from sheaf.vectors.identity import ModelIdentity, QueryVector
+if TYPE_CHECKING:  # pragma: no cover
+    from sheaf.vectors.query_encoder import QueryEncoder
 
 __all__ = [
     "RRF_K", "HYBRID_RRF_K", "DEFAULT_LIMIT", "DEFAULT_PER_PAPER", "MODES", "KINDS", "Result", "Retriever",
-    "encode_query", "register_query_embedder", "term_pattern", "make_snippet", "reading_order",
+    "term_pattern", "make_snippet", "reading_order",
     "open_retriever",
 ]
 
@@ -82,48 +103,8 @@ class Result:
         return self.data.get("matches", [])
 
 
-# --- query vectors: the ONE entry point ---------------------------------------------------------
-
-_EMBEDDERS: dict[str, Any] = {}
-
-
 def _canonical_model(model: str) -> str:
-    from sheaf.vectors.identity import resolve_model_path
-
     return resolve_model_path(model)[0]
-
-
-def register_query_embedder(embedder: Any) -> None:
-    """Use this (loaded) `Embedder` for queries of its model: a server or a test session
-    loads the model once."""
-    _EMBEDDERS[_canonical_model(embedder.model_name)] = embedder
-
-
-def encode_query(text: str, settings: Any = None,
-                 identity: ModelIdentity | None = None) -> tuple[QueryVector, list[str]]:
-    """The query vector of `text` for the configured model, and warnings about it.
-
-    The one way retrieval turns a query into a vector. `settings` is a `Settings` or the
-    query path's `QuerySettings`; `identity` is the identity of the index collection the
-    vector will be searched in. A registered `Embedder` (`register_query_embedder`: tests)
-    is used as is; otherwise `sheaf.vectors.query_encoder.query_vector`: the ONNX export of that
-    identity (onnxruntime + tokenizers, no torch) when the build made one, else
-    sentence-transformers with a warning. `vector_search` refuses a vector of another
-    identity with MODEL_CHANGED.
-    """
-    if settings is None:
-        settings = query_settings()
-    emb = _EMBEDDERS.get(_canonical_model(settings.embedding_model)) if _EMBEDDERS else None
-    if emb is not None:
-        qv, warnings = emb.embed_query(text), []
-    else:
-        from sheaf.vectors.query_encoder import query_vector
-
-        qv, warnings = query_vector(text, settings, identity)
-    if qv.windows > 1:
-        warnings.append(f"the query is longer than the model's window ({qv.identity.max_tokens} word "
-                        f"pieces): its {qv.windows} windows were embedded and averaged")
-    return qv, warnings
 
 
 # --- text helpers: snippets, one-line summaries ---------------------------------------------
@@ -166,11 +147,7 @@ def _unit_source(u: Unit) -> str:
 
 
 def _unit_text(u: Unit) -> str:
-    if isinstance(u, BodyUnit):
-        return u.text
-    from sheaf.vectors.identity import unit_embedding_text
-
-    return unit_embedding_text(u)
+    return u.text if isinstance(u, BodyUnit) else unit_embedding_text(u)
 
 
 def _page_span(u: Unit) -> list[int] | None:
@@ -193,54 +170,62 @@ def _positive(name: str, value: int, minimum: int = 1) -> int:
 
 
 class Retriever:
-    """Read-only queries over one open index connection."""
+    """Read-only queries over one open index (an `IndexBackend`).
 
-    def __init__(self, conn: Any, settings: Any = None, *, owns_connection: bool = False) -> None:
-        self.conn = conn
-        self.settings = settings if settings is not None else query_settings()
-        self._owns = owns_connection
+    Its dependencies are passed in: the `index` (with whatever engines its owner gave it) and
+    the `query_encoder` that embeds queries (a `sheaf.vectors.query_encoder.QueryEncoder`, or
+    anything with its `encode(text, identity)`); without one, the first semantic query makes
+    one from `settings`. A warm server keeps one Retriever across queries (`_memoized`)."""
+
+    def __init__(self, index: IndexBackend, settings: Any = None, *, query_encoder: "QueryEncoder | None" = None,
+                 owns_index: bool = True) -> None:
+        self.index = index
+        self.settings = settings if settings is not None else get_settings()
+        self.query_encoder = query_encoder
+        self._owns = owns_index
         self._papers: dict[str, dict[str, Any]] = {}
         self._memo: dict[Any, Any] = {}  # facts about the index content (see `_memoized`)
-        self._memo_key: tuple[int, int] | None = None
-        self._path: Path | None = None  # the index file, when `open` opened it (read-only)
-        self._aux_conn: Any = None  # a second read-only connection: the lexical leg of a hybrid query
+        self._memo_key: Any = None
+        self._aux: IndexBackend | None = None  # a second handle: the lexical leg of a hybrid query
+        self._aux_tried = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, settings: Any = None) -> "Retriever":
+    def open(cls, settings: Any = None, *, query_encoder: "QueryEncoder | None" = None,
+             lexical_engine: LexicalEngine | None = None, vector_engine: VectorEngine | None = None) -> "Retriever":
         """Open the configured index read-only. No index: INDEX_NOT_FOUND; a file that is not
-        a readable Sheaf index: BACKEND_UNAVAILABLE."""
-        s = settings if settings is not None else query_settings()
-        path = Path(s.index_path)
-        try:
-            conn = open_index(path, readonly=True, settings=s)
-        except IndexSchemaError as e:
-            if e.details.get("found", 0) is None:  # an empty file: nothing was ever built
-                raise SheafError("INDEX_NOT_FOUND", f"the index at {path} is empty", {"path": str(path)},
-                                 hint="build the index first (sheaf build)") from None
-            raise
-        except sqlite3.DatabaseError as e:
-            raise SheafError("BACKEND_UNAVAILABLE", f"cannot read the index at {path}: {e}",
-                             {"path": str(path)}, hint="rebuild the index (sheaf build)") from None
-        r = cls(conn, s, owns_connection=True)
-        r._path = path
-        return r
+        a readable Sheaf index: BACKEND_UNAVAILABLE. The engines, when given, answer lexical
+        rankings and vector searches from memory (a warm server's)."""
+        s = settings if settings is not None else get_settings()
+        index = SqliteIndex.open(s.index_path, readonly=True, busy_timeout_ms=s.sqlite_busy_timeout_ms,
+                                 lexical_engine=lexical_engine, vector_engine=vector_engine)
+        return cls(index, s, query_encoder=query_encoder)
+
+    @property
+    def conn(self) -> Any:
+        """The SQLite connection of the embedded backend (tests and benchmarks read it)."""
+        return self.index.conn  # type: ignore[attr-defined]
 
     def close(self) -> None:
-        if self._aux_conn is not None:
-            self._aux_conn.close()
-            self._aux_conn = None
+        if self._aux is not None:
+            self._aux.close()
+            self._aux = None
         if self._owns:
-            self.conn.close()
+            self.index.close()
+
+    def engines(self) -> dict[str, str]:
+        """Which engines answered this Retriever's last query (lexical, vector)."""
+        out = dict(self.index.engines)
+        if self._aux is not None and "lexical" in self._aux.engines:
+            out.setdefault("lexical", self._aux.engines["lexical"])
+        return out
 
     def _memoized(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """`compute()`, remembered while the index content stays the same: until a commit by
-        another connection (``PRAGMA data_version``) or a change through this one
-        (`total_changes`). Facts such as the vector collection or the papers without vectors
-        then cost one pragma per query instead of their scans (a warm server's Retriever lives
-        across queries)."""
-        state = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes)
+        """`compute()`, remembered while the index content stays the same (`IndexBackend.state`).
+        Facts such as the vector collection or the papers without vectors then cost one pragma
+        per query instead of their scans (a warm server's Retriever lives across queries)."""
+        state = self.index.state()
         if state != self._memo_key:
             self._memo.clear()
             self._memo_key = state
@@ -269,16 +254,9 @@ class Retriever:
         """Match fields of papers (cached): zotero_key, title, first_author, year, journal,
         domain, has_metadata. A stub row's title falls back to the parsed title."""
         want = [p for p in dict.fromkeys(paper_ids) if p not in self._papers]
-        for i in range(0, len(want), 500):
-            chunk = want[i:i + 500]
-            rows = self.conn.execute(
-                "SELECT paper_id, title, first_author, year, journal, domain, has_metadata, citation_key "
-                f"FROM papers WHERE paper_id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-            for r in rows:
-                self._papers[r[0]] = {"zotero_key": r[0], "title": r[1] or None, "first_author": r[2],
-                                      "year": r[3], "journal": r[4], "domain": r[5],
-                                      "has_metadata": bool(r[6]), "citation_key": r[7]}
-            for pid in chunk:
+        if want:
+            self._papers.update(self.index.paper_fields(want))
+            for pid in want:
                 self._papers.setdefault(pid, {"zotero_key": pid, "title": None, "first_author": None,
                                               "year": None, "journal": None, "domain": None,
                                               "has_metadata": False, "citation_key": None})
@@ -304,10 +282,7 @@ class Retriever:
         if not keys:
             return None
         keys = list(dict.fromkeys(keys))
-        marks = ",".join("?" * len(keys))
-        known = {r[0] for r in self.conn.execute(
-            f"SELECT paper_id FROM papers WHERE paper_id IN ({marks}) UNION "
-            f"SELECT paper_id FROM body_units WHERE paper_id IN ({marks})", keys + keys)}
+        known = self.index.known_papers(keys)
         missing = [k for k in keys if k not in known]
         if missing:
             raise SheafError("NOT_FOUND", f"paper {', '.join(missing)} is not in the index",
@@ -338,28 +313,14 @@ class Retriever:
 
     # --- lexical legs -----------------------------------------------------------------------
 
-    def _fts(self, fn: Callable[..., list[FtsHit]], *args: Any, _conn: Any = None, **kw: Any) -> list[FtsHit]:
-        try:
-            return fn(self.conn if _conn is None else _conn, *args, **kw)
-        except sqlite3.OperationalError as e:  # build_match_query makes this unreachable; belt and braces
-            raise SheafError("BAD_QUERY", f"the query could not be run: {e}", {"match": args[1]},
-                             hint="search for plain words; quotes, operators and brackets are "
-                                  "treated as text") from None
-
     def _matches(self, query: str) -> tuple[str, str]:
-        and_q = build_match_query(query, mode="and")
-        if and_q is None:
-            raise SheafError("BAD_QUERY", "the query holds no word to search for", {"query": query},
-                             hint="use letters or digits; FTS operators (AND, OR, NEAR, *, quotes, "
-                                  "brackets) are treated as plain text")
-        # The relaxed form without function words: in an OR they match nearly every unit (all
-        # of which bm25 must then score) and weigh next to nothing in the ranking.
-        return and_q, build_match_query(query, mode="or", drop_stopwords=True) or and_q
+        return self.index.match_queries(query)
 
     def _lexical_units(self, query: str, kinds: Sequence[str], n: int, paper_ids: Sequence[str] | None,
-                       conn: Any = None) -> tuple[list[FtsHit], bool, bool]:
+                       index: IndexBackend | None = None) -> tuple[list[FtsHit], bool, bool]:
         """Best units for the query: those with every word first (bm25), then those with some
-        of them. Returns (hits, exhausted, relaxed). `conn`: another connection to the index."""
+        of them. Returns (hits, exhausted, relaxed). `index`: another handle on the index."""
+        ix = self.index if index is None else index
         and_q, or_q = self._matches(query)
         scopes = [("body", BODY_WEIGHTS)] * ("body" in kinds) + [("object", OBJECT_WEIGHTS)] * ("object" in kinds)
 
@@ -368,7 +329,7 @@ class Retriever:
             hits: list[FtsHit] = []
             complete = True
             for scope, w in scopes:
-                got = self._fts(fts_search, scope, match, limit=n, paper_ids=paper_ids, weights=w, _conn=conn)
+                got = ix.lexical_units(scope, match, limit=n, paper_ids=paper_ids, weights=w)
                 complete &= len(got) < n
                 hits += got
             # Stable sort on the score alone: ties keep each scope's own order (bm25, then
@@ -388,17 +349,15 @@ class Retriever:
 
     def _lexical_in_background(self, query: str, kinds: Sequence[str], n: int,
                                paper_ids: Sequence[str] | None) -> "_Background | None":
-        """`_lexical_units` on a thread over a second read-only connection (SQLite, ONNX and
+        """`_lexical_units` on a thread over a second handle on the index (SQLite, ONNX and
         numpy all release the GIL: a hybrid query costs about its slower leg, not the sum), or
-        None (run it in line) for a Retriever on a connection it did not open itself."""
-        if self._path is None:
+        None (run it in line) when the index offers no second handle."""
+        if self._aux is None and not self._aux_tried:
+            self._aux_tried = True
+            self._aux = self.index.clone()
+        if self._aux is None:
             return None
-        if self._aux_conn is None:
-            try:
-                self._aux_conn = open_index(self._path, readonly=True, settings=self.settings)
-            except Exception:  # noqa: BLE001 - the leg then runs in line, over self.conn
-                return None
-        return _Background(self._lexical_units, query, kinds, n, paper_ids, self._aux_conn)
+        return _Background(self._lexical_units, query, kinds, n, paper_ids, self._aux)
 
     # --- semantic leg -------------------------------------------------------------------------
 
@@ -408,15 +367,13 @@ class Retriever:
         return self._memoized(("collection", self.settings.embedding_model), self._find_collection)
 
     def _find_collection(self) -> ModelIdentity:
-        cols = collections(self.conn)
+        cols = self.index.collections()
         hint = "run `sheaf build` to embed the library (or use --mode lexical meanwhile)"
         if not cols:
             raise SheafError("VECTOR_NOT_BUILT", "the index has no vectors yet", hint=hint)
         name = _canonical_model(self.settings.embedding_model)
         mine = [c for c in cols.values() if c.name == name]
         if not mine:
-            from sheaf.vectors.identity import ModelChangedError
-
             raise ModelChangedError(
                 f"the configured embedding model {name!r} has no vectors in the index, which holds "
                 + "; ".join(c.describe() for c in cols.values()),
@@ -424,27 +381,30 @@ class Retriever:
                 hint="set SHEAF_EMBEDDING_MODEL back to the model the index was built with, or "
                      "rebuild the vectors with the new model (sheaf build)")
         ident = mine[0]
-        try:
-            # count(*), not EXISTS: 0.6 ms at 190k passages (and remembered while the index is
-            # unchanged), and reading the whole index of the table doubles as a probe for damage
-            n = self.conn.execute(f"SELECT count(*) FROM {ident.passages_table}").fetchone()[0]
-        except sqlite3.DatabaseError as e:
-            raise SheafError("VECTOR_CORRUPTED", f"passage table of collection {ident.key} unreadable: {e}",
-                             {"collection": ident.key}, hint="rebuild the vectors (sheaf build)") from None
+        n = self.index.passage_count(ident)  # remembered while the index is unchanged; probes for damage
         if n == 0:
             raise SheafError("VECTOR_NOT_BUILT", f"no vectors of {name} in the index yet",
                              {"collection": ident.key}, hint=hint)
         return ident
 
+    def _encoder(self) -> "QueryEncoder":
+        if self.query_encoder is None:
+            # The vector stack (onnxruntime, tokenizers, numpy; torch for the fallback) loads only
+            # when a query needs a vector: the lexical commands never pay for it.
+            from sheaf.vectors.query_encoder import QueryEncoder
+
+            self.query_encoder = QueryEncoder(self.settings)
+        return self.query_encoder
+
     def query_vector(self, query: str) -> tuple[QueryVector, list[str]]:
         ident = self._collection()
-        return encode_query(query, self.settings, ident)
+        return self._encoder().encode(query, ident)
 
     def _semantic_units(self, qv: QueryVector, kinds: Sequence[str], n: int,
                         paper_ids: Sequence[str] | None) -> tuple[list[tuple[str, str, float, int]], bool]:
         """Best units by their best passage: [(unit_id, paper_id, cosine, passage ordinal)]."""
         k = min(MAX_KNN_K, max(n * 2, 20))
-        hits = vector_search(self.conn, qv, k, paper_ids=paper_ids)
+        hits = self.index.vector_candidates(qv, k, paper_ids)
         if not hits:
             self._check_vectors(qv.identity, paper_ids)
         want = {"body"} if kinds == ("body",) else {"object"} if kinds == ("object",) else {"body", "object"}
@@ -457,11 +417,7 @@ class Retriever:
 
     def _check_vectors(self, ident: ModelIdentity, paper_ids: Sequence[str] | None) -> None:
         """No nearest vector at all although passages exist: the vector table lost its rows."""
-        where, args = "", []
-        if paper_ids is not None:
-            where = f" WHERE paper_id IN ({','.join('?' * len(paper_ids))})"
-            args = list(paper_ids)
-        n = self.conn.execute(f"SELECT count(*) FROM {ident.passages_table}{where}", args).fetchone()[0]
+        n = self.index.passage_count(ident, paper_ids)
         if n:
             raise SheafError("VECTOR_CORRUPTED", f"the vector table of collection {ident.key} returned "
                              f"nothing for {n} passages", {"collection": ident.key, "passages": n},
@@ -556,6 +512,7 @@ class Retriever:
         if qv is not None:
             data["model"] = qv.identity.name
             warnings += self._embedding_gaps(qv.identity, paper_ids)
+        data["engines"] = self.engines()
         res = Result(data, warnings)
         if not matches:
             self._nothing_found(res, semantic=mode != "lexical")
@@ -597,19 +554,15 @@ class Retriever:
         return out
 
     def _units(self, unit_ids: Sequence[str]) -> dict[str, Unit]:
-        from sheaf.store.sqlite.reader import get_units
-        return get_units(self.conn, unit_ids)
+        return self.index.units(unit_ids)
 
     def _passage_starts(self, qv: QueryVector, ordinals: dict[str, int],
                         picked: list[dict[str, Any]]) -> dict[str, int]:
         """Where each semantic match's best passage starts in its unit's text (snippet hint)."""
         want = {f"{c['unit_id']}#{ordinals[c['unit_id']]}": c["unit_id"] for c in picked
                 if ordinals.get(c["unit_id"])}
-        if not want:
-            return {}
-        rows = self.conn.execute(f"SELECT passage_id, char_start FROM {qv.identity.passages_table} WHERE "
-                                 f"passage_id IN ({','.join('?' * len(want))})", list(want)).fetchall()
-        return {want[pid]: int(start) for pid, start in rows}
+        starts = self.index.passage_starts(qv.identity, list(want))
+        return {want[pid]: start for pid, start in starts.items()}
 
     def _embedding_gaps(self, ident: ModelIdentity, paper_ids: Sequence[str] | None) -> list[str]:
         """A warning when indexed papers (of `paper_ids`, default all) have no vectors of `ident`."""
@@ -618,33 +571,13 @@ class Retriever:
         return [f"{gap} of {indexed} indexed papers have no vectors yet: semantic results miss "
                 "them (run `sheaf build`)"] if gap else []
 
-    #: The distinct paper ids of units, by a loose index scan (one seek per paper in the
-    #: ``paper_id`` indexes, not a pass over every unit row: ~3 ms instead of ~7 at 100k units).
-    _INDEXED_SQL = (
-        "WITH RECURSIVE b(p) AS (SELECT min(paper_id) FROM body_units UNION ALL SELECT (SELECT "
-        "min(paper_id) FROM body_units WHERE paper_id > b.p) FROM b WHERE b.p IS NOT NULL), "
-        "o(p) AS (SELECT min(paper_id) FROM object_units UNION ALL SELECT (SELECT min(paper_id) "
-        "FROM object_units WHERE paper_id > o.p) FROM o WHERE o.p IS NOT NULL), "
-        "u(p) AS (SELECT p FROM b WHERE p IS NOT NULL UNION SELECT p FROM o WHERE p IS NOT NULL)")
-
     def _count_gaps(self, ident: ModelIdentity, paper_ids: Sequence[str] | None) -> tuple[int, int]:
         """(indexed papers, those without a passage of `ident`), of `paper_ids` when given."""
-        where, args = "", []
-        if paper_ids is not None:
-            where = f" WHERE u.p IN ({','.join('?' * len(paper_ids))})"
-            args = list(paper_ids)
-        try:
-            r = self.conn.execute(
-                f"{self._INDEXED_SQL} SELECT count(*), coalesce(sum(NOT EXISTS (SELECT 1 FROM "
-                f"{ident.passages_table} v WHERE v.paper_id = u.p)), 0) FROM u{where}", args).fetchone()
-        except sqlite3.DatabaseError as e:  # a damaged page: an answer for the caller, not a traceback
-            raise SheafError("VECTOR_CORRUPTED", f"passage table of collection {ident.key} unreadable: {e}",
-                             {"collection": ident.key}, hint="rebuild the vectors (sheaf build)") from None
-        return int(r[0]), int(r[1])
+        return self.index.embedding_gaps(ident, paper_ids)
 
     def _indexed_papers(self) -> list[str]:
         """The ids of the papers with units in the index, sorted."""
-        return [r[0] for r in self.conn.execute(f"{self._INDEXED_SQL} SELECT p FROM u ORDER BY p")]
+        return self.index.indexed_papers()
 
     # --- search (paper level) ----------------------------------------------------------------
 
@@ -660,11 +593,10 @@ class Retriever:
         warnings: list[str] = []
         actions: list[str] = []
         if year_from is not None or year_to is not None or domains:
-            paper_ids = paper_ids_where(self.conn, year_min=year_from, year_max=year_to,
-                                        domains=list(domains) if domains else None)
+            paper_ids = self.index.papers_where(year_min=year_from, year_max=year_to,
+                                                domains=list(domains) if domains else None)
             if domains:
-                known = self._memoized("domains", lambda: {r[0] for r in self.conn.execute(
-                    "SELECT DISTINCT domain FROM papers WHERE domain IS NOT NULL")})
+                known = self._memoized("domains", self.index.domains)
                 unknown = [d for d in domains if d not in known]
                 if unknown:
                     warnings.append(f"no paper has domain {', '.join(map(repr, unknown))}"
@@ -704,7 +636,7 @@ class Retriever:
         if relaxed:
             warnings.append("no paper contains every word of the query; these contain some of them")
         res = Result({"query": query, "filters": filters, "fusion": {"method": "rrf", "k": RRF_K},
-                      "matches": matches}, warnings, actions)
+                      "matches": matches, "engines": self.engines()}, warnings, actions)
         if not matches:
             self._nothing_found(res, semantic=False, filtered=paper_ids is not None)
         else:
@@ -713,25 +645,21 @@ class Retriever:
 
     def _paper_legs(self, match: str, n: int, paper_ids: Sequence[str] | None) -> dict[str, list[FtsHit]]:
         return {
-            "metadata": self._fts(fts_best_per_paper, "papers", match, limit=n, paper_ids=paper_ids,
-                                  weights=PAPER_WEIGHTS),
-            "body": self._fts(fts_best_per_paper, "body", match, limit=n, paper_ids=paper_ids,
-                              weights=BODY_WEIGHTS),
-            "object": self._fts(fts_best_per_paper, "object", match, limit=n, paper_ids=paper_ids,
-                                weights=OBJECT_WEIGHTS),
+            "metadata": self.index.lexical_papers("papers", match, limit=n, paper_ids=paper_ids, weights=PAPER_WEIGHTS),
+            "body": self.index.lexical_papers("body", match, limit=n, paper_ids=paper_ids, weights=BODY_WEIGHTS),
+            "object": self.index.lexical_papers("object", match, limit=n, paper_ids=paper_ids, weights=OBJECT_WEIGHTS),
         }
 
     def _metadata_match(self, paper_id: str, score: float, query: str) -> dict[str, Any]:
-        r = self.conn.execute("SELECT title, abstract, authors, journal FROM papers WHERE paper_id = ?",
-                              (paper_id,)).fetchone()
-        title, abstract = (r[0] or "", r[1] or "") if r else ("", "")
+        r = self.index.paper_text(paper_id)
+        title, abstract = (r["title"], r["abstract"]) if r else ("", "")
         pat = _highlight_re(query)
         field_name, text = "Title", title
         if abstract and pat and pat.search(abstract) and not (pat.search(title or "")):
             field_name, text = "Abstract", abstract
         elif r and pat and not pat.search(title or ""):
-            authors = "; ".join(json.loads(r[2] or "[]"))
-            for name, value in (("Authors", authors), ("Journal", r[3] or "")):
+            authors = "; ".join(r["authors"])
+            for name, value in (("Authors", authors), ("Journal", r["journal"])):
                 if value and pat.search(value):
                     field_name, text = name, value
                     break
@@ -760,15 +688,14 @@ class Retriever:
         units_dir = Path(s.artifacts_dir) / "body_units"
         parsed = sum(1 for _ in units_dir.glob("*.parquet")) if units_dir.is_dir() else None
         indexed = len(self._indexed_papers())
-        metadata = self.conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0]
+        metadata = self.index.papers_with_metadata()
         embedded = 0
         try:
             name = _canonical_model(s.embedding_model)
-            for ident in collections(self.conn).values():
+            for ident in self.index.collections().values():
                 if ident.name == name:
-                    embedded = max(embedded, self.conn.execute(
-                        f"SELECT count(DISTINCT paper_id) FROM {ident.passages_table}").fetchone()[0])
-        except (SheafError, sqlite3.DatabaseError):
+                    embedded = max(embedded, self.index.embedded_papers(ident))
+        except SheafError:
             pass
         return {"library": library, "parsed": parsed, "metadata": metadata, "indexed": indexed,
                 "embedded": embedded}
@@ -796,7 +723,7 @@ class Retriever:
 
     def _unit(self, ref: str) -> Unit | None:
         ref = ref.strip().strip("[]")
-        return get_unit(self.conn, ref) if ref else None
+        return self.index.unit(ref) if ref else None
 
     def get(self, refs: Sequence[str]) -> Result:
         """Whole units by short id (or unit id), in the order asked."""
@@ -823,7 +750,7 @@ class Retriever:
         if u is None:
             raise SheafError("NOT_FOUND", f"no unit with id {ref}", {"id": ref},
                              hint="short ids come from `sheaf retrieve`; they change when a paper is rebuilt")
-        body, objects = paper_units(self.conn, u.paper_id)
+        body, objects = self.index.paper_units(u.paper_id)
         order = reading_order(body, objects)
         pos = next(i for i, x in enumerate(order) if x.unit_id == u.unit_id)
         lo, hi = max(0, pos - window), min(len(order), pos + window + 1)
@@ -848,11 +775,12 @@ class Retriever:
         (`nearby_text`) is not searched: that paragraph is found in its body unit."""
         pat = term_pattern(term)
         paper_ids = self._require_papers(papers)
-        match = build_match_query(term, mode="and")
+        match = self.index.match_query(term)
         warnings: list[str] = []
         candidates: set[str] | None = None
         if match is not None and paper_ids is None:
-            hits = self._fts(fts_search, "body", match, limit=-1) + self._fts(fts_search, "object", match, limit=-1)
+            hits = (self.index.lexical_units("body", match, limit=-1) +
+                    self.index.lexical_units("object", match, limit=-1))
             candidates = {h.ref for h in hits}
             paper_ids = sorted({h.paper_id for h in hits})
         elif paper_ids is None:
@@ -861,7 +789,7 @@ class Retriever:
         matches: list[dict[str, Any]] = []
         variants: dict[str, int] = {}
         for pid in sorted(paper_ids):
-            body, objects = paper_units(self.conn, pid)
+            body, objects = self.index.paper_units(pid)
             for u in reading_order(body, objects):
                 fields = ([("text", u.text)] if isinstance(u, BodyUnit) else
                           [("caption", u.caption or ""), ("table_text", u.table_text or "")])

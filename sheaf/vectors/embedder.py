@@ -20,13 +20,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sheaf.core.lazy import lazy_module
 from sheaf.core.envelope import SheafError
+from sheaf.core.lazy import lazy_module
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.vectors.identity import (
-    CONTEXT_CAP, CONTEXT_SEP, DEFAULT_MODEL, DEFAULT_OVERLAP, PASSAGE_TEMPLATE, EmbeddedPassages, ModelIdentity,
-    Passage, QueryVector, resolve_model_path, split_offsets, unit_embedding_text,
+    CONTEXT_CAP,
+    CONTEXT_SEP,
+    DEFAULT_MODEL,
+    DEFAULT_OVERLAP,
+    PASSAGE_TEMPLATE,
+    EmbeddedPassages,
+    EmbeddingCache,
+    ModelIdentity,
+    Passage,
+    QueryVector,
+    resolve_model_path,
+    split_offsets,
+    unit_embedding_text,
 )
+from sheaf.vectors.onnx import OnnxQueryEncoder, find_export
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
@@ -131,8 +143,6 @@ class Embedder:
 
     def _load_export(self) -> _Loaded | None:
         """The usable ONNX export of the configured model in `models_dir`, loaded; or None."""
-        from sheaf.vectors.query_encoder import OnnxQueryEncoder, find_export
-
         try:
             found = find_export(Path(self.models_dir or ""), self.model_name)
             if found is None:
@@ -152,8 +162,8 @@ class Embedder:
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         name, target = resolve_model_path(self.model_name)
         try:
-            from sentence_transformers import SentenceTransformer
             import tokenizers
+            from sentence_transformers import SentenceTransformer
         except ImportError as e:  # pragma: no cover
             raise SheafError("BACKEND_UNAVAILABLE", f"sentence-transformers unavailable: {e}") from e
         try:
@@ -300,20 +310,17 @@ class Embedder:
             chunks.append(np.asarray(vecs, dtype=np.float32))
         return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
 
-    def embed(self, passages: Sequence[Passage], conn: Any = None) -> EmbeddedPassages:
-        """Vectors for `passages`: from the cache in `conn` (if given) where present, the rest
-        encoded in one batched pass (duplicate texts once) and written back to the cache.
-
-        Call it outside any write transaction: the cache write commits on its own, which is
-        safe because the cache is content-addressed.
-        """
+    def embed(self, passages: Sequence[Passage], cache: EmbeddingCache | None = None) -> EmbeddedPassages:
+        """Vectors for `passages`: from `cache` (content-addressed: model identity + sha256 of the
+        passage text) where present, the rest encoded in one batched pass (duplicate texts once)
+        and written back to it. The index's cache (`IndexBackend.embedding_cache()`) commits its
+        writes on its own: call this outside any write transaction of the index."""
         ident = self.identity
         passages = tuple(passages)
         shas = [p.text_sha256 for p in passages]
         found: dict[str, np.ndarray] = {}
-        if conn is not None and passages:
-            from sheaf.store.sqlite.writer import cache_get
-            found = cache_get(conn, ident, set(shas))
+        if cache is not None and passages:
+            found = cache.get(ident, set(shas))
         todo: dict[str, str] = {}
         for p in passages:
             if p.text_sha256 not in found:
@@ -323,9 +330,8 @@ class Embedder:
             keys = list(todo)
             vecs = self.encode([todo[k] for k in keys])
             fresh = dict(zip(keys, vecs))
-            if conn is not None:
-                from sheaf.store.sqlite.writer import cache_put
-                cache_put(conn, ident, fresh)
+            if cache is not None:
+                cache.put(ident, fresh)
         matrix = np.zeros((len(passages), ident.dimension), np.float32)
         for i, s in enumerate(shas):
             matrix[i] = found[s] if s in found else fresh[s]

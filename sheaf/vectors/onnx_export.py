@@ -16,12 +16,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sheaf.vectors.identity import resolve_model_path
 from sheaf.core.envelope import SheafError
-from sheaf.vectors.query_encoder import _LOCK, _ONNX, EXPORT_FORMAT, EXPORT_JSON, MODEL_FILE, TOKENIZER_FILE, OnnxQueryEncoder, _source_files, export_status, models_dir
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.identity import resolve_model_path
+from sheaf.vectors.onnx import (
+    EXPORT_FORMAT,
+    EXPORT_JSON,
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    OnnxQueryEncoder,
+    _source_files,
+    export_status,
+    models_dir,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sheaf.vectors.embedder import Embedder
     from sheaf.core.settings import Settings
 
 
@@ -133,8 +142,6 @@ def export_onnx(embedder_or_model_name: "Embedder | str", out_dir: str | Path) -
     beside it, verified against sentence-transformers, then renamed)."""
     import torch
 
-    from sheaf.vectors.embedder import Embedder
-
     embedder = (Embedder(model_name=embedder_or_model_name)
                 if isinstance(embedder_or_model_name, str) else embedder_or_model_name)
     ld = embedder.load()
@@ -193,9 +200,6 @@ def export_onnx(embedder_or_model_name: "Embedder | str", out_dir: str | Path) -
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    with _LOCK:
-        for k in [k for k in _ONNX if k[0] == str(out_dir.resolve())]:
-            del _ONNX[k]
     return out_dir
 
 

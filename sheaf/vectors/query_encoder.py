@@ -1,379 +1,129 @@
-"""A light query encoder: the embedding model exported to ONNX, run with onnxruntime + tokenizers.
+"""Query text → query vector, the one way retrieval embeds a query.
 
-Encoding a query through sentence-transformers means importing torch (~4 s cold). When a
-model's vectors are built, the build also exports that model to ONNX (mean pooling and L2
-normalization inside the graph, DESIGN §6), next to the tokenizer and a small JSON naming
-the model identity it was exported from::
+A `QueryEncoder` belongs to whoever answers queries (a CLI command, a warm server, an
+evaluation run, a test session) and is passed to the Retriever; it keeps what it loaded (the
+ONNX session, or the embedder) for its own lifetime, so nothing is cached in module globals.
 
-    <SHEAF_HOME>/models/<identity.key>/model.onnx
-                                      /tokenizer.json
-                                      /export.json
-
-`query_vector` encodes a query with that export when it exists and matches the identity
-(and the model files it came from are unchanged); otherwise it falls back to
-sentence-transformers (`Embedder.embed_query`) and says so in a warning. Either way a query
-longer than the model's window is split into windows exactly as `Embedder.embed_query`
-splits it (`sheaf.vectors.identity.split_offsets`), whose vectors are averaged and re-normalized.
-
-Importing this module, `OnnxQueryEncoder` and the ONNX path of `query_vector` use only
-onnxruntime, tokenizers and numpy: never torch nor sentence-transformers (a test checks
-``sys.modules``). `export_onnx` / `ensure_onnx_export` (build side) use torch.
+It encodes with the ONNX export of the collection's identity (`sheaf.vectors.onnx`: onnxruntime +
+tokenizers, no torch) when ``<SHEAF_HOME>/models/<identity.key>`` holds a usable export made
+from the configured model, and otherwise with the `Embedder` (sentence-transformers), saying so
+in a warning. The fallback's vector carries the configured model's actual identity, so a model
+that changed since the build is still refused by the vector search (``MODEL_CHANGED``). Either
+way a query longer than the model's window is split into windows exactly as passages are
+(`sheaf.vectors.identity.split_offsets`), whose vectors are averaged and re-normalized.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.identity import ModelIdentity, QueryVector, resolve_model_path
+from sheaf.vectors.onnx import (
+    EXPORT_JSON,
+    ExportStatus,
+    OnnxQueryEncoder,
+    export_dir,
+    export_status,
+    models_dir,
+    newest_export,
+)
 
-from sheaf.vectors.identity import DEFAULT_OVERLAP, ModelIdentity, QueryVector, resolve_model_path, split_offsets
-from sheaf.core.envelope import SheafError
+__all__ = ["FALLBACK_WARNING", "QueryEncoder"]
 
-if TYPE_CHECKING:  # pragma: no cover
-    from sheaf.vectors.embedder import Embedder
-    from sheaf.core.settings import Settings
-
-__all__ = [
-    "EXPORT_FORMAT", "FALLBACK_WARNING", "OnnxQueryEncoder", "ExportStatus", "models_dir",
-    "export_dir", "export_status", "find_export", "query_vector", "clear_caches",
-]
-
-EXPORT_FORMAT = 1
-MODEL_FILE = "model.onnx"
-TOKENIZER_FILE = "tokenizer.json"
-EXPORT_JSON = "export.json"
 FALLBACK_WARNING = ("ONNX query encoder missing or stale; used sentence-transformers (slower cold "
                     "start); run sheaf build to export it")
 
 
-# --- where exports live, and whether one is usable ----------------------------------------
+class QueryEncoder:
+    """Embeds queries for the collection a Retriever searches (see the module docstring).
 
-def models_dir(settings: "Settings") -> Path:
-    return Path(settings.home) / "models"
+    `settings`: home (where exports live), embedding_model, embed_batch_size,
+    embed_overlap_tokens. `embedder`: an already loaded `Embedder` to use for every query
+    instead (a test session or an evaluation that loaded the model once). `status_ttl`: seconds
+    a checked export status is reused (a warm server: 2; the check reads the export's record and
+    stats the model's files, ~1 ms). Thread-safe."""
 
-
-def export_dir(settings: "Settings", identity: ModelIdentity) -> Path:
-    """``<SHEAF_HOME>/models/<identity.key>``."""
-    return models_dir(settings) / identity.key
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _source_files(target: str) -> dict[str, dict[str, Any]]:
-    """Size, mtime and sha256 of every file of a local model folder (``{}`` when the model is
-    not a local folder): an export of a folder whose files changed is stale."""
-    root = Path(target)
-    if not root.is_dir():
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts):
-            st = p.stat()
-            out[p.relative_to(root).as_posix()] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                                  "sha256": _sha256_file(p)}
-    return out
-
-
-def _source_changed(target: str, recorded: dict[str, dict[str, Any]]) -> str | None:
-    """Why the model files differ from those the export was made from (None: unchanged).
-    Cheap when nothing changed (a stat per file); a file whose mtime moved is hashed."""
-    root = Path(target)
-    for rel, rec in recorded.items():
-        p = root / rel
-        try:
-            st = p.stat()
-        except OSError:
-            return f"model file {rel} is gone"
-        if st.st_size != rec["size"]:
-            return f"model file {rel} changed size"
-        if st.st_mtime_ns != rec["mtime_ns"] and _sha256_file(p) != rec["sha256"]:
-            return f"model file {rel} changed"
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class ExportStatus:
-    """Whether the ONNX export in `path` may encode queries for `identity` (`reason` if not)."""
-
-    path: Path
-    usable: bool
-    reason: str
-    meta: dict[str, Any] | None = None
-
-
-def _read_meta(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((path / EXPORT_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def export_status(path: Path, identity: ModelIdentity, model: str | None = None) -> ExportStatus:
-    """Check the export in `path` against the identity the index's collection was built with
-    and (when given) the configured model name or path: same identity, same model, model
-    files unchanged since the export, ONNX file complete. Never imports torch."""
-    path = Path(path)
-    meta = _read_meta(path)
-    if meta is None:
-        return ExportStatus(path, False, f"no ONNX export at {path}")
-    if meta.get("format") != EXPORT_FORMAT:
-        return ExportStatus(path, False, f"ONNX export format {meta.get('format')!r} is not "
-                            f"{EXPORT_FORMAT}", meta)
-    if meta.get("identity") != identity.to_dict():
-        return ExportStatus(path, False, "the ONNX export was made from another model identity", meta)
-    if model is not None:
-        try:
-            name, target = resolve_model_path(model)
-        except SheafError as e:
-            return ExportStatus(path, False, e.message, meta)
-        if name != identity.name:
-            return ExportStatus(path, False, f"the configured model {name!r} is not the export's "
-                                f"{identity.name!r}", meta)
-        why = _source_changed(target, meta.get("source_files") or {})
-        if why:
-            return ExportStatus(path, False, f"{why} since the ONNX export", meta)
-    for key in ("onnx", "tokenizer"):
-        rec = meta.get(key) or {}
-        try:
-            size = (path / rec["file"]).stat().st_size
-        except (OSError, KeyError, TypeError):
-            return ExportStatus(path, False, f"the ONNX export's {key} file is missing", meta)
-        if size != rec.get("size"):
-            return ExportStatus(path, False, f"the ONNX export's {key} file is incomplete", meta)
-    return ExportStatus(path, True, "ok", meta)
-
-
-#: Seconds a checked export status is reused by `query_vector` (0: checked on every query).
-#: A warm server sets 2: the check (the export's record, the model's files) costs about 1 ms,
-#: a query there about 20.
-STATUS_TTL_SECONDS = 0.0
-_STATUS: dict[tuple[str, str, str | None], tuple[float, ExportStatus]] = {}
-
-
-def _export_status_recent(path: Path, identity: ModelIdentity, model: str | None) -> ExportStatus:
-    """`export_status`, or its answer of less than `STATUS_TTL_SECONDS` ago."""
-    if STATUS_TTL_SECONDS <= 0:
-        return export_status(path, identity, model)
-    key = (str(path), identity.key, model)
-    now = time.monotonic()
-    hit = _STATUS.get(key)
-    if hit is not None and now - hit[0] < STATUS_TTL_SECONDS:
-        return hit[1]
-    status = export_status(path, identity, model)
-    _STATUS[key] = (now, status)
-    return status
-
-
-# --- the encoder (onnxruntime + tokenizers + numpy only) -------------------------------------
-
-class OnnxQueryEncoder:
-    """Encodes queries with an exported model: tokenizers for word pieces, onnxruntime for the
-    graph (transformer + pooling + L2 norm). Thread-safe (onnxruntime sessions are)."""
-
-    def __init__(self, path: Path, meta: dict[str, Any], session: Any, split_tokenizer: Any,
-                 model_tokenizer: Any, overlap_tokens: int = DEFAULT_OVERLAP) -> None:
-        self.path = Path(path)
-        self.meta = meta
-        self.identity = ModelIdentity(**meta["identity"])
-        self.session = session
-        self.n_special = int(meta["n_special"])
-        self.input_names = list(meta["input_names"])
-        self.overlap_tokens = overlap_tokens
-        self._split_tok = split_tokenizer  # no truncation, no padding: measures windows
-        self._model_tok = model_tokenizer  # truncation to the window, padding: model input
-
-    @classmethod
-    def load(cls, path: str | Path, *, overlap_tokens: int = DEFAULT_OVERLAP,
-             threads: int | None = None) -> "OnnxQueryEncoder":
-        """Load an export folder (no identity check: see `export_status`)."""
-        import onnxruntime as ort
-        import tokenizers
-
-        path = Path(path)
-        meta = _read_meta(path)
-        if meta is None:
-            raise SheafError("BACKEND_UNAVAILABLE", f"no ONNX export at {path}", {"path": str(path)},
-                             hint="run sheaf build to export the query encoder")
-        tok_json = (path / meta["tokenizer"]["file"]).read_text(encoding="utf-8")
-        split_tok = tokenizers.Tokenizer.from_str(tok_json)
-        split_tok.no_truncation()
-        split_tok.no_padding()
-        model_tok = tokenizers.Tokenizer.from_str(tok_json)
-        max_tokens = int(meta["identity"]["max_tokens"])
-        model_tok.enable_truncation(max_length=max_tokens, strategy="longest_first", direction="right")
-        model_tok.enable_padding(pad_id=int(meta["pad_id"]), pad_token=meta["pad_token"],
-                                 pad_type_id=0, direction="right")
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        # No busy-waiting pool threads after a run: on 2 cores they would steal the CPU from
-        # the vector and full-text search that follow the encoding (measured: 2x slower).
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        if threads:
-            so.intra_op_num_threads = threads
-        session = ort.InferenceSession(str(path / meta["onnx"]["file"]), sess_options=so,
-                                       providers=["CPUExecutionProvider"])
-        return cls(path, meta, session, split_tok, model_tok, overlap_tokens)
+    def __init__(self, settings: Any, *, embedder: Embedder | None = None, status_ttl: float = 0.0) -> None:
+        self.settings = settings
+        self.status_ttl = status_ttl
+        self._given = embedder
+        self._embedder: Embedder | None = embedder
+        self._onnx: dict[str, tuple[tuple[int, int], OnnxQueryEncoder]] = {}
+        self._status: dict[tuple[str, str], tuple[float, ExportStatus]] = {}
+        self._lock = threading.Lock()
+        self.loads = 0  # ONNX sessions this encoder loaded (tests and the server's health read it)
 
     @property
-    def split_tokenizer(self) -> Any:
-        """The tokenizer without truncation or padding (measures passages and windows)."""
-        return self._split_tok
+    def model_name(self) -> str:
+        """The configured model's canonical name."""
+        return resolve_model_path(self.settings.embedding_model)[0]
 
-    def windows(self, text: str) -> list[str]:
-        """The query's windows, as `Embedder.embed_query` cuts them."""
-        budget = self.identity.max_tokens - self.n_special
-        enc = self._split_tok.encode(text, add_special_tokens=False)
-        spans = split_offsets(enc.offsets, budget, self.overlap_tokens) or [(0, len(text))]
-        return [text[a:b] for a, b in spans]
+    def _export_status(self, identity: ModelIdentity) -> ExportStatus:
+        path = export_dir(self.settings, identity)
+        if self.status_ttl <= 0:
+            return export_status(path, identity, self.settings.embedding_model)
+        key = (str(path), identity.key)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._status.get(key)
+        if hit is not None and now - hit[0] < self.status_ttl:
+            return hit[1]
+        status = export_status(path, identity, self.settings.embedding_model)
+        with self._lock:
+            self._status[key] = (now, status)
+        return status
 
-    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """One L2-normalized vector per text (truncated to the window, as sentence-transformers
-        does), float32 (n, dimension)."""
-        if not texts:
-            return np.zeros((0, self.identity.dimension), np.float32)
-        encs = self._model_tok.encode_batch([t.strip() for t in texts], add_special_tokens=True)
-        cols = {"input_ids": [e.ids for e in encs], "attention_mask": [e.attention_mask for e in encs],
-                "token_type_ids": [e.type_ids for e in encs]}
-        feed = {name: np.asarray(cols[name], dtype=np.int64) for name in self.input_names}
-        out = self.session.run(None, feed)[0]
-        return np.asarray(out, dtype=np.float32)
-
-    def encode_query(self, text: str) -> tuple[np.ndarray, int]:
-        """(vector, windows): windows longer than the model's are averaged, then re-normalized."""
-        parts = self.windows(text)
-        v = self.encode_texts(parts).mean(axis=0)
-        norm = float(np.linalg.norm(v))
-        if norm > 0:
-            v = v / norm
-        return v.astype(np.float32), len(parts)
-
-    def encode(self, text: str) -> np.ndarray:
-        """The query's vector (float32, (dimension,))."""
-        return self.encode_query(text)[0]
-
-
-# --- query vectors: ONNX when possible, else sentence-transformers --------------------------
-
-_LOCK = threading.Lock()
-_ONNX: dict[tuple[str, int], tuple[tuple[int, int], OnnxQueryEncoder]] = {}
-_EMBEDDERS: dict[tuple[str, int, int], "Embedder"] = {}
-
-
-def clear_caches() -> None:
-    """Forget loaded encoders (tests; a server reloading its model)."""
-    with _LOCK:
-        _ONNX.clear()
-        _EMBEDDERS.clear()
-        _STATUS.clear()
-
-
-def _onnx_encoder(path: Path, overlap: int) -> OnnxQueryEncoder:
-    st = (path / EXPORT_JSON).stat()
-    stamp = (st.st_mtime_ns, st.st_size)
-    key = (str(path.resolve()), overlap)
-    with _LOCK:
-        hit = _ONNX.get(key)
+    def _onnx_encoder(self, path: Path) -> OnnxQueryEncoder:
+        st = (path / EXPORT_JSON).stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+        key = str(path.resolve())
+        with self._lock:
+            hit = self._onnx.get(key)
         if hit is not None and hit[0] == stamp:
             return hit[1]
-    enc = OnnxQueryEncoder.load(path, overlap_tokens=overlap)
-    with _LOCK:
-        _ONNX[key] = (stamp, enc)
-    return enc
+        enc = OnnxQueryEncoder.load(path, overlap_tokens=int(self.settings.embed_overlap_tokens))
+        with self._lock:
+            self._onnx[key] = (stamp, enc)
+            self.loads += 1
+        return enc
 
+    def embedder(self) -> Embedder:
+        """The embedder of the fallback path (created on first use; the model loads on first encode)."""
+        with self._lock:
+            if self._embedder is None:
+                s = self.settings
+                self._embedder = Embedder(model_name=s.embedding_model, batch_size=int(s.embed_batch_size),
+                                          overlap_tokens=int(s.embed_overlap_tokens))
+            return self._embedder
 
-def _embedder(settings: Any) -> "Embedder":
-    from sheaf.vectors.embedder import Embedder
-
-    key = (settings.embedding_model, int(settings.embed_batch_size), int(settings.embed_overlap_tokens))
-    with _LOCK:
-        emb = _EMBEDDERS.get(key)
-        if emb is None:
-            emb = _EMBEDDERS[key] = Embedder(model_name=key[0], batch_size=key[1], overlap_tokens=key[2])
-    return emb
-
-
-def _newest_export(root: Path, model: str) -> ModelIdentity | None:
-    """The identity of the newest export in `root` made from `model` (name or path), if any."""
-    try:
-        name, _ = resolve_model_path(model)
-    except SheafError:
-        return None
-    best: tuple[float, ModelIdentity] | None = None
-    for meta_path in Path(root).glob(f"*/{EXPORT_JSON}"):
-        meta = _read_meta(meta_path.parent)
-        if not meta or meta.get("format") != EXPORT_FORMAT:
-            continue
-        try:
-            ident = ModelIdentity(**meta["identity"])
-        except (TypeError, KeyError):
-            continue
-        if ident.name == name and ident.key == meta_path.parent.name:
-            m = meta_path.stat().st_mtime
-            if best is None or m > best[0]:
-                best = (m, ident)
-    return best[1] if best else None
-
-
-def _find_export(settings: "Settings") -> ModelIdentity | None:
-    """Without an identity: the newest export made from the configured model, if any."""
-    return _newest_export(models_dir(settings), settings.embedding_model)
-
-
-def find_export(root: Path, model: str) -> Path | None:
-    """The folder of a usable export (`export_status`) of `model` in the models folder
-    `root`, or None. Never imports torch: the build's embedder loads from it."""
-    ident = _newest_export(root, model)
-    if ident is None:
-        return None
-    status = export_status(Path(root) / ident.key, ident, model)
-    return status.path if status.usable else None
-
-
-def query_vector(text: str, settings: "Settings | Any",
-                 identity: ModelIdentity | None = None) -> tuple[QueryVector, list[str]]:
-    """The query's vector for the collection of `identity` (normally read from the index's
-    ``meta``), and warnings. `settings`: `Settings` or the query path's `QuerySettings`
-    (home, embedding_model, embed_overlap_tokens for the windows of a long query).
-
-    ONNX (onnxruntime + tokenizers, no torch) when ``<home>/models/<identity.key>`` holds a
-    usable export of that very identity made from the configured model; otherwise
-    sentence-transformers, with `FALLBACK_WARNING`. The fallback's vector carries the
-    configured model's actual identity, so a model that changed since the build is still
-    refused by `vector_search` (``MODEL_CHANGED``). `identity=None`: the newest export of the
-    configured model, if any.
-    """
-    overlap = int(settings.embed_overlap_tokens)
-    if identity is None:
-        identity = _find_export(settings)
-    if identity is not None:
-        status = _export_status_recent(export_dir(settings, identity), identity, settings.embedding_model)
-        if status.usable:
-            try:
-                vec, windows = _onnx_encoder(status.path, overlap).encode_query(text)
-                return QueryVector(identity, vec, text, windows=windows), []
-            except Exception as e:  # noqa: BLE001 - a broken export degrades to the slow path
-                reason = f"ONNX encoder failed: {type(e).__name__}: {e}"
+    def encode(self, text: str, identity: ModelIdentity | None = None) -> tuple[QueryVector, list[str]]:
+        """The query's vector for the collection of `identity` (normally read from the index),
+        and warnings. `identity=None`: the newest export of the configured model, if any."""
+        if self._given is not None:
+            qv, warnings = self._given.embed_query(text), []
         else:
-            reason = status.reason
-    else:
-        reason = "no ONNX export of the configured model"
-    qv = _embedder(settings).embed_query(text)
-    return qv, [f"{FALLBACK_WARNING} ({reason})"]
+            qv, warnings = self._encode(text, identity)
+        if qv.windows > 1:
+            warnings.append(f"the query is longer than the model's window ({qv.identity.max_tokens} word "
+                            f"pieces): its {qv.windows} windows were embedded and averaged")
+        return qv, warnings
 
-
-# --- export (build side: torch) --------------------------------------------------------------
-
-
+    def _encode(self, text: str, identity: ModelIdentity | None) -> tuple[QueryVector, list[str]]:
+        if identity is None:
+            identity = newest_export(models_dir(self.settings), self.settings.embedding_model)
+        if identity is not None:
+            status = self._export_status(identity)
+            if status.usable:
+                try:
+                    vec, windows = self._onnx_encoder(status.path).encode_query(text)
+                    return QueryVector(identity, vec, text, windows=windows), []
+                except Exception as e:  # noqa: BLE001 - a broken export degrades to the slow path
+                    reason = f"ONNX encoder failed: {type(e).__name__}: {e}"
+            else:
+                reason = status.reason
+        else:
+            reason = "no ONNX export of the configured model"
+        return self.embedder().embed_query(text), [f"{FALLBACK_WARNING} ({reason})"]

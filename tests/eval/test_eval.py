@@ -169,9 +169,9 @@ def test_beir_document_goes_through_the_paper_chain():
 # --- the user's library ------------------------------------------------------------------------------
 
 def test_eval_library_titles_found(sample_index, embedder):
-    from sheaf.core.settings import query_settings
+    from sheaf.core.settings import get_settings
 
-    s = query_settings(index_file=sample_index.path, home=sample_index.path.parent)
+    s = get_settings(index_file=sample_index.path, home=sample_index.path.parent)
     res = library.run_library(s, sample=0, embedder=embedder, per_query=True)
     data = res["data"]
     assert data["queries"]["title"] >= 8 and data["queries"]["sentence"] >= 8

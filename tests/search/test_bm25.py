@@ -181,11 +181,9 @@ def sheaf_index(tmp_path):
     acc = Bm25Accelerator(path, settle_seconds=0)
     for fts in ix.FTS_TABLES:
         acc.table(fts, wait=True)
-    rd.set_lexical_accelerator(acc)
     try:
         yield path, acc
     finally:
-        rd.set_lexical_accelerator(None)
         acc.close()
 
 
@@ -204,8 +202,8 @@ def test_index_reads_with_the_accelerator_equal_the_plain_sql(sheaf_index, scope
             for limit in (-1, 0, 1, 3, 25):
                 for flt in (None, [], papers[::3], ["NOPAPER"]):
                     kw = {"limit": limit, "paper_ids": flt, "weights": weights}
-                    assert rd.fts_search(conn, scope, match, **kw) == ref_search(conn, scope, match, **kw), (q, kw)
-                    assert rd.fts_best_per_paper(conn, scope, match, **kw) == ref_best(conn, scope, match, **kw)
+                    assert rd.fts_search(conn, scope, match, **kw, engine=acc) == ref_search(conn, scope, match, **kw), (q, kw)
+                    assert rd.fts_best_per_paper(conn, scope, match, **kw, engine=acc) == ref_best(conn, scope, match, **kw)
     assert acc.stats["answered"] > 0 and (scope == "papers" or acc.stats["declined"] == 0)
     conn.close()
 
@@ -215,17 +213,17 @@ def test_a_commit_makes_it_decline_until_reloaded(sheaf_index):
     conn = ix.open_index(path, readonly=True)
     match = build_match_query("zebra lion", mode="or")
     before = acc.stats["answered"]
-    assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert rd.fts_search(conn, "body", match, limit=50, engine=acc) == ref_search(conn, "body", match, limit=50)
     assert acc.stats["answered"] == before + 1
     w = ix.open_index(path)
     wr.replace_paper(w, "BMP00003", [body("BMP00003", "n0", "zebra zebra zebra lion")], [])
     w.close()
     declined = acc.stats["declined"]
-    assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert rd.fts_search(conn, "body", match, limit=50, engine=acc) == ref_search(conn, "body", match, limit=50)
     assert acc.stats["declined"] == declined + 1  # the copy is of the old state: FTS5 answered
     assert acc.wait_idle(60)
     before = acc.stats["answered"]
-    got = rd.fts_search(conn, "body", match, limit=50)
+    got = rd.fts_search(conn, "body", match, limit=50, engine=acc)
     assert got == ref_search(conn, "body", match, limit=50) and got[0].ref == "BMP00003:body:n0"
     assert acc.stats["answered"] == before + 1  # reloaded: answered from memory again
     conn.close()
@@ -278,7 +276,7 @@ def test_a_rebuild_is_a_new_state(sheaf_index):
     w.close()
     sig = signature(conn, "body_units_fts")
     assert sig[2] != loaded.signature[2]
-    got = rd.fts_search(conn, "body", match, limit=50)
+    got = rd.fts_search(conn, "body", match, limit=50, engine=acc)
     assert got == ref_search(conn, "body", match, limit=50) and "BMP00001:body:n0" in {h.ref for h in got}
     conn.close()
 
@@ -297,13 +295,13 @@ def test_reload_waits_for_the_table_to_settle(sheaf_index):
         w = ix.open_index(path)
         wr.replace_paper(w, f"BMP0000{i}", [body(f"BMP0000{i}", "n0", f"lion number {i}")], [])
         w.close()
-        assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+        assert rd.fts_search(conn, "body", match, limit=50, engine=acc) == ref_search(conn, "body", match, limit=50)
     assert acc.wait_idle(60) and acc.stats["loads"] == loads  # nothing reloaded yet
     time.sleep(0.45)
     answered = acc.stats["answered"]
-    assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert rd.fts_search(conn, "body", match, limit=50, engine=acc) == ref_search(conn, "body", match, limit=50)
     assert acc.wait_idle(60) and acc.stats["loads"] == loads + 1  # settled: one reload
-    assert rd.fts_search(conn, "body", match, limit=50) == ref_search(conn, "body", match, limit=50)
+    assert rd.fts_search(conn, "body", match, limit=50, engine=acc) == ref_search(conn, "body", match, limit=50)
     assert acc.stats["answered"] == answered + 1
     conn.close()
 
@@ -324,7 +322,7 @@ def test_a_failed_load_is_not_retried_for_the_same_state(sheaf_index, monkeypatc
     conn = ix.open_index(path, readonly=True)
     match = build_match_query("zebra", mode="or")
     for _ in range(4):
-        assert rd.fts_search(conn, "body", match, limit=9) == ref_search(conn, "body", match, limit=9)
+        assert rd.fts_search(conn, "body", match, limit=9, engine=acc) == ref_search(conn, "body", match, limit=9)
         acc.wait_idle(60)
     assert calls == ["body_units_fts"] and "MemoryError" in acc.disabled["body_units_fts"]
     conn.close()

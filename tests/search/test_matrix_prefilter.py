@@ -299,14 +299,9 @@ def test_without_onnxruntime_the_float32_scan_answers(monkeypatch):
 
 def _agree(conn, accs, qv, k: int, paper_ids) -> list:
     """sqlite-vec's hits for `qv`; each accelerator must answer exactly the same."""
-    rd.set_vector_accelerator(None)
     want = rd.vector_search(conn, qv, k, paper_ids=paper_ids)
     for acc in accs:
-        rd.set_vector_accelerator(acc)
-        try:
-            got = rd.vector_search(conn, qv, k, paper_ids=paper_ids)
-        finally:
-            rd.set_vector_accelerator(None)
+        got = rd.vector_search(conn, qv, k, paper_ids=paper_ids, engine=acc)
         assert got == want, (k, paper_ids, acc.int8)
     return want
 

@@ -19,7 +19,9 @@ from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.fts import QUERY_STOPWORDS, build_match_query
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.search.retriever import Retriever
-from sheaf.core.settings import query_settings
+from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.vectors.query_encoder import QueryEncoder
+from sheaf.core.settings import get_settings
 
 IDENT = ModelIdentity("test/paths", "e" * 64, 4, True, 128, "{text}")
 
@@ -37,7 +39,7 @@ def obj(paper: str, block: str, caption: str) -> ObjectUnit:
 
 
 def open_r(path: Path, tmp_path: Path) -> Retriever:
-    return Retriever.open(query_settings(index_file=path, home=tmp_path / "home",
+    return Retriever.open(get_settings(index_file=path, home=tmp_path / "home",
                                          library=Path("/nonexistent-library")))
 
 
@@ -186,7 +188,7 @@ def test_embedding_gaps_and_indexed_papers(tmp_path):
     with ix.transaction(conn):
         conn.execute("INSERT INTO papers(paper_id) VALUES ('GAPEE005')")  # metadata only: not indexed
     add_passages(conn, ["GAPAA001", "GAPCC003"])
-    r = Retriever(conn, query_settings(index_file=path, home=tmp_path / "home"))
+    r = Retriever(SqliteIndex(conn), get_settings(index_file=path, home=tmp_path / "home"))
     assert r._indexed_papers() == ["GAPAA001", "GAPBB002", "GAPCC003", "GAPDD004"]
     assert r._embedding_gaps(IDENT, None) == [
         "2 of 4 indexed papers have no vectors yet: semantic results miss them (run `sheaf build`)"]
@@ -231,7 +233,7 @@ def test_retriever_pool_reuses_only_an_unchanged_index(tmp_path):
     conn = ix.open_index(path)
     wr.replace_paper(conn, "POOLAA01", [body("POOLAA01", "n0", "zebra crossing")], [])
     conn.close()
-    s = query_settings(index_file=path, home=tmp_path / "home", library=Path("/nonexistent-library"))
+    s = get_settings(index_file=path, home=tmp_path / "home", library=Path("/nonexistent-library"))
     pool = RetrieverPool(s)
     with pool.lease() as r1:
         assert r1.search("zebra").matches[0]["zotero_key"] == "POOLAA01"
@@ -289,7 +291,7 @@ def test_run_command_with_a_pool_answers_as_without(tmp_path, monkeypatch):
     monkeypatch.setenv("SHEAF_LIBRARY", str(tmp_path / "no-library"))
     for k in [k for k in os.environ if k.startswith("SHEAF_") and k not in ("SHEAF_HOME", "SHEAF_LIBRARY")]:
         monkeypatch.delenv(k)
-    pool = RetrieverPool(query_settings())
+    pool = RetrieverPool(get_settings())
     cases = [("search", {"query": ["zebra"]}), ("retrieve", {"query": ["zebra", "dusk"], "mode": "lexical"}),
              ("retrieve", {"query": ["?"], "mode": "lexical"}), ("grep", {"term": ["zebra"]}),
              ("retrieve", {"query": ["zebra"], "mode": "semantic"}), ("get", {"ids": ["nope"]})]
@@ -321,7 +323,6 @@ class FakeEmbedder:
 def hybrid_index(tmp_path, monkeypatch):
     import numpy as np
 
-    from sheaf.search import retriever as rv
 
     rng = random.Random(11)
     words = "zebra lion tiger stripes manes dusk dawn savanna herd grass river".split()
@@ -344,35 +345,34 @@ def hybrid_index(tmp_path, monkeypatch):
             conn.execute(f"INSERT INTO {IDENT.vec_table}(passage_rowid, embedding, paper_id) VALUES (?,?,?)",
                          (cur.lastrowid, (v / np.linalg.norm(v)).tobytes(), pid))
     conn.close()
-    monkeypatch.setattr(rv, "_EMBEDDERS", {IDENT.name: FakeEmbedder()})
-    s = query_settings(index_file=path, home=tmp_path / "home", library=Path("/nonexistent-library"),
-                       embedding_model=IDENT.name)
-    return path, s, keys
+    s = get_settings(index_file=path, home=tmp_path / "home", library=Path("/nonexistent-library"),
+                     embedding_model=IDENT.name)
+    return path, s, keys, QueryEncoder(s, embedder=FakeEmbedder())
 
 
 def test_hybrid_with_the_lexical_leg_on_a_thread_answers_as_in_line(hybrid_index):
-    path, s, keys = hybrid_index
-    with Retriever.open(s) as threaded, Retriever(ix.open_index(path, readonly=True), s) as inline:
+    path, s, keys, enc = hybrid_index
+    with Retriever.open(s, query_encoder=enc) as threaded, \
+            Retriever(SqliteIndex(ix.open_index(path, readonly=True)), s, query_encoder=enc) as inline:
         for q in ("zebra", "lion stripes", "the herd at dusk", "grass river savanna zebra", "nothing"):
             for kw in ({}, {"limit": 3, "per_paper": 1}, {"limit": 40, "per_paper": 0}, {"kind": "object"},
                        {"papers": keys[:3]}, {"papers": keys[-2:]}, {"fetch": 2, "limit": 7}):
                 a = threaded.retrieve(q, mode="hybrid", **kw)
                 b = inline.retrieve(q, mode="hybrid", **kw)
                 assert (a.data, a.warnings, a.next_actions) == (b.data, b.warnings, b.next_actions), (q, kw)
-        assert threaded._aux_conn is not None and inline._aux_conn is None  # the thread ran
+        assert threaded._aux is not None and inline._aux is None  # the thread ran
         assert any("have no vectors yet" in w for w in threaded.retrieve("zebra", mode="hybrid").warnings)
-        inline.conn.close()
 
 
 def test_hybrid_errors_come_in_the_sequential_order(hybrid_index, monkeypatch):
-    _, s, _ = hybrid_index
+    _, s, _, enc = hybrid_index
 
     def fail(code):
         def f(*a, **kw):
             raise SheafError(code, code)
         return f
 
-    with Retriever.open(s) as r:
+    with Retriever.open(s, query_encoder=enc) as r:
         monkeypatch.setattr(Retriever, "_semantic_units", fail("VECTOR_CORRUPTED"))
         with pytest.raises(SheafError) as ei:
             r.retrieve("zebra", mode="hybrid")

@@ -27,7 +27,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.search.grep import term_pattern
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever, reading_order
 from sheaf.search.snippets import make_snippet
-from sheaf.core.settings import get_settings, query_settings
+from sheaf.core.settings import get_settings
 
 pytestmark = pytest.mark.slow
 
@@ -36,15 +36,16 @@ CODE_PAPER = "R4N8DWTE"  # uses QLN-482 / QLN482 / QLN 482
 
 # --- helpers ---------------------------------------------------------------------------------
 
-def open_r(index: Path, home: Path | None = None, **kw) -> Retriever:
-    s = query_settings(index_file=index, home=home or index.parent / "home",
-                       library=kw.pop("library", Path("/nonexistent-library")), **kw)
-    return Retriever.open(s)
+def open_r(index: Path, home: Path | None = None, *, query_encoder=None, **kw) -> Retriever:
+    s = get_settings(index_file=index, home=home or index.parent / "home",
+                     library=kw.pop("library", Path("/nonexistent-library")), **kw)
+    return Retriever.open(s, query_encoder=query_encoder)
 
 
 @pytest.fixture()
 def r(sample_index, tmp_path):
-    with open_r(sample_index.path, tmp_path / "home", library=sample_index.library) as ret:
+    with open_r(sample_index.path, tmp_path / "home", library=sample_index.library,
+                query_encoder=sample_index.query_encoder) as ret:
         yield ret
 
 
@@ -500,13 +501,13 @@ def test_model_changed(sample_index, r, monkeypatch):
         assert e.value.details["index_models"][0]["name"] == sample_index.identity.name
         assert other.retrieve("cough", mode="lexical").matches  # lexical still works
     # same model name, other weights: the query vector is refused by the collection
-    real = rv.encode_query
+    real = r.query_encoder.encode
 
-    def other_weights(text, settings=None, identity=None):
-        qv, w = real(text, settings, identity)
+    def other_weights(text, identity=None):
+        qv, w = real(text, identity)
         return dataclasses.replace(qv, identity=dataclasses.replace(qv.identity, weights_sha256="1" * 64)), w
 
-    monkeypatch.setattr(rv, "encode_query", other_weights)
+    monkeypatch.setattr(r.query_encoder, "encode", other_weights)
     with pytest.raises(SheafError) as e:
         r.retrieve("cough", mode="semantic")
     assert code_of(e) == "MODEL_CHANGED"
@@ -585,16 +586,3 @@ def test_make_snippet():
     assert make_snippet(text, "", width=50).startswith("Intro words.")
     assert make_snippet(text, "zzz", width=50, start_hint=len(text) - 30).startswith("…")
 
-
-def test_query_settings_agree_with_settings(monkeypatch, tmp_path):
-    for env in ({}, {"SHEAF_HOME": str(tmp_path)}, {"SHEAF_HOME": str(tmp_path), "SHEAF_INDEX_FILE": "/x/y.db"},
-                {"sheaf_home": str(tmp_path / "lower")}, {"SHEAF_INDEX_FILE": ""},
-                {"SHEAF_EMBEDDING_MODEL": "some/model", "SHEAF_SQLITE_BUSY_TIMEOUT_MS": "5"}):
-        for k in ("SHEAF_HOME", "SHEAF_INDEX_FILE", "sheaf_home", "SHEAF_EMBEDDING_MODEL",
-                  "SHEAF_SQLITE_BUSY_TIMEOUT_MS"):
-            monkeypatch.delenv(k, raising=False)
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
-        q, s = query_settings(), get_settings()
-        assert (q.index_path, q.artifacts_dir, q.home, q.library, q.embedding_model, q.sqlite_busy_timeout_ms) == (
-            s.index_path, s.artifacts_dir, s.home, s.library, s.embedding_model, s.sqlite_busy_timeout_ms), env

@@ -20,7 +20,7 @@ from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, Que
 from sheaf.core.models import BodyUnit
 from sheaf.search.matrix import MatrixAccelerator, _vec0_cosine
 from sheaf.service.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, server_signature, try_server
-from sheaf.core.settings import query_settings
+from sheaf.core.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DIM = 16
@@ -59,13 +59,8 @@ def _random_index(path: Path, n: int, papers: int, seed: int = 0) -> np.ndarray:
 
 
 def _both(conn, acc, q, k, papers=None):
-    rd.set_vector_accelerator(None)
     want = rd.vector_search(conn, q, k, paper_ids=papers)
-    rd.set_vector_accelerator(acc)
-    try:
-        got = rd.vector_search(conn, q, k, paper_ids=papers)
-    finally:
-        rd.set_vector_accelerator(None)
+    got = rd.vector_search(conn, q, k, paper_ids=papers, engine=acc)
     return want, got
 
 
@@ -232,7 +227,7 @@ def _free_port() -> int:
 def test_try_server_gives_up_fast(tmp_path, monkeypatch):
     monkeypatch.setenv("SHEAF_HOME", str(tmp_path))
     monkeypatch.delenv("SHEAF_INDEX_FILE", raising=False)
-    s = query_settings()
+    s = get_settings()
     disc = tmp_path / DISCOVERY_FILE
 
     def timed() -> float:
@@ -269,7 +264,7 @@ def test_serve_refuses_non_loopback(tmp_path):
     from sheaf.service.server import SheafServer
 
     with pytest.raises(SheafError) as ei:
-        SheafServer(query_settings(home=tmp_path), host="0.0.0.0", port=0)
+        SheafServer(get_settings(home=tmp_path), host="0.0.0.0", port=0)
     assert "loopback" in ei.value.message
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.store.sqlite.db import connect
@@ -57,7 +58,7 @@ def paper_units(pid: str, variant: str = "a") -> tuple[list[BodyUnit], list[Obje
 
 
 def embedded(embedder, conn, units, objects, title="A Paper") -> EmbeddedPassages:
-    return embedder.embed(embedder.build_passages(units, objects, title=title), conn)
+    return embedder.embed(embedder.build_passages(units, objects, title=title), SqliteEmbeddingCache(conn))
 
 
 def snapshot(conn) -> dict:

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.embedder import Embedder
@@ -104,12 +105,12 @@ def test_unchanged_paper_needs_no_model_call(embedder, conn):
     units = [body("P1", f"s{i}", numbered_words(120 + 40 * i)) for i in range(4)]
     ps = embedder.build_passages(units, title="Paper")
     calls, encoded = embedder.model_calls, embedder.encoded_count
-    ep = embedder.embed(ps, conn)
+    ep = embedder.embed(ps, SqliteEmbeddingCache(conn))
     assert embedder.encoded_count - encoded == len({p.text_sha256 for p in ps}) == ep.encoded
     wr.replace_paper(conn, "P1", units, [], ep)
     # rebuild: same units → all vectors from the cache, zero model calls
     calls, encoded = embedder.model_calls, embedder.encoded_count
-    ep2 = embedder.embed(embedder.build_passages(units, title="Paper"), conn)
+    ep2 = embedder.embed(embedder.build_passages(units, title="Paper"), SqliteEmbeddingCache(conn))
     assert embedder.model_calls == calls and embedder.encoded_count == encoded and ep2.encoded == 0
     assert np.array_equal(ep.vectors, ep2.vectors)
     wr.replace_paper(conn, "P1", units, [], ep2)
@@ -118,7 +119,7 @@ def test_unchanged_paper_needs_no_model_call(embedder, conn):
 
 def test_changing_one_paragraph_recomputes_only_its_passages(embedder, conn):
     units = [body("P1", f"s{i}", numbered_words(100 + 150 * i)) for i in range(4)]
-    ep = embedder.embed(embedder.build_passages(units, title="Paper"), conn)
+    ep = embedder.embed(embedder.build_passages(units, title="Paper"), SqliteEmbeddingCache(conn))
     wr.replace_paper(conn, "P1", units, [], ep)
     changed = dataclasses.replace(units[2], text=units[2].text.replace("bone", "BONE", 1) + " new ending.")
     new_units = [*units[:2], changed, units[3]]
@@ -126,7 +127,7 @@ def test_changing_one_paragraph_recomputes_only_its_passages(embedder, conn):
     expected = {p.text_sha256 for p in new_ps} - {p.text_sha256 for p in ep.passages}
     assert expected and {p.unit_id for p in new_ps if p.text_sha256 in expected} == {changed.unit_id}
     encoded = embedder.encoded_count
-    ep2 = embedder.embed(new_ps, conn)
+    ep2 = embedder.embed(new_ps, SqliteEmbeddingCache(conn))
     assert embedder.encoded_count - encoded == ep2.encoded == len(expected)
     wr.replace_paper(conn, "P1", new_units, [], ep2)
     # the cached vectors equal freshly computed ones (cache stores exactly what the model gave)
@@ -167,7 +168,7 @@ def test_collection_of_one_model_refuses_a_query_of_another(embedder, conn, tmp_
     assert e2.identity.key != embedder.identity.key
 
     units = [body("P1", "s0", "Hypertrophic chondrocytes drive endochondral ossification.")]
-    wr.replace_paper(conn, "P1", units, [], embedder.embed(embedder.build_passages(units, title="T"), conn))
+    wr.replace_paper(conn, "P1", units, [], embedder.embed(embedder.build_passages(units, title="T"), SqliteEmbeddingCache(conn)))
     q2 = e2.embed_query("chondrocytes")
     with pytest.raises(ModelChangedError) as ei:
         rd.vector_search(conn, q2)
@@ -178,8 +179,8 @@ def test_collection_of_one_model_refuses_a_query_of_another(embedder, conn, tmp_
     # the same query through the first model works
     assert rd.vector_search(conn, embedder.embed_query("chondrocytes"))[0].unit_id == "P1:body:s0"
     # the second model gets its own collection; the two never share vectors or cache rows
-    wr.replace_paper(conn, "P1", units, [], [embedder.embed(embedder.build_passages(units, title="T"), conn),
-                                             e2.embed(e2.build_passages(units, title="T"), conn)])
+    wr.replace_paper(conn, "P1", units, [], [embedder.embed(embedder.build_passages(units, title="T"), SqliteEmbeddingCache(conn)),
+                                             e2.embed(e2.build_passages(units, title="T"), SqliteEmbeddingCache(conn))])
     assert set(ix.collections(conn)) == {embedder.identity.key, e2.identity.key}
     assert rd.vector_search(conn, q2)[0].unit_id == "P1:body:s0"
     keys = {r[0] for r in conn.execute("SELECT DISTINCT model_key FROM embedding_cache")}

@@ -13,7 +13,8 @@ import pytest
 
 from sheaf.vectors.identity import ModelIdentity
 from sheaf.vectors.onnx_export import ensure_onnx_export
-from sheaf.vectors.query_encoder import EXPORT_JSON, FALLBACK_WARNING, OnnxQueryEncoder, _source_changed, _source_files, clear_caches, export_dir, export_status, query_vector
+from sheaf.vectors.onnx import EXPORT_JSON, OnnxQueryEncoder, _source_changed, _source_files, export_dir, export_status
+from sheaf.vectors.query_encoder import FALLBACK_WARNING, QueryEncoder
 from sheaf.core.settings import get_settings
 
 pytestmark = pytest.mark.slow
@@ -58,7 +59,6 @@ def export(embedder, onnx_export):
     """The default model exported once (session) into a temporary SHEAF_HOME."""
     settings = get_settings(home=onnx_export.parent.parent)
     assert onnx_export == export_dir(settings, embedder.identity)
-    clear_caches()
     return settings, onnx_export
 
 
@@ -96,7 +96,7 @@ def test_onnx_agrees_with_sentence_transformers(export, embedder):
 
 def test_query_vector_uses_onnx(export, embedder):
     settings, _ = export
-    qv, warnings = query_vector("SPG-302 bone density", settings, embedder.identity)
+    qv, warnings = QueryEncoder(settings).encode("SPG-302 bone density", embedder.identity)
     assert warnings == []
     assert qv.identity == embedder.identity
     assert float(np.dot(qv.vector, embedder.embed_query("SPG-302 bone density").vector)) >= 0.9999
@@ -105,10 +105,10 @@ def test_query_vector_uses_onnx(export, embedder):
 _CHILD = r"""
 import json, sys
 from sheaf.vectors.identity import ModelIdentity
-from sheaf.vectors.query_encoder import query_vector
+from sheaf.vectors.query_encoder import QueryEncoder
 from sheaf.core.settings import get_settings
 ident = ModelIdentity(**json.loads(sys.argv[2]))
-qv, warnings = query_vector(sys.argv[3], get_settings(home=sys.argv[1]), ident)
+qv, warnings = QueryEncoder(get_settings(home=sys.argv[1])).encode(sys.argv[3], ident)
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "sentence_transformers", "transformers"))
 print(json.dumps({"vector": qv.vector.tolist(), "warnings": warnings, "heavy": heavy}))
 """
@@ -137,9 +137,8 @@ def _stale_copy(src: Path, dst: Path, edit) -> None:
 
 
 def _assert_fallback(settings, identity, embedder, reason_part: str) -> None:
-    clear_caches()
     q = "yttrium-doped alumina creep"
-    qv, warnings = query_vector(q, settings, identity)
+    qv, warnings = QueryEncoder(settings).encode(q, identity)
     assert len(warnings) == 1 and warnings[0].startswith(FALLBACK_WARNING), warnings
     assert reason_part in warnings[0]
     assert qv.identity == embedder.identity  # the configured model's real identity
@@ -176,8 +175,8 @@ def test_incomplete_export_falls_back(export, embedder, tmp_path):
 
 
 def test_a_server_reuses_the_export_check_for_its_ttl(export, embedder, tmp_path, monkeypatch):
-    """With `STATUS_TTL_SECONDS` (a warm server: 2 s) the export is checked once per period,
-    not on every query; a broken export is still noticed once the period is over."""
+    """With a status period (a warm server: 2 s) the export is checked once per period, not on
+    every query; a broken export is still noticed once the period is over."""
     import sheaf.vectors.query_encoder as qe
 
     settings, path = export
@@ -185,20 +184,20 @@ def test_a_server_reuses_the_export_check_for_its_ttl(export, embedder, tmp_path
     copy = export_dir(get_settings(home=home), embedder.identity)
     _stale_copy(path, copy, lambda meta: None)
     s = get_settings(home=home)
-    clear_caches()
-    monkeypatch.setattr(qe, "STATUS_TTL_SECONDS", 30.0)
     calls = []
     real = qe.export_status
     monkeypatch.setattr(qe, "export_status", lambda *a, **kw: calls.append(a) or real(*a, **kw))
-    assert query_vector("alumina creep", s, embedder.identity)[1] == []
+    enc = QueryEncoder(s, status_ttl=30.0)
+    assert enc.encode("alumina creep", embedder.identity)[1] == []
     (copy / "tokenizer.json").unlink()  # broken, but within the period the first check stands
-    assert query_vector("alumina creep", s, embedder.identity)[1] == [] and len(calls) == 1
-    qe._STATUS.clear()  # the period is over
-    warnings = query_vector("alumina creep", s, embedder.identity)[1]
+    assert enc.encode("alumina creep", embedder.identity)[1] == [] and len(calls) == 1
+    enc._status.clear()  # the period is over
+    warnings = enc.encode("alumina creep", embedder.identity)[1]
     assert len(calls) == 2 and "tokenizer file is missing" in warnings[0]
-    monkeypatch.setattr(qe, "STATUS_TTL_SECONDS", 0.0)
-    query_vector("alumina creep", s, embedder.identity)
-    query_vector("alumina creep", s, embedder.identity)
+    plain = QueryEncoder(s, embedder=None)
+    plain._embedder = enc._embedder  # the fallback model is loaded already
+    plain.encode("alumina creep", embedder.identity)
+    plain.encode("alumina creep", embedder.identity)
     assert len(calls) == 4  # without a period: every query checks
 
 
@@ -263,7 +262,7 @@ def test_sentence_transformers_backend_setting(export):
     settings, _ = export
     st = Embedder.from_settings(get_settings(home=settings.home, embed_backend="sentence-transformers"))
     assert st.models_dir is None
-    with pytest.raises(Exception, match="embed_backend"):
+    with pytest.raises(Exception, match="SHEAF_EMBED_BACKEND must be one of onnx, sentence-transformers"):
         get_settings(home=settings.home, embed_backend="tensorflow")
 
 

@@ -45,6 +45,7 @@ from sheaf import __version__
 from sheaf.core.lazy import lazy_module
 from sheaf.store.sqlite.db import connect, sqlite3, transaction
 from sheaf.core.envelope import SheafError
+from sheaf.core.settings import get_settings
 from sheaf.store.sqlite.fts import FTS_TEXT_VERSION, FTS_TOKENIZER, fts_text
 
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
@@ -57,13 +58,8 @@ if TYPE_CHECKING:  # pragma: no cover - sheaf.ingest.metadata is imported where 
     pass
 
 __all__ = [
-    "SCHEMA_VERSION", "MIGRATIONS", "IndexSchemaError", "ReplaceStats", "FtsHit", "VectorHit",
-    "open_index", "ensure_schema", "as_unit", "schema_version", "replace_paper", "replace_paper_vectors",
-    "remove_paper", "upsert_papers", "prune_metadata", "rebuild_fts", "FTS_TABLES", "collections", "ensure_collection", "cache_get",
-    "cache_put", "prune_embedding_cache", "counts", "paper_ids", "paper_ids_where", "get_paper", "get_units",
-    "get_unit", "paper_units", "fts_search", "fts_best_per_paper", "search_text", "vector_search",
-    "MAX_KNN_K", "set_vector_accelerator", "set_lexical_accelerator", "paper_rowids", "new_epoch",
-    "FTS_EPOCH", "VECTORS_EPOCH",
+    "SCHEMA_VERSION", "MIGRATIONS", "IndexSchemaError", "open_index", "ensure_schema", "schema_version",
+    "rebuild_fts", "FTS_TABLES", "collections", "ensure_collection", "new_epoch", "FTS_EPOCH", "VECTORS_EPOCH",
 ]
 
 SCHEMA_VERSION = 3
@@ -413,17 +409,16 @@ def new_epoch(conn: Conn, key: str) -> None:
 
 
 def open_index(path: str | Path | None = None, *, create: bool = True, readonly: bool = False,
-               settings: Any = None) -> Conn:
+               settings: Any = None, busy_timeout_ms: int | None = None) -> Conn:
     """Open (and create or migrate) the index at `path` (default: the settings' index path).
 
     `readonly=True` never writes: an index that needs creating or migrating is refused.
     """
-    busy = 10_000
+    busy = 10_000 if busy_timeout_ms is None else busy_timeout_ms
     if path is None or settings is not None:
         if settings is None:
-            from sheaf.core.settings import get_settings
             settings = get_settings()
-        busy = settings.sqlite_busy_timeout_ms
+        busy = settings.sqlite_busy_timeout_ms if busy_timeout_ms is None else busy_timeout_ms
         path = settings.index_path if path is None else path
     conn = connect(path, create=create and not readonly, readonly=readonly, busy_timeout_ms=busy)
     try:

@@ -3,9 +3,8 @@ vector candidates (sqlite-vec)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sheaf.store.sqlite.db import read_snapshot, sqlite3
 from sheaf.core.envelope import SheafError
@@ -15,6 +14,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import QueryVector
 from sheaf.core.lazy import lazy_module
+from sheaf.store.backend import FtsHit, VectorHit
 from sheaf.store.sqlite.index import Conn, collections
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
@@ -161,20 +161,31 @@ def paper_units(conn: Conn, paper_id: str) -> tuple[list[BodyUnit], list[ObjectU
     return b, o
 
 
-@dataclass(frozen=True, slots=True)
-class FtsHit:
-    """One lexical match: `ref` is a unit_id (body/object scope) or a paper_id (papers)."""
-
-    ref: str
-    paper_id: str
-    score: float  # -bm25: higher is better
-
-
 _SCOPES = {
     "body": ("body_units_fts", "body_units", "unit_rowid", "unit_id"),
     "object": ("object_units_fts", "object_units", "unit_rowid", "unit_id"),
     "papers": ("papers_fts", "papers", "paper_rowid", "paper_id"),
 }
+
+
+class LexicalEngine(Protocol):
+    """Ranks an FTS table's rows from memory, exactly as FTS5 would: called as
+    ``engine(conn, fts, weights, match, rowids)``, it answers a cursor of (rowid, bm25) best
+    first (ties: rowid) with `fetchmany`/`fetchall`/`close`, or None (then FTS5 answers)."""
+
+    name: str
+
+    def __call__(self, conn: Conn, fts: str, weights: Sequence[float] | None, match: str,
+                 rowids: Sequence[int] | None) -> Any: ...
+
+
+class VectorEngine(Protocol):
+    """Answers a KNN query exactly as sqlite-vec would, from memory: called as
+    ``engine(conn, query, k, paper_ids)``, it answers `VectorHit`s or None (then sqlite-vec answers)."""
+
+    name: str
+
+    def __call__(self, conn: Conn, query: QueryVector, k: int, paper_ids: Sequence[str] | None) -> Any: ...
 
 
 def _fts_scope(scope: str, weights: Sequence[float] | None) -> tuple[str, str, str, str, str]:
@@ -187,14 +198,15 @@ def _fts_scope(scope: str, weights: Sequence[float] | None) -> tuple[str, str, s
 
 
 def _ranked(conn: Conn, fts: str, bm25: str, match: str, limit: int = -1,
-            weights: Sequence[float] | None = None, rowids: Sequence[int] | None = None) -> Any:
+            weights: Sequence[float] | None = None, rowids: Sequence[int] | None = None,
+            engine: LexicalEngine | None = None) -> Any:
     """Cursor over (rowid, bm25) of the FTS rows matching `match`, best first (ties: rowid),
     at most `limit` (-1: all); only `rowids` when given. The base rows are joined afterwards,
     only for the rows used: joining every matching row before the sort costs more than the
-    sort itself. A warm server's lexical accelerator (`sheaf.search.bm25`) answers the same from
-    memory when it can."""
-    if _LEXICAL_ACCELERATOR is not None:
-        got = _LEXICAL_ACCELERATOR(conn, fts, weights, match, rowids)
+    sort itself. A lexical `engine` (a warm server's in-memory bm25, `sheaf.search.bm25`)
+    answers the same from memory when it can."""
+    if engine is not None:
+        got = engine(conn, fts, weights, match, rowids)
         if got is not None:
             return _Limited(got, limit)
     if rowids is not None:
@@ -243,26 +255,25 @@ def _refs(conn: Conn, base: str, key: str, ref: str, rowids: Sequence[int]) -> d
 
 def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
                paper_ids: Sequence[str] | None = None,
-               weights: Sequence[float] | None = None) -> list[FtsHit]:
+               weights: Sequence[float] | None = None, engine: LexicalEngine | None = None) -> list[FtsHit]:
     """Run a MATCH expression (build it with `sheaf.store.sqlite.fts.build_match_query`) on one scope's
     FTS table, best first (ties: rowid). `weights` are bm25 column weights; `paper_ids`
-    filters; `limit` -1: every hit."""
-    fts, base, key, ref, bm25 = _fts_scope(scope, weights)
+    filters; `limit` -1: every hit; `engine`: see `_ranked`."""
     with read_snapshot(conn):
-        return _fts_search(conn, scope, match, limit, paper_ids, weights)
+        return _fts_search(conn, scope, match, limit, paper_ids, weights, engine)
 
 
 def _fts_search(conn: Conn, scope: str, match: str, limit: int, paper_ids: Sequence[str] | None,
-                weights: Sequence[float] | None) -> list[FtsHit]:
+                weights: Sequence[float] | None, engine: LexicalEngine | None) -> list[FtsHit]:
     fts, base, key, ref, bm25 = _fts_scope(scope, weights)
     if limit >= 0:  # every hit (or a filter): the join below at once
         rowids = None
-        if paper_ids is not None and _LEXICAL_ACCELERATOR is not None:
+        if paper_ids is not None and engine is not None:
             rowids = paper_rowids(conn, scope, paper_ids)
             if not rowids:
                 return []  # none of these papers has a row here
         cur = None if paper_ids is not None and rowids is None else \
-            _ranked(conn, fts, bm25, match, limit, weights, rowids)
+            _ranked(conn, fts, bm25, match, limit, weights, rowids, engine)
         if cur is not None:
             rows = cur.fetchall()
             refs = _refs(conn, base, key, ref, [r[0] for r in rows])
@@ -295,7 +306,7 @@ def paper_rowids(conn: Conn, scope: str, paper_ids: Sequence[str]) -> list[int]:
 
 def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
                        paper_ids: Sequence[str] | None = None,
-                       weights: Sequence[float] | None = None) -> list[FtsHit]:
+                       weights: Sequence[float] | None = None, engine: LexicalEngine | None = None) -> list[FtsHit]:
     """Like `fts_search`, but only each paper's best hit (ties: rowid): best paper first
     (ties: paper_id), at most `limit` papers (-1: all); no paper is lost to a row limit.
 
@@ -303,11 +314,12 @@ def fts_best_per_paper(conn: Conn, scope: str, match: str, *, limit: int = 20,
     `limit` papers are certain: every paper not seen yet scores below the last one kept."""
     fts, base, key, ref, bm25 = _fts_scope(scope, weights)
     with read_snapshot(conn):
-        return _best_per_paper(conn, fts, base, key, ref, bm25, match, limit, paper_ids, weights)
+        return _best_per_paper(conn, fts, base, key, ref, bm25, match, limit, paper_ids, weights, engine)
 
 
 def _best_per_paper(conn: Conn, fts: str, base: str, key: str, ref: str, bm25: str, match: str, limit: int,
-                    paper_ids: Sequence[str] | None, weights: Sequence[float] | None) -> list[FtsHit]:
+                    paper_ids: Sequence[str] | None, weights: Sequence[float] | None,
+                    engine: LexicalEngine | None) -> list[FtsHit]:
     allowed = None if paper_ids is None else set(paper_ids)
     limit = int(limit)
     if limit == 0:
@@ -315,7 +327,7 @@ def _best_per_paper(conn: Conn, fts: str, base: str, key: str, ref: str, bm25: s
     best: dict[str, tuple[float, str]] = {}  # paper_id → (bm25, ref) of its first (best) row
     cut: float | None = None  # bm25 of the row that brought the limit-th paper
     batch = max(64, min(limit, 1000)) if limit > 0 else 1000
-    cur = _ranked(conn, fts, bm25, match, weights=weights)
+    cur = _ranked(conn, fts, bm25, match, weights=weights, engine=engine)
     try:
         done = False
         while not done:
@@ -352,27 +364,16 @@ def search_text(conn: Conn, query: str, scope: str = "body", *, limit: int = 20,
     return fts_search(conn, scope, match, limit=limit, paper_ids=paper_ids)
 
 
-@dataclass(frozen=True, slots=True)
-class VectorHit:
-    """One nearest passage."""
-
-    passage_id: str
-    unit_id: str
-    unit_type: str
-    paper_id: str
-    ordinal: int
-    distance: float  # cosine distance
-    score: float  # 1 - distance (cosine similarity)
-
-
 #: sqlite-vec refuses a KNN query with k above this ("k value in knn query too large").
 MAX_KNN_K = 4096
 
 
 def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
-                  paper_ids: Sequence[str] | None = None) -> list[VectorHit]:
+                  paper_ids: Sequence[str] | None = None, engine: VectorEngine | None = None) -> list[VectorHit]:
     """Exact KNN over the collection of the query's model identity, nearest first
-    (`k` is capped at `MAX_KNN_K`).
+    (`k` is capped at `MAX_KNN_K`). A vector `engine` (a warm server's in-memory matrix,
+    `sheaf.search.matrix`) answers instead after the checks, when it can: exactly what
+    sqlite-vec would answer.
 
     Refused with `ModelChangedError` (``MODEL_CHANGED``) when the index has vectors but none
     of the query's identity; ``VECTOR_NOT_BUILT`` when it has no vectors at all.
@@ -400,8 +401,8 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
     if paper_ids is not None and not paper_ids:
         return []
     k = max(1, min(int(k), MAX_KNN_K))
-    if _VECTOR_ACCELERATOR is not None:  # a warm server's in-memory matrix (same answer, faster)
-        hits = _VECTOR_ACCELERATOR(conn, query, k, paper_ids)
+    if engine is not None:  # a warm server's in-memory matrix (same answer, faster)
+        hits = engine(conn, query, k, paper_ids)
         if hits is not None:
             return hits
     flt, tail = "", list(paper_ids) if paper_ids is not None else []
@@ -427,26 +428,3 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
             break
         fetch = min(fetch * 2, MAX_KNN_K)
     return [VectorHit(r[2], r[3], r[4], r[5], r[6], float(r[1]), 1.0 - float(r[1])) for r in rows[:k]]
-
-
-#: `fn(conn, query, k, paper_ids) -> list[VectorHit] | None`, consulted by `vector_search`
-#: after its checks; None from it means "answer from sqlite-vec". Set by `sheaf serve`
-#: (`sheaf.service.server.MatrixAccelerator`), which must return exactly what sqlite-vec would.
-_VECTOR_ACCELERATOR: Callable[..., list[VectorHit] | None] | None = None
-
-
-def set_vector_accelerator(fn: Callable[..., list[VectorHit] | None] | None) -> None:
-    """Install (or with None remove) the process's vector-search accelerator."""
-    global _VECTOR_ACCELERATOR
-    _VECTOR_ACCELERATOR = fn
-
-
-_LEXICAL_ACCELERATOR: Callable[..., Any] | None = None
-
-
-def set_lexical_accelerator(fn: Callable[..., Any] | None) -> None:
-    """Install (or with None remove) the process's full-text ranking accelerator
-    (`sheaf.search.bm25.Bm25Accelerator`): called as ``fn(conn, fts, weights, match, rowids)``, it
-    answers rows like ``ORDER BY bm25(...), rowid`` (a `fetchmany` cursor) or None."""
-    global _LEXICAL_ACCELERATOR
-    _LEXICAL_ACCELERATOR = fn
