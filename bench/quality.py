@@ -40,6 +40,7 @@ sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when
 import numpy as np  # noqa: E402
 
 from sheaf.eval import beir, metrics  # noqa: E402
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache  # noqa: E402
 
 from _common import write_docs_section  # noqa: E402
 

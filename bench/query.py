@@ -169,7 +169,7 @@ def build_index(path: Path, n_units: int, docs: list[dict[str, str]], passages: 
     from sheaf.vectors.identity import EmbeddedPassages
     from sheaf.store.sqlite.index import open_index
     from sheaf.store.sqlite.writer import replace_paper, upsert_papers
-    from sheaf.ingest.metadata import PaperMeta
+    from sheaf.core.models import PaperMeta
     from sheaf.core.models import BodyUnit
 
     rng = np.random.default_rng(n_units)

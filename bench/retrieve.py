@@ -52,7 +52,7 @@ def build(path: Path, n_abstracts: int, per_paper: int, seed: int = 7) -> dict:
     from sheaf.store.sqlite import index as ix
     from sheaf.store.sqlite import writer as wr
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage
-    from sheaf.ingest.metadata import PaperMeta
+    from sheaf.core.models import PaperMeta
     from sheaf.core.models import BodyUnit
 
     ident = ModelIdentity(FAKE_MODEL, "0" * 64, 384, True, 256, "bench")

@@ -115,3 +115,33 @@ class ObjectUnit:
         d["section_path"] = list(self.section_path)
         d["block_ids"] = list(self.block_ids)
         return d
+
+
+@dataclass(frozen=True, slots=True)
+class PaperMeta:
+    """One paper's library metadata (the `papers` table row)."""
+
+    key: str  # the paper id: Zotero item key, else citation key, else the export's item id
+    citation_key: str | None
+    title: str
+    authors: tuple[str, ...]  # "Given Family" (or the literal name), in export order
+    first_author: str | None
+    year: int | None
+    journal: str | None
+    doi: str | None
+    pmid: str | None
+    abstract: str | None
+    collections: tuple[str, ...]  # collection paths, "Parent/Child"
+    domain: str | None
+    item_type: str | None = None
+    source: str | None = None  # the export file it came from
+
+    @property
+    def paper_id(self) -> str:
+        return self.key
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["authors"] = list(self.authors)
+        d["collections"] = list(self.collections)
+        return d

@@ -29,7 +29,7 @@ from sheaf.eval.runs import (
     paper_ranking,
 )
 from sheaf.ingest.common import RawBlock, finalize
-from sheaf.ingest.metadata import PaperMeta
+from sheaf.core.models import PaperMeta
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.store.sqlite.fts import FTS_TEXT_VERSION, FTS_TOKENIZER

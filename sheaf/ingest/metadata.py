@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sheaf.core.models import valid_paper_key
+from sheaf.core.models import PaperMeta, valid_paper_key
 
 __all__ = [
     "PaperMeta", "MetadataWarning", "MetadataLoad", "load_metadata_file", "load_metadata_files",
@@ -35,36 +35,6 @@ _CONTAINER_FIELDS = (
     "seriesTitle", "journalAbbreviation",
 )
 _AUTHOR_ROLES = ("author", "editor", "bookAuthor", "seriesEditor", "contributor")
-
-
-@dataclass(frozen=True, slots=True)
-class PaperMeta:
-    """One paper's library metadata (the `papers` table row)."""
-
-    key: str  # the paper id: Zotero item key, else citation key, else the export's item id
-    citation_key: str | None
-    title: str
-    authors: tuple[str, ...]  # "Given Family" (or the literal name), in export order
-    first_author: str | None
-    year: int | None
-    journal: str | None
-    doi: str | None
-    pmid: str | None
-    abstract: str | None
-    collections: tuple[str, ...]  # collection paths, "Parent/Child"
-    domain: str | None
-    item_type: str | None = None
-    source: str | None = None  # the export file it came from
-
-    @property
-    def paper_id(self) -> str:
-        return self.key
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["authors"] = list(self.authors)
-        d["collections"] = list(self.collections)
-        return d
 
 
 @dataclass(frozen=True, slots=True)

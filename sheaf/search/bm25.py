@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 
 from sheaf.store.sqlite.db import connected_to
+from sheaf.store.sqlite.db import connect
+from sheaf.store.sqlite.db import sqlite3
 
 __all__ = ["Bm25Accelerator", "parse_match", "RankedRows"]
 
@@ -492,7 +494,6 @@ class Bm25Accelerator:
     # -- loading ----------------------------------------------------------------------------------
 
     def _connect(self) -> Any:
-        from sheaf.store.sqlite.db import connect
 
         return connect(self.path, readonly=True, busy_timeout_ms=self.busy_timeout_ms)
 
@@ -620,7 +621,6 @@ class Bm25Accelerator:
                 return hit
             conn = self._tok_conns.get(tokenizer)
             if conn is None:
-                from sheaf.store.sqlite.db import sqlite3
 
                 conn = sqlite3.connect(":memory:", check_same_thread=False)
                 quoted = tokenizer.replace("'", "''")

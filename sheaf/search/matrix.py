@@ -9,6 +9,14 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from sheaf.store.sqlite.reader import VectorHit
+from sheaf.store.sqlite.index import VECTORS_EPOCH
+from sheaf.store.sqlite.db import connect
+from sheaf.store.sqlite.index import collections
+from sheaf.vectors.identity import QueryVector
+from sheaf.store.sqlite.reader import vector_search
+from sheaf.search.bm25 import wait_for_loads
+from sheaf.store.sqlite.db import connected_to
 
 
 # The query's uint8 codes are round(q / s_q) + 64 in [0, 128] (uint8 x int8 is MLAS's fast
@@ -332,7 +340,6 @@ class _Matrix:
 
     def search(self, conn: Any, q: Any, k: int, paper_ids: Any, max_candidates: int, *,
                scan: str | None = None) -> list[Any] | None:
-        from sheaf.store.sqlite.reader import VectorHit
 
         got = self.ranked(q, k, paper_ids, max_candidates, scan=scan)
         if got is None:
@@ -405,7 +412,6 @@ class MatrixAccelerator:
         on every vector write or delete). The rowids alone are not enough: re-embedding the
         paper that holds the highest rowids with as many passages reuses the very rowids
         (the writer allocates max + 1)."""
-        from sheaf.store.sqlite.index import VECTORS_EPOCH
 
         return tuple(conn.execute(
             f"SELECT count(*), coalesce(max(passage_rowid), 0), coalesce(sum(passage_rowid), 0), "
@@ -413,7 +419,6 @@ class MatrixAccelerator:
             (VECTORS_EPOCH,)).fetchone())
 
     def _connect(self) -> Any:
-        from sheaf.store.sqlite.db import connect
 
         return connect(self.path, readonly=True, busy_timeout_ms=self.busy_timeout_ms)
 
@@ -441,7 +446,6 @@ class MatrixAccelerator:
         """Read and verify one collection's matrix over `conn` (no lock held)."""
         import numpy as np
 
-        from sheaf.store.sqlite.index import collections
 
         cols = collections(conn)
         if cols.get(identity.key) != identity:
@@ -475,8 +479,6 @@ class MatrixAccelerator:
         checked on a few queries, with and without a paper filter."""
         import numpy as np
 
-        from sheaf.vectors.identity import QueryVector
-        from sheaf.store.sqlite.reader import vector_search
 
         if len(m.rowids) == 0 or self._signature(conn, m.identity) != m.signature:
             return None  # nothing to check, or changed already (the next refresh drops it)
@@ -539,7 +541,6 @@ class MatrixAccelerator:
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Wait (bounded) for background loads to finish; True when none is left."""
-        from sheaf.search.bm25 import wait_for_loads
 
         return wait_for_loads(self._lock, self._loading, timeout)
 
@@ -550,7 +551,6 @@ class MatrixAccelerator:
             return None
         hits = None
         try:
-            from sheaf.store.sqlite.db import connected_to
 
             if connected_to(conn, self.path):
                 m = self.matrix(query.identity)

@@ -676,6 +676,8 @@ class Retriever:
         """How much of the library is searchable: papers in the library folder, parsed (units
         artifacts), with metadata, indexed (units in the index), embedded (vectors of the
         configured model)."""
+        # Reading the library folder needs the ingest package (~20 ms to import): only an
+        # empty answer, which reports coverage, pays for it.
         from sheaf.ingest.library import discover
 
         s = self.settings

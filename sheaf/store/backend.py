@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sheaf.core.models import BodyUnit, ObjectUnit
 
 if TYPE_CHECKING:  # pragma: no cover - value types only
-    from sheaf.ingest.metadata import PaperMeta
+    from sheaf.core.models import PaperMeta
     from sheaf.store.sqlite.writer import ReplaceStats
     from sheaf.vectors.identity import EmbeddedPassages, EmbeddingCache, ModelIdentity, QueryVector
 

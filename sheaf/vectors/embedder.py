@@ -39,6 +39,7 @@ from sheaf.vectors.identity import (
     unit_embedding_text,
 )
 from sheaf.vectors.onnx import OnnxQueryEncoder, find_export
+from sheaf.core.settings import get_settings
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
@@ -117,7 +118,6 @@ class Embedder:
     def from_settings(cls, settings: "Settings | None" = None) -> "Embedder":
         """An embedder configured by `settings` (model name or path, batch size, overlap)."""
         if settings is None:
-            from sheaf.core.settings import get_settings
             settings = get_settings()
         onnx = getattr(settings, "embed_backend", "onnx") == "onnx"
         return cls(model_name=settings.embedding_model, batch_size=settings.embed_batch_size,

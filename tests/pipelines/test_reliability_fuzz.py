@@ -396,7 +396,7 @@ def test_hostile_paper_keys_are_refused_everywhere(key: str) -> None:
     from io_managers.parquet import artifact_path, delete_artifacts, write_artifact
     from pipelines.partitions import split_valid_keys
     from sheaf.store.sqlite.writer import replace_paper, upsert_papers
-    from sheaf.ingest.metadata import PaperMeta
+    from sheaf.core.models import PaperMeta
     from sheaf.core.models import valid_paper_key
 
     assert not valid_paper_key(key), key

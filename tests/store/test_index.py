@@ -23,7 +23,7 @@ from sheaf.store.sqlite.db import connect
 from sheaf.vectors.identity import EmbeddedPassages, ModelChangedError, ModelIdentity, QueryVector
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.fts import build_match_query, fts_text
-from sheaf.ingest.metadata import PaperMeta
+from sheaf.core.models import PaperMeta
 from sheaf.core.models import BodyUnit, ObjectUnit
 
 pytestmark = pytest.mark.slow

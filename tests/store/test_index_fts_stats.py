@@ -23,7 +23,7 @@ from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.store.sqlite.db import connect, transaction
 from sheaf.store.sqlite.fts import build_match_query
 from sheaf.store.sqlite.integrity import global_orphans, paper_index_stats, remove_global_orphans
-from sheaf.ingest.metadata import PaperMeta
+from sheaf.core.models import PaperMeta
 from sheaf.core.models import BodyUnit, ObjectUnit
 
 WORDS = ("bone", "regeneration", "scaffold", "collagen", "osteoblast", "marrow", "stem", "cell",

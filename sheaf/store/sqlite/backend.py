@@ -20,7 +20,7 @@ from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
 from sheaf.store.sqlite.reader import LexicalEngine, VectorEngine
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sheaf.ingest.metadata import PaperMeta
+    from sheaf.core.models import PaperMeta
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, QueryVector
 
 #: The distinct paper ids of units, by a loose index scan (one seek per paper in the

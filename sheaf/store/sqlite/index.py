@@ -47,15 +47,14 @@ from sheaf.store.sqlite.db import connect, sqlite3, transaction
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
 from sheaf.store.sqlite.fts import FTS_TEXT_VERSION, FTS_TOKENIZER, fts_text
+from sheaf.vectors.identity import ModelIdentity
+from sheaf.vectors.identity import ModelChangedError
 
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import ModelIdentity
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
-
-if TYPE_CHECKING:  # pragma: no cover - sheaf.ingest.metadata is imported where a PaperMeta is built
-    pass
 
 __all__ = [
     "SCHEMA_VERSION", "MIGRATIONS", "IndexSchemaError", "open_index", "ensure_schema", "schema_version",
@@ -447,7 +446,6 @@ def open_index(path: str | Path | None = None, *, create: bool = True, readonly:
 
 def collections(conn: Conn) -> dict[str, ModelIdentity]:
     """Every vector collection of the index: identity key → identity."""
-    from sheaf.vectors.identity import ModelIdentity
 
     return {k[len("collection:"):]: ModelIdentity.from_json(v) for k, v in
             conn.execute("SELECT key, value FROM meta WHERE key LIKE 'collection:%'")}
@@ -456,7 +454,6 @@ def collections(conn: Conn) -> dict[str, ModelIdentity]:
 def ensure_collection(conn: Conn, identity: ModelIdentity) -> None:
     """Create `identity`'s passages table and vec0 table if missing (call inside a transaction
     or on its own: it opens one when none is open)."""
-    from sheaf.vectors.identity import ModelChangedError, ModelIdentity
 
     if not conn.in_transaction:
         with transaction(conn):

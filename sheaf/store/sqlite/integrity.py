@@ -18,6 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.store.sqlite.db import sqlite3
+from sheaf.store.sqlite.db import vec_extension_path
+from sheaf.store.sqlite.index import SCHEMA_VERSION, IndexSchemaError, schema_version
+from sheaf.store.sqlite.index import MIGRATIONS
+from sheaf.store.sqlite.db import transaction
+from sheaf.store.sqlite.index import collections
+from sheaf.store.sqlite.index import VECTORS_EPOCH, new_epoch, rebuild_fts
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: Substrings of SQLite errors that mean the file itself is damaged (not a lock, not a full disk).
@@ -71,7 +77,6 @@ class IndexHealth:
 
 def _raw_connect(path: Path, *, immutable: bool = False) -> sqlite3.Connection:
     """A read-only connection with sqlite-vec loaded, without `open_index`'s schema rules."""
-    from sheaf.store.sqlite.db import vec_extension_path
 
     uri = path.resolve().as_uri() + ("?mode=ro&immutable=1" if immutable else "?mode=ro")
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10, check_same_thread=False)
@@ -122,7 +127,6 @@ def _first(rows: list[str]) -> str:
 def check_index(path: str | Path, *, deep: bool = False) -> IndexHealth:
     """Can the index file be used? Cheap by default (header, schema, collections); `deep` adds
     SQLite's `PRAGMA quick_check` (reads every page)."""
-    from sheaf.store.sqlite.index import SCHEMA_VERSION, IndexSchemaError, schema_version
 
     p = Path(path)
     if not p.exists():
@@ -148,7 +152,6 @@ def check_index(path: str | Path, *, deep: bool = False) -> IndexHealth:
             return IndexHealth(str(p), "schema", e.message, dict(e.details))
         if v is None:
             return IndexHealth(str(p), "empty", "the index holds no tables yet")
-        from sheaf.store.sqlite.index import MIGRATIONS
 
         # An older schema with a migration path is fine: the next read-write open migrates it.
         if v != SCHEMA_VERSION and not (v < SCHEMA_VERSION and all(x in MIGRATIONS for x in range(v, SCHEMA_VERSION))):
@@ -204,7 +207,6 @@ def salvage_cache(source: str | Path, conn: sqlite3.Connection) -> int:
 
     Only vectors that are finite and unit-length (the collections are normalized) are kept, so
     random bytes that landed inside a vector are not carried over. Returns the rows copied."""
-    from sheaf.store.sqlite.db import transaction
 
     try:
         src = _raw_connect(Path(source), immutable=True)
@@ -256,7 +258,6 @@ def drop_collection(conn: sqlite3.Connection, key: str) -> list[str]:
     """Remove a damaged collection entirely (its passages, its vec0 table and shadow tables, its
     `meta` row) in one transaction; the vectors are rebuilt from the embedding cache.
     Returns the tables dropped."""
-    from sheaf.store.sqlite.db import transaction
 
     pt, vt = f"passages_{key}", f"vec_{key}"
     dropped: list[str] = []
@@ -344,7 +345,6 @@ def artifact_unit_digest(body_rows: Iterable[dict[str, Any]], object_rows: Itera
 def global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
     """Rows that belong to nothing: FTS rows without a base row, units without a papers row,
     vectors without a passage (and the reverse), per collection."""
-    from sheaf.store.sqlite.index import collections
 
     out: dict[str, int] = {}
 
@@ -379,8 +379,6 @@ def global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
 def remove_global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
     """Delete what `global_orphans` counts (one transaction); returns rows deleted per kind.
     An FTS table with orphan (or missing) rows is rebuilt from the base tables."""
-    from sheaf.store.sqlite.db import transaction
-    from sheaf.store.sqlite.index import VECTORS_EPOCH, collections, new_epoch, rebuild_fts
 
     out: dict[str, int] = {}
     with transaction(conn):

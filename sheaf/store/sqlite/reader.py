@@ -16,12 +16,14 @@ if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf searc
 from sheaf.core.lazy import lazy_module
 from sheaf.store.backend import FtsHit, VectorHit
 from sheaf.store.sqlite.index import Conn, collections
+from sheaf.core.models import PaperMeta
+from sheaf.vectors.identity import ModelChangedError
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
 
-if TYPE_CHECKING:  # pragma: no cover - sheaf.ingest.metadata is imported where a PaperMeta is built
-    from sheaf.ingest.metadata import PaperMeta
+if TYPE_CHECKING:  # pragma: no cover
+    from sheaf.core.models import PaperMeta
 
 
 def counts(conn: Conn, paper_id: str | None = None) -> dict[str, int]:
@@ -98,7 +100,6 @@ def get_paper(conn: Conn, paper_id: str) -> PaperMeta | None:
                      "FROM papers WHERE paper_id = ?", (paper_id,)).fetchone()
     if r is None or not r[14]:
         return None
-    from sheaf.ingest.metadata import PaperMeta
 
     return PaperMeta(key=r[0], citation_key=r[1], title=r[2] or "", authors=tuple(json.loads(r[3])),
                      first_author=r[4], year=r[5], journal=r[6], doi=r[7], pmid=r[8], abstract=r[9],
@@ -378,7 +379,6 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
     Refused with `ModelChangedError` (``MODEL_CHANGED``) when the index has vectors but none
     of the query's identity; ``VECTOR_NOT_BUILT`` when it has no vectors at all.
     """
-    from sheaf.vectors.identity import ModelChangedError
 
     cols = collections(conn)
     ident = query.identity

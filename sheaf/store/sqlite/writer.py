@@ -14,12 +14,13 @@ if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf searc
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity
 from sheaf.core.lazy import lazy_module
 from sheaf.store.sqlite.index import Conn, Hook, VECTORS_EPOCH, _fill_fts, _fill_unit_fts, _fts_delete, _fts_rows, collections, ensure_collection, new_epoch
+from sheaf.vectors.identity import EmbeddedPassages
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
 
-if TYPE_CHECKING:  # pragma: no cover - sheaf.ingest.metadata is imported where a PaperMeta is built
-    from sheaf.ingest.metadata import PaperMeta
+if TYPE_CHECKING:  # pragma: no cover
+    from sheaf.core.models import PaperMeta
 
 
 def cache_get(conn: Conn, identity: ModelIdentity, shas: Iterable[str]) -> dict[str, np.ndarray]:
@@ -135,7 +136,6 @@ def _validate(paper_id: str, units: Sequence[BodyUnit], objects: Sequence[Object
 
 
 def _as_list(passages: EmbeddedPassages | Sequence[EmbeddedPassages] | None) -> list[EmbeddedPassages]:
-    from sheaf.vectors.identity import EmbeddedPassages
 
     if passages is None:
         return []
