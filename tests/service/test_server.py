@@ -20,6 +20,7 @@ from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, Que
 from sheaf.core.models import BodyUnit
 from sheaf.search.matrix import MatrixAccelerator, _vec0_cosine
 from sheaf.service.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, server_signature, try_server
+from sheaf.service.requests import SERVED_COMMANDS, SearchRequest
 from sheaf.core.settings import query_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,6 +224,15 @@ def test_accelerator_declines_other_files(tmp_path):
 
 # --- the client without a (live) server --------------------------------------------------------
 
+def without_served_by(env: dict) -> dict:
+    """`env` without its ``data.engines.served_by`` marker (the one field a server's answer and a
+    local one may differ in)."""
+    if not env.get("ok"):
+        return env
+    engines = {k: v for k, v in env["data"].get("engines", {}).items() if k != "served_by"}
+    return {**env, "data": {**env["data"], "engines": engines}}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -237,7 +247,7 @@ def test_try_server_gives_up_fast(tmp_path, monkeypatch):
 
     def timed() -> float:
         t0 = time.perf_counter()
-        assert try_server("search", {"query": "x"}, s) is None
+        assert try_server(SearchRequest("x"), s) is None
         return time.perf_counter() - t0
 
     assert timed() < 0.05  # no discovery file
@@ -261,7 +271,8 @@ def test_try_server_gives_up_fast(tmp_path, monkeypatch):
     assert timed() < 0.05
     disc.write_text("{not json")
     assert timed() < 0.05
-    assert try_server("parse", {}, s) is None  # not a served command
+    assert try_server({"query": "x"}, s) is None  # not a typed query request
+    assert "parse" not in SERVED_COMMANDS  # not a served command
 
 
 def test_serve_refuses_non_loopback(tmp_path):
@@ -393,7 +404,9 @@ def test_served_and_local_envelopes_are_identical(served):
     for a, b in zip(local["runs"], remote["runs"]):
         assert a["code"] == b["code"], a["argv"]
         ea, eb = json.loads(a["stdout"]), json.loads(b["stdout"])
-        assert ea == eb, a["argv"]
+        if ea["ok"]:  # who answered is the one difference
+            assert ea["data"]["engines"]["served_by"] == "local" and eb["data"]["engines"]["served_by"] == "server"
+        assert without_served_by(ea) == without_served_by(eb), a["argv"]
         oks += ea["ok"]
         assert not any("ONNX query encoder missing" in w for w in ea.get("warnings", []))
     assert oks >= len(cases) - 4  # the error cases are compared too
