@@ -15,8 +15,9 @@ import sys
 from typing import Any
 
 from sheaf.cli import render
-from sheaf.cli.parser import STAGES, FORMATS, UsageError, _Parser, build_parser, request_from_args
-from sheaf.cli.terminal import terminal_columns as _terminal_columns
+from sheaf.cli.parser import FORMATS, STAGES, UsageError, build_parser, request_from_args
+from sheaf.cli.parser import _Parser  # noqa: F401 - importable from here (the help-width test)
+from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as _Parser
 from sheaf.core.envelope import SheafError, emit, error
 from sheaf.core.settings import get_settings, query_settings
 from sheaf.service.client import try_server
@@ -24,7 +25,6 @@ from sheaf.service.queries import RetrieverSource, run_query
 from sheaf.service.requests import SERVED_COMMANDS, Outcome
 
 __all__ = ["main", "build_parser", "STAGES", "FORMATS", "UsageError"]
-# `_Parser` and `_terminal_columns` stay importable from here for the help-width test.
 
 
 def _say(quiet: bool, file: Any = None, prefix: str = "") -> Any:
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `sheaf ... | head`: the reader left; no traceback, no error line
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except Exception as e:  # never a traceback for the caller; the envelope names the failure
+    except Exception as e:  # noqa: BLE001 - never a traceback for the caller; the envelope names the failure
         env = error(args.command, "INTERNAL_ERROR", f"{type(e).__name__}: {e}",
                     {"hint": "this is a bug in sheaf; please report it with the command you ran"})
         if args.json:

@@ -48,7 +48,9 @@ from typing import Any
 
 from sheaf import __version__
 from sheaf.core.envelope import SheafError, error, ok
-from sheaf.search.retriever import Retriever, encode_query
+from sheaf.search.bm25 import Bm25Accelerator  # accelerator wiring (*)
+from sheaf.search.matrix import MatrixAccelerator  # accelerator wiring (*)
+from sheaf.search.retriever import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS, Retriever, encode_query
 from sheaf.service.client import (
     DISCOVERY_FILE, LOOPBACK_HOSTS, SERVED_COMMANDS, discovery_path, read_discovery, remove_discovery,
     server_signature,
@@ -56,16 +58,13 @@ from sheaf.service.client import (
 from sheaf.service.queries import run_query
 from sheaf.service.requests import Outcome, QueryRequest, request_from_dict
 from sheaf.store.sqlite.index import FTS_TABLES, collections, open_index
+from sheaf.store.sqlite.reader import set_lexical_accelerator, set_vector_accelerator  # accelerator wiring (*)
 from sheaf.vectors import query_encoder
 from sheaf.vectors.identity import resolve_model_path
 
-# The accelerators and their process-wide hooks: used only by `_lexical_accelerator`,
+# (*) The accelerators and their process-wide hooks are used only by `_lexical_accelerator`,
 # `SheafServer.__init__` and `SheafServer.install_accelerators` (and `RetrieverPool._acquire`
 # opens the Retrievers): the one place to rewire when engines are passed into the Retriever.
-from sheaf.search.bm25 import Bm25Accelerator  # noqa: E402
-from sheaf.search.matrix import MatrixAccelerator  # noqa: E402
-from sheaf.search.retriever import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS  # noqa: E402
-from sheaf.store.sqlite.reader import set_lexical_accelerator, set_vector_accelerator  # noqa: E402
 
 __all__ = [
     "SERVED_COMMANDS", "DISCOVERY_FILE", "discovery_path", "server_signature", "read_discovery",
