@@ -318,18 +318,18 @@ class Server:
         self.start_s = time.perf_counter() - t0
 
     def ask(self, argv: list[str]) -> tuple[float, dict[str, Any]]:
-        from sheaf.cli.app import build_parser
-        from sheaf.service.client import cli_args, try_server
+        from sheaf.cli.parser import build_parser, request_from_args
         from sheaf.core.settings import get_settings
+        from sheaf.service.client import try_server
 
-        ns = build_parser().parse_args(argv)
+        req = request_from_args(build_parser().parse_args(argv))
         s = get_settings(home=self.home, library=self.home / "no-library")
         t0 = time.perf_counter()
-        env = try_server(ns.command, cli_args(ns), s)
+        out = try_server(req, s)
         dt_ = time.perf_counter() - t0
-        if env is None:
+        if out is None:
             raise SystemExit(f"the server did not answer {argv}")
-        return dt_, env
+        return dt_, out.envelope
 
     def health(self) -> dict[str, Any]:
         import http.client

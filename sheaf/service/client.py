@@ -7,9 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sheaf import __version__
+from sheaf.service.requests import REQUESTS, SERVED_COMMANDS, Outcome, QueryRequest
 
-SERVED_COMMANDS = ("search", "retrieve", "get", "timeline", "grep")
-
+__all__ = ["SERVED_COMMANDS", "DISCOVERY_FILE", "CONNECT_TIMEOUT", "REQUEST_TIMEOUT", "LOOPBACK_HOSTS",
+           "discovery_path", "server_signature", "read_discovery", "remove_discovery", "try_server"]
 
 DISCOVERY_FILE = "serve.json"
 
@@ -23,9 +25,6 @@ REQUEST_TIMEOUT = 300.0  # s: a query that outlives this is abandoned and run lo
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
-_NOT_ARGS = ("func", "command", "no_server")
-
-
 def discovery_path(settings: Any) -> Path:
     """``<SHEAF_HOME>/serve.json``."""
     return Path(settings.home) / DISCOVERY_FILE
@@ -34,24 +33,12 @@ def discovery_path(settings: Any) -> Path:
 def server_signature(settings: Any) -> dict[str, Any]:
     """What must be equal between a client and the server for the server's answer to be the
     client's answer: Sheaf version, index file, home, library, model, query windowing."""
-    from sheaf import __version__
-
     return {"version": __version__,
             "index_path": os.path.abspath(settings.index_path),
             "home": os.path.abspath(settings.home),
             "library": os.path.abspath(settings.library),
             "embedding_model": str(settings.embedding_model),
             "embed_overlap_tokens": int(settings.embed_overlap_tokens)}
-
-
-def cli_args(ns: Any) -> dict[str, Any]:
-    """A parsed CLI namespace as the JSON arguments of ``POST /v1/<command>``."""
-    out: dict[str, Any] = {}
-    for k, v in vars(ns).items():
-        if k in _NOT_ARGS or callable(v):
-            continue
-        out[k] = str(v) if isinstance(v, Path) else v
-    return out
 
 
 def _pid_alive(pid: Any) -> bool:
@@ -79,12 +66,12 @@ def read_discovery(settings: Any) -> dict[str, Any] | None:
     if not isinstance(info, dict):
         return None
     if not _pid_alive(info.get("pid")):
-        _remove_discovery(path, info.get("pid"))
+        remove_discovery(path, info.get("pid"))
         return None
     return info
 
 
-def _remove_discovery(path: Path, pid: Any) -> None:
+def remove_discovery(path: Path, pid: Any) -> None:
     """Remove the discovery file if it still names `pid` (never another server's)."""
     try:
         if json.loads(path.read_text(encoding="utf-8")).get("pid") == pid:
@@ -93,16 +80,17 @@ def _remove_discovery(path: Path, pid: Any) -> None:
         pass
 
 
-def try_server(command: str, args: dict[str, Any], settings: Any, *,
-               timeout: float = REQUEST_TIMEOUT) -> dict[str, Any] | None:
-    """The envelope of `command` from a running `sheaf serve`, or None to run it locally.
+def try_server(request: QueryRequest, settings: Any, *,
+               timeout: float = REQUEST_TIMEOUT) -> Outcome | None:
+    """The answer of a running `sheaf serve` to `request` (``POST /v1/<command>`` with
+    ``request.to_dict()``; the exit code from ``X-Sheaf-Exit``), or None to run it locally.
 
-    None, quickly, when: the command is not served; no discovery file; its pid is dead (the
-    file is removed); the server serves another index/model/version; no connection within
-    `CONNECT_TIMEOUT`; any transport or HTTP failure. A nonzero exit code comes back as the
-    envelope's ``_exit`` (as the CLI's command functions return it).
+    None, quickly, when: the request is not a query request; no discovery file; its pid is
+    dead (the file is removed); the server serves another index/model/version; no connection
+    within `CONNECT_TIMEOUT`; any transport or HTTP failure.
     """
-    if command not in SERVED_COMMANDS:
+    command = getattr(request, "command", None)
+    if REQUESTS.get(command) is not type(request):
         return None
     info = read_discovery(settings)
     if info is None:
@@ -115,7 +103,7 @@ def try_server(command: str, args: dict[str, Any], settings: Any, *,
         return None
     if host not in LOOPBACK_HOSTS:
         return None
-    import http.client
+    import http.client  # ~25 ms (the email package): only when a server may answer
 
     conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT)
     try:
@@ -123,10 +111,10 @@ def try_server(command: str, args: dict[str, Any], settings: Any, *,
             conn.connect()
         except OSError:
             if not _pid_alive(info.get("pid")):
-                _remove_discovery(discovery_path(settings), info.get("pid"))
+                remove_discovery(discovery_path(settings), info.get("pid"))
             return None
         conn.sock.settimeout(timeout)
-        body = json.dumps(args, ensure_ascii=False).encode("utf-8")
+        body = json.dumps(request.to_dict(), ensure_ascii=False).encode("utf-8")
         conn.request("POST", f"/v1/{command}", body=body,
                      headers={"Content-Type": "application/json", "X-Sheaf-Token": token})
         resp = conn.getresponse()
@@ -136,10 +124,7 @@ def try_server(command: str, args: dict[str, Any], settings: Any, *,
         env = json.loads(data.decode("utf-8"))
         if not isinstance(env, dict) or env.get("command") != command:
             return None
-        code = int(resp.getheader("X-Sheaf-Exit", "0") or 0)
-        if code:
-            env["_exit"] = code
-        return env
+        return Outcome(env, int(resp.getheader("X-Sheaf-Exit", "0") or 0))
     except (OSError, ValueError, http.client.HTTPException):
         return None
     finally:

@@ -1,18 +1,20 @@
-"""`sheaf serve`: a warm query server on the loopback interface, and the CLI's client for it.
+"""`sheaf serve`: a warm query server on the loopback interface (its client: `sheaf.service.client`).
 
 A query command run cold pays for starting Python, opening the index and (for the semantic
 and hybrid modes) loading the query encoder. `sheaf serve` pays once and keeps all of it
 warm; the query commands (`search`, `retrieve`, `get`, `timeline`, `grep`) ask it first and
 run locally when no server answers, so its use is invisible except in speed: the server
-returns the very envelope the command would have printed (it runs the same CLI function).
+returns the very envelope the command would have printed (both run the same service
+function, `sheaf.service.queries`; only ``data.engines.served_by`` tells them apart).
 
 Protocol (HTTP/1.1, JSON, stdlib `http.server.ThreadingHTTPServer`, loopback only):
 
-- ``POST /v1/<command>`` with a JSON object of the command's CLI arguments (argparse
-  ``dest`` names; absent ones take the CLI's defaults) → ``200`` and the envelope, with the
-  command's exit code in the ``X-Sheaf-Exit`` header. A `SheafError` is an error envelope
-  (exit 2) like the CLI prints; an unexpected failure is ``500`` (the client then runs the
-  command locally, where it fails the same way, with the CLI's own report).
+- ``POST /v1/<command>`` with the command's typed request as JSON (`sheaf.service.requests`:
+  ``request.to_dict()``; absent fields take the CLI's defaults) → ``200`` and the envelope,
+  with the command's exit code in the ``X-Sheaf-Exit`` header. A `SheafError` (a body with an
+  unknown or ill-typed field among them: BAD_QUERY) is an error envelope (exit 2) like the CLI
+  prints; an unexpected failure is ``500`` (the client then runs the command locally, where it
+  fails the same way, with the CLI's own report).
 - ``GET /v1/health`` → pid, version, index, uptime, requests served, loaded matrices.
 - Every request carries the ``X-Sheaf-Token`` of the discovery file.
 
@@ -35,85 +37,47 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
+import signal
+import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from sheaf import __version__
+from sheaf.core.envelope import SheafError, error, ok
+from sheaf.search.bm25 import Bm25Accelerator
 from sheaf.search.matrix import MatrixAccelerator
+from sheaf.search.retriever import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS, Retriever
 from sheaf.service.client import (
-    _NOT_ARGS, DISCOVERY_FILE, LOOPBACK_HOSTS, SERVED_COMMANDS, _remove_discovery, discovery_path, read_discovery,
+    DISCOVERY_FILE, LOOPBACK_HOSTS, SERVED_COMMANDS, discovery_path, read_discovery, remove_discovery,
     server_signature,
 )
+from sheaf.service.queries import run_query
+from sheaf.service.requests import Outcome, QueryRequest, request_from_dict
+from sheaf.store.sqlite.index import FTS_TABLES, collections, open_index
+from sheaf.vectors.query_encoder import QueryEncoder
+from sheaf.vectors.identity import resolve_model_path
 
 __all__ = [
-    "SERVED_COMMANDS", "DISCOVERY_FILE", "CONNECT_TIMEOUT", "discovery_path", "server_signature",
-    "cli_args", "try_server", "read_discovery", "run_command", "RetrieverPool", "MatrixAccelerator",
-    "SheafServer", "serve",
+    "SERVED_COMMANDS", "DISCOVERY_FILE", "discovery_path", "server_signature", "read_discovery",
+    "answer", "RetrieverPool", "MatrixAccelerator", "SheafServer", "serve", "serve_command",
 ]
 
 
-# --- client side (stdlib only: runs before every query command) ---------------------------
+# --- one request ---------------------------------------------------------------------------------
 
-
-# --- running a command in-process (server side) ---------------------------------------------
-
-_PARSER_LOCK = threading.Lock()
-_PARSER: Any = None
-
-
-def _subparser(command: str) -> Any:
-    import argparse
-
-    from sheaf.cli import app as cli
-
-    global _PARSER
-    with _PARSER_LOCK:
-        if _PARSER is None:
-            _PARSER = cli.build_parser()
-    for action in _PARSER._actions:  # noqa: SLF001 - argparse keeps subparsers only here
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:  # noqa: SLF001
-            return action.choices[command]
-    return None
-
-
-def run_command(command: str, args: dict[str, Any], *,
-                retrievers: "RetrieverPool | None" = None) -> tuple[dict[str, Any], int]:
-    """Run a served CLI command in this process exactly as `sheaf <command> --json` would
-    (the same function, argparse's defaults for absent arguments) → (envelope, exit code).
-    A `SheafError` becomes the CLI's error envelope (exit 2); anything else propagates.
-    `retrievers`: the command borrows its Retriever from this pool instead of opening one."""
-    import argparse
-
-    from sheaf.cli import app as cli
-    from sheaf.core.envelope import SheafError, error
-
-    if command not in SERVED_COMMANDS:
-        raise KeyError(command)
-    sub = _subparser(command)
-    if sub is None:
-        raise KeyError(command)
-    ns = argparse.Namespace()
-    for action in sub._actions:  # noqa: SLF001
-        if action.dest not in ("help", argparse.SUPPRESS) and action.default is not argparse.SUPPRESS:
-            setattr(ns, action.dest, action.default)
-    for k, v in sub._defaults.items():  # noqa: SLF001 - set_defaults(func=...)
-        setattr(ns, k, v)
-    for k, v in args.items():
-        if k not in _NOT_ARGS:
-            setattr(ns, k, v)
-    ns.command = command
-    ns.json = True  # the envelope, never a table on the server's stdout
-    ns.no_server = True
-    token = cli._LEASE.set(retrievers.lease if retrievers is not None else None)
+def answer(command: str, body: Any, retrievers: Any) -> Outcome:
+    """The answer to ``POST /v1/<command>`` with JSON `body`: the typed request it describes,
+    run by the query service on a Retriever of `retrievers` (a body that does not fit is the
+    command's BAD_QUERY envelope, exit 2, as the CLI prints it)."""
     try:
-        env = ns.func(ns)
+        req: QueryRequest = request_from_dict(command, body)
     except SheafError as e:
-        return error(command, e.code, e.message, e.details), 2
-    finally:
-        cli._LEASE.reset(token)
-    code = int(env.pop("_exit", 0) or 0)
-    return env, code
+        return Outcome(error(command, e.code, e.message, e.details), 2)
+    return run_query(req, retrievers, served_by="server")
 
 
 # --- open Retrievers kept between queries ------------------------------------------------------
@@ -130,8 +94,12 @@ class RetrieverPool:
     otherwise it is closed and a new one opened. Its per-query state (paper fields, parsed
     titles) starts empty for every request, as a fresh Retriever's does. Thread-safe."""
 
-    def __init__(self, settings: Any, max_idle: int = 4) -> None:
+    def __init__(self, settings: Any, max_idle: int = 4, *, query_encoder: QueryEncoder | None = None,
+                 lexical_engine: Any = None, vector_engine: Any = None) -> None:
         self.settings = settings
+        self.query_encoder = query_encoder
+        self.lexical_engine = lexical_engine
+        self.vector_engine = vector_engine
         self.path = Path(settings.index_path)
         self.max_idle = max_idle
         self._idle: list[tuple[Any, tuple[int, int], int]] = []  # (retriever, file id, data_version)
@@ -166,9 +134,9 @@ class RetrieverPool:
             except Exception:  # noqa: BLE001 - a broken connection is just replaced
                 pass
             self._close(r)
-        from sheaf.search.retriever import Retriever
-
-        r = Retriever.open(self.settings)  # INDEX_NOT_FOUND etc., as a command's own open
+        # INDEX_NOT_FOUND etc., as a command's own open; every Retriever shares the pool's engines
+        r = Retriever.open(self.settings, query_encoder=self.query_encoder, lexical_engine=self.lexical_engine,
+                           vector_engine=self.vector_engine)
         with self._lock:
             self.stats["opened"] += 1
         try:
@@ -187,8 +155,6 @@ class RetrieverPool:
     @contextlib.contextmanager
     def lease(self) -> Any:
         """``with pool.lease() as retriever:`` a Retriever for this request alone."""
-        from sheaf.core.envelope import SheafError
-
         r, fid, dv = self._acquire()
         keep = False
         try:
@@ -217,16 +183,11 @@ class RetrieverPool:
 def _lexical_accelerator(index_path: str | Path, busy_timeout_ms: int) -> Any:
     """The in-memory bm25 of the index's three FTS tables, each with the weights the query
     path ranks it with ready at load."""
-    from sheaf.search.bm25 import Bm25Accelerator
-    from sheaf.search.retriever import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS
-
     return Bm25Accelerator(index_path, busy_timeout_ms=busy_timeout_ms, warm_weights={
         "body_units_fts": BODY_WEIGHTS, "object_units_fts": OBJECT_WEIGHTS, "papers_fts": PAPER_WEIGHTS})
 
 
 def _handler_class() -> type:
-    from http.server import BaseHTTPRequestHandler
-
     class Handler(BaseHTTPRequestHandler):
         server_version = "sheaf-serve"
         protocol_version = "HTTP/1.1"
@@ -269,19 +230,17 @@ def _handler_class() -> type:
                 return
             try:
                 n = int(self.headers.get("Content-Length") or 0)
-                args = json.loads(self.rfile.read(n).decode("utf-8") or "{}") if n else {}
-                if not isinstance(args, dict):
-                    raise ValueError("arguments must be a JSON object")
+                body = json.loads(self.rfile.read(n).decode("utf-8") or "{}") if n else {}
             except (ValueError, UnicodeDecodeError) as e:
                 self._send(400, {"ok": False, "error": f"bad request body: {e}"})
                 return
             try:
-                env, code = srv.run(parts[1], args)
+                out = srv.run(parts[1], body)
             except Exception as e:  # noqa: BLE001 - the client runs it locally and reports it
                 srv.count("failed")
                 self._send(500, {"ok": False, "error": f"{type(e).__name__}: {e}"})
                 return
-            self._send(200, env, code)
+            self._send(200, out.envelope, out.exit_code)
 
     return Handler
 
@@ -290,11 +249,6 @@ class SheafServer:
     """A ThreadingHTTPServer bound to loopback, with the warm state and its discovery file."""
 
     def __init__(self, settings: Any, host: str = "127.0.0.1", port: int = 0) -> None:
-        import secrets
-        from http.server import ThreadingHTTPServer
-
-        from sheaf.core.envelope import SheafError
-
         if host not in LOOPBACK_HOSTS:
             raise SheafError("BAD_QUERY", f"sheaf serve listens on the loopback interface only, not {host!r}",
                              {"host": host}, hint="use --host 127.0.0.1 (or ::1)")
@@ -309,7 +263,6 @@ class SheafServer:
             allow_reuse_address = True
 
         if ":" in host:
-            import socket
             _HTTPServer.address_family = socket.AF_INET6
         self.httpd = _HTTPServer((host, port), _handler_class())
         self.httpd.token = self.token  # type: ignore[attr-defined]
@@ -321,7 +274,10 @@ class SheafServer:
         busy = getattr(settings, "sqlite_busy_timeout_ms", 10_000)
         self.accelerator = MatrixAccelerator(settings.index_path, busy_timeout_ms=busy)
         self.lexical = _lexical_accelerator(settings.index_path, busy)
-        self.retrievers = RetrieverPool(settings)
+        # One query encoder for the server's life (the export is rechecked at most every 2 s).
+        self.query_encoder = QueryEncoder(settings, status_ttl=2.0)
+        self.retrievers = RetrieverPool(settings, query_encoder=self.query_encoder,
+                                        lexical_engine=self.lexical, vector_engine=self.accelerator)
         self.discovery = discovery_path(settings)
 
     # -- state ------------------------------------------------------------------------------------
@@ -330,14 +286,13 @@ class SheafServer:
         with self._count_lock:
             self._counts[what] = self._counts.get(what, 0) + 1
 
-    def run(self, command: str, args: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        env, code = run_command(command, args, retrievers=self.retrievers)
+    def run(self, command: str, body: Any) -> Outcome:
+        """The answer to one ``POST /v1/<command>`` (see `answer`), on a leased Retriever."""
+        out = answer(command, body, self.retrievers.lease)
         self.count(command)
-        return env, code
+        return out
 
     def health(self) -> dict[str, Any]:
-        from sheaf import __version__
-
         return {"ok": True, "pid": os.getpid(), "version": __version__,
                 "index_path": str(self.settings.index_path), "uptime_s": round(time.time() - self.started, 1),
                 "requests": dict(self._counts), "matrices": self.accelerator.loaded(),
@@ -350,10 +305,6 @@ class SheafServer:
         """Load the query encoder, the vector matrix of the configured model's collection and
         the in-memory copy of the full-text tables now, not on the first query. Returns notes
         (nothing to warm yet, fallbacks)."""
-        from sheaf.vectors.identity import resolve_model_path
-        from sheaf.core.envelope import SheafError
-        from sheaf.store.sqlite.index import FTS_TABLES, collections, open_index
-
         notes: list[str] = []
         try:
             conn = open_index(self.settings.index_path, readonly=True, settings=self.settings)
@@ -372,9 +323,7 @@ class SheafServer:
             notes.append("no vectors of the configured model yet: semantic queries will say so")
         else:
             ident = mine[0]
-            from sheaf.search import retriever as retrieve
-
-            _, warnings = retrieve.encode_query("warm up the query encoder", self.settings, ident)
+            _, warnings = self.query_encoder.encode("warm up the query encoder", ident)
             notes += warnings
             if self.accelerator.matrix(ident, wait=True) is None:
                 notes.append(self.accelerator.disabled.get(ident.key, "vector matrix not loaded")
@@ -383,18 +332,9 @@ class SheafServer:
         notes += [f"{fts}: {why}: full-text ranking uses FTS5" for fts, why in self.lexical.disabled.items()]
         return notes
 
-    def install_accelerators(self, on: bool = True) -> None:
-        """Make this process's index reads use (or stop using) the server's in-memory copies."""
-        from sheaf.store.sqlite.reader import set_lexical_accelerator, set_vector_accelerator
-
-        set_vector_accelerator(self.accelerator if on else None)
-        set_lexical_accelerator(self.lexical if on else None)
-
     # -- discovery and lifecycle --------------------------------------------------------------------
 
     def write_discovery(self) -> None:
-        from sheaf import __version__
-
         info = {"host": self.host, "port": self.port, "pid": os.getpid(),
                 "index_path": str(self.settings.index_path), "url": self.url, "token": self.token,
                 "version": __version__, "started": self.started,
@@ -407,7 +347,7 @@ class SheafServer:
         os.replace(tmp, self.discovery)
 
     def remove_discovery(self) -> None:
-        _remove_discovery(self.discovery, os.getpid())
+        remove_discovery(self.discovery, os.getpid())
 
     @property
     def url(self) -> str:
@@ -415,11 +355,7 @@ class SheafServer:
         return f"http://{h}:{self.port}"
 
     def serve_forever(self) -> None:
-        self.install_accelerators()
-        try:
-            self.httpd.serve_forever(poll_interval=0.2)
-        finally:
-            self.install_accelerators(False)
+        self.httpd.serve_forever(poll_interval=0.2)
 
     def shutdown(self) -> None:
         self.httpd.shutdown()
@@ -436,10 +372,6 @@ def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
           announce: Any = None) -> dict[str, Any]:
     """Run the server until SIGINT/SIGTERM (or `shutdown()` from another thread); return a
     summary. Refuses to start when a live server already answers for this home."""
-    import signal
-
-    from sheaf.core.envelope import SheafError
-
     other = read_discovery(settings)
     if other is not None and other.get("pid") != os.getpid():
         raise SheafError("BACKEND_UNAVAILABLE", f"a sheaf server already runs for this home "
@@ -447,12 +379,8 @@ def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
                          {"discovery": str(discovery_path(settings)), "pid": other.get("pid")},
                          hint="stop it first (kill the pid), or use it: the query commands already do")
     srv = SheafServer(settings, host, port)
-    from sheaf.vectors import query_encoder
-
-    query_encoder.STATUS_TTL_SECONDS = 2.0  # the export is rechecked at most every 2 s here
     previous: dict[int, Any] = {}
     try:
-        srv.install_accelerators()
         notes = srv.warm()
         srv.write_discovery()
         if threading.current_thread() is threading.main_thread():
@@ -472,3 +400,8 @@ def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
         srv.close()
     return {"url": srv.url, "pid": os.getpid(), "uptime_s": round(time.time() - srv.started, 1),
             "requests": dict(srv._counts), "notes": notes if "notes" in locals() else []}
+
+
+def serve_command(settings: Any, host: str = "127.0.0.1", port: int = 0, *, announce: Any = None) -> Outcome:
+    """`sheaf serve`: `serve` until stopped, then its summary as the envelope."""
+    return Outcome(ok("serve", serve(settings, host, port, announce=announce), count=0))

@@ -67,6 +67,7 @@ def ok_json(capsys, *args: str) -> dict[str, Any]:
     assert env["version"] == __version__ and env["count"] == len(env["data"]["matches"])
     for m in env["data"]["matches"]:
         assert MATCH_KEYS <= set(m)
+    assert env["data"]["engines"]["served_by"] == "local"  # no server runs for these homes
     return env
 
 

@@ -122,6 +122,7 @@ def test_every_command_and_error_validates(case, indexes, validator, monkeypatch
     expected = case[4]
     if expected is None:
         assert env["ok"] is True and env["count"] == len(env["data"]["matches"])
+        assert env["data"]["engines"]["served_by"] == "local"
         if not env["data"]["matches"]:
             assert "coverage" in env["data"] and env["next_actions"]
     else:
@@ -177,6 +178,9 @@ def test_schema_rejects_broken_envelopes(validator, indexes, monkeypatch, capsys
         mutated(good, lambda e: e["data"]["matches"][0].update(page_span=[1])),
         mutated(good, lambda e: e["data"].pop("matches")),
         mutated(good, lambda e: e.update(warnings=[1])),
+        mutated(good, lambda e: e["data"].pop("engines")),
+        mutated(good, lambda e: e["data"]["engines"].pop("served_by")),
+        mutated(good, lambda e: e["data"]["engines"].update(served_by="elsewhere")),
         mutated(grep, lambda e: e["data"]["matches"][0].pop("char_start")),
         mutated(grep, lambda e: e["data"]["matches"][0].update(field="nearby_text")),
         mutated(bad_err, lambda e: e["error"].update(code="OOPS")),

@@ -277,8 +277,10 @@ def test_retriever_pool_reuses_only_an_unchanged_index(tmp_path):
     pool.close()
 
 
-def test_run_command_with_a_pool_answers_as_without(tmp_path, monkeypatch):
-    from sheaf.service.server import RetrieverPool, run_command
+def test_the_query_service_with_a_pool_answers_as_without(tmp_path, monkeypatch):
+    from sheaf.service.queries import run_query
+    from sheaf.service.requests import request_from_dict
+    from sheaf.service.server import RetrieverPool
 
     home = tmp_path / "home"
     path = home / "index" / "sheaf.db"
@@ -292,12 +294,13 @@ def test_run_command_with_a_pool_answers_as_without(tmp_path, monkeypatch):
     for k in [k for k in os.environ if k.startswith("SHEAF_") and k not in ("SHEAF_HOME", "SHEAF_LIBRARY")]:
         monkeypatch.delenv(k)
     pool = RetrieverPool(get_settings())
-    cases = [("search", {"query": ["zebra"]}), ("retrieve", {"query": ["zebra", "dusk"], "mode": "lexical"}),
-             ("retrieve", {"query": ["?"], "mode": "lexical"}), ("grep", {"term": ["zebra"]}),
-             ("retrieve", {"query": ["zebra"], "mode": "semantic"}), ("get", {"ids": ["nope"]})]
+    cases = [("search", {"query": "zebra"}), ("retrieve", {"query": "zebra dusk", "mode": "lexical"}),
+             ("retrieve", {"query": "?", "mode": "lexical"}), ("grep", {"term": "zebra"}),
+             ("retrieve", {"query": "zebra", "mode": "semantic"}), ("get", {"ids": ["nope"]})]
     for _ in range(2):
         for command, args in cases:
-            assert run_command(command, args, retrievers=pool) == run_command(command, args)
+            req = request_from_dict(command, args)
+            assert run_query(req, pool.lease) == run_query(req, Retriever.open)
     assert pool.stats["reused"] > 0
     pool.close()
 

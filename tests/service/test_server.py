@@ -20,6 +20,7 @@ from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, Que
 from sheaf.core.models import BodyUnit
 from sheaf.search.matrix import MatrixAccelerator, _vec0_cosine
 from sheaf.service.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, server_signature, try_server
+from sheaf.service.requests import SERVED_COMMANDS, SearchRequest
 from sheaf.core.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,6 +219,14 @@ def test_accelerator_declines_other_files(tmp_path):
 
 # --- the client without a (live) server --------------------------------------------------------
 
+def without_engines(env: dict) -> dict:
+    """`env` without ``data.engines`` (the one field a server's answer and a local one differ
+    in: the server answers from memory, ``bm25-memory`` / ``matrix``, with the same results)."""
+    if not env.get("ok"):
+        return env
+    return {**env, "data": {k: v for k, v in env["data"].items() if k != "engines"}}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -232,7 +241,7 @@ def test_try_server_gives_up_fast(tmp_path, monkeypatch):
 
     def timed() -> float:
         t0 = time.perf_counter()
-        assert try_server("search", {"query": "x"}, s) is None
+        assert try_server(SearchRequest("x"), s) is None
         return time.perf_counter() - t0
 
     assert timed() < 0.05  # no discovery file
@@ -256,7 +265,8 @@ def test_try_server_gives_up_fast(tmp_path, monkeypatch):
     assert timed() < 0.05
     disc.write_text("{not json")
     assert timed() < 0.05
-    assert try_server("parse", {}, s) is None  # not a served command
+    assert try_server({"query": "x"}, s) is None  # not a typed query request
+    assert "parse" not in SERVED_COMMANDS  # not a served command
 
 
 def test_serve_refuses_non_loopback(tmp_path):
@@ -388,7 +398,9 @@ def test_served_and_local_envelopes_are_identical(served):
     for a, b in zip(local["runs"], remote["runs"]):
         assert a["code"] == b["code"], a["argv"]
         ea, eb = json.loads(a["stdout"]), json.loads(b["stdout"])
-        assert ea == eb, a["argv"]
+        if ea["ok"]:  # who answered is the one difference
+            assert ea["data"]["engines"]["served_by"] == "local" and eb["data"]["engines"]["served_by"] == "server"
+        assert without_engines(ea) == without_engines(eb), a["argv"]
         oks += ea["ok"]
         assert not any("ONNX query encoder missing" in w for w in ea.get("warnings", []))
     assert oks >= len(cases) - 4  # the error cases are compared too

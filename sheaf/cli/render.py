@@ -1,0 +1,234 @@
+"""Readable output of every command (the tables for people); `--json` prints the envelope instead.
+
+Query commands render from their envelope alone, so a server's answer and a local one print
+the same text; the other commands may use the in-memory `view` of their `Outcome`.
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from sheaf.cli.terminal import terminal_columns
+
+__all__ = ["error", "query", "parse", "build", "status", "doctor", "eval_table"]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+def _width() -> int:
+    return max(60, terminal_columns(110))
+
+
+def _fit(s: str, n: int) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: max(0, n - 1)] + "…"
+
+
+def _score(v: Any) -> str:
+    return "" if v is None else (f"{v:.4f}" if abs(v) < 10 else f"{v:.2f}")
+
+
+def _pages(m: dict[str, Any]) -> str:
+    ps = m.get("page_span")
+    if not ps:
+        return ""
+    return f"p.{ps[0]}" if ps[0] == ps[1] else f"p.{ps[0]}-{ps[1]}"
+
+
+def error(env: dict[str, Any]) -> None:
+    """An error envelope for people: one line (and a hint) on stderr."""
+    err = env["error"]
+    hint = err["details"].get("hint")
+    print(f"error [{err['code']}]: {err['message']}" + (f"\nhint: {hint}" if hint else ""), file=sys.stderr)
+
+
+# --- query commands ------------------------------------------------------------------------------
+
+def _compact_line(m: dict[str, Any], width: int) -> str:
+    head = f"[{m['short_id'] or '-'}] {m['zotero_key']} {m['year'] or '----'} | "
+    path = _fit(" > ".join(m["section_path"]) or m["heading"] or "", 38)
+    tail = f"  {_score(m['score'])}"
+    room = max(20, width - len(head) - len(path) - len(tail) - 3)
+    return f"{head}{path} | {_fit(m['summary'], room)}{tail}"
+
+
+def _print_full(m: dict[str, Any], marker: str = "") -> None:
+    width = min(_width(), 100)
+    where = " > ".join(m["section_path"]) or m["heading"]
+    print(f"{marker}[{m['short_id']}] {m['zotero_key']} {m['year'] or ''} | {where} | {_pages(m)}"
+          f"{'  ' + _score(m['score']) if m.get('score') is not None else ''}")
+    for para in m["text"].split("\n"):
+        print(textwrap.fill(para, width, initial_indent="    ", subsequent_indent="    ") if para.strip() else "")
+    print()
+
+
+def _search(data: dict[str, Any]) -> None:
+    width = _width()
+    for i, m in enumerate(data["matches"], start=1):
+        who = (m["first_author"] or "").split(" ")[-1]
+        head = f"{i:>2}. {m['zotero_key']}  {m['year'] or '----'}  {who}  "
+        tail = f"  {_score(m['score'])}"
+        print(head + _fit(m["title"] or "(untitled)", width - len(head) - len(tail)) + tail)
+        where = m["heading"] + (f" [{m['short_id']}]" if m["short_id"] else "")
+        print("      " + _fit(f"{where}: {m['text']}", width - 6))
+
+
+def _retrieve(data: dict[str, Any]) -> None:
+    width = _width()
+    for m in data["matches"]:
+        if data.get("full"):
+            _print_full(m)
+        else:
+            print(_compact_line(m, width))
+
+
+def _get(data: dict[str, Any]) -> None:
+    for m in data["matches"]:
+        _print_full(m)
+
+
+def _timeline(data: dict[str, Any]) -> None:
+    p = data["paper"]
+    print(f"{p['zotero_key']} {p['year'] or ''} {p['title'] or ''}\n")
+    for m in data["matches"]:
+        _print_full(m, marker=">> " if m["offset"] == 0 else f"{m['offset']:+d} ")
+
+
+def _grep(data: dict[str, Any]) -> None:
+    width = _width()
+    for m in data["matches"]:
+        page = f"p.{m['page']}" if m["page"] is not None else _pages(m) or "p.?"
+        head = (f"[{m['short_id']}] {m['zotero_key']} {page} {m['field']}:{m['char_start']}-{m['char_end']}"
+                f"  {m['span']!r}  ")
+        print(head + _fit(m["text"], width - len(head)))
+    print(f"\n{len(data['matches'])} occurrences in {data['papers_with_hits']} papers; spellings: "
+          + ", ".join(f"{k!r} x{v}" for k, v in data["variants"].items()))
+
+
+_QUERY_VIEWS = {"search": _search, "retrieve": _retrieve, "get": _get, "timeline": _timeline, "grep": _grep}
+
+
+def query(env: dict[str, Any]) -> None:
+    """A query command's success envelope: its matches (or "no matches" and the coverage),
+    then its warnings and next actions."""
+    data = env["data"]
+    if data.get("matches"):
+        _QUERY_VIEWS[env["command"]](data)
+    else:
+        print("no matches")
+        cov = data.get("coverage")
+        if cov:
+            print("coverage: " + ", ".join(f"{k} {v}" for k, v in cov.items() if v is not None))
+    for w in env["warnings"]:
+        print(f"warning: {w}")
+    for a in env["next_actions"]:
+        print(f"next: {a}")
+
+
+# --- parse -----------------------------------------------------------------------------------------
+
+def _print_tree(out: Any, s: dict[str, Any]) -> None:
+    per_node: dict[str, int] = {}
+    for u in out.body_units:
+        per_node[u.node_id] = per_node.get(u.node_id, 0) + 1
+    objs: dict[str, int] = {}
+    for o in out.object_units:
+        objs[o.node_id] = objs.get(o.node_id, 0) + 1
+    print(f"{s['paper_id']}  [{s['source_format']}]  {out.paper.title or ''}")
+    print(f"  {s['blocks']} blocks, {s['sections']} sections, {s['body_units']} body units, "
+          f"{s['object_units']} objects, {s['tokens']} tokens")
+    for node in out.tree.walk():
+        if node.node_id == "root":
+            continue
+        extra = f"  [{per_node.get(node.node_id, 0)} units" + (
+            f", {objs[node.node_id]} objects]" if node.node_id in objs else "]")
+        print(f"  {'  ' * (node.level - 1)}- {node.title}{extra}")
+    for w in out.paper.warnings:
+        print(f"  warning: {w}")
+
+
+def _library_table(rows: list[dict[str, Any]]) -> None:
+    cols = ("paper_id", "source_format", "blocks", "sections", "body_units", "object_units", "tokens")
+    heads = ("paper", "format", "blocks", "sections", "units", "objects", "tokens")
+    table = [heads] + [tuple(str(r.get(c, "")) for c in cols) if "error" not in r
+                       else (r["paper_id"], "ERROR", r["error"]["message"][:60], "", "", "", "")
+                       for r in rows]
+    widths = [max(len(t[i]) for t in table) for i in range(len(heads))]
+    for i, t in enumerate(table):
+        print("  ".join(c.ljust(w) for c, w in zip(t, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    bad = [r for r in rows if "error" in r]
+    warned = [r for r in rows if r.get("warnings")]
+    print(f"\n{len(rows) - len(bad)} parsed, {len(bad)} failed, {len(warned)} with warnings")
+
+
+def parse(env: dict[str, Any], view: Any) -> None:
+    """A library: its table, then the warnings the table does not show; one paper: its tree
+    (`view`: the paper's outputs), or its Markdown for ``--stage markdown``."""
+    data = env["data"]
+    if "papers" in data:
+        rows = data["papers"]
+        _library_table(rows)
+        shown = {f"{r['paper_id']}: {r['error']['message']}" for r in rows if "error" in r}
+        for w in env["warnings"]:
+            if w not in shown:
+                print(f"warning: {w}")
+    elif data["stage"] == "markdown":
+        sys.stdout.write(data["markdown"])
+    else:
+        _print_tree(view, data["summary"])
+
+
+# --- build / status / doctor ---------------------------------------------------------------------
+
+def build(env: dict[str, Any], rep: Any) -> None:
+    built = env["data"]["states"].get("built", 0)
+    print(f"\n{built} of {len(rep.statuses)} papers built; {len(rep.planned)} rebuilt this time in "
+          f"{rep.seconds:.1f} s; {rep.embeddings_computed} embeddings computed")
+    for st in rep.statuses.values():
+        if st.state != "built":
+            print(f"  {st.key}: {st.state}" + (f" ({st.error})" if st.error else f" ({'; '.join(st.reasons)})"))
+
+
+def status(env: dict[str, Any], statuses: dict[str, Any]) -> None:
+    for st in statuses.values():
+        why = st.error or "; ".join(st.reasons)
+        print(f"{st.key:<20} {st.state:<8} {why}")
+    coverage, probe = env["data"]["coverage"], env["data"]["index"]
+    print("\ncoverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
+    print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors")))
+
+
+def doctor(found: Any, final: Any) -> None:
+    for title, dg in (("found", found), *((("after repair", final),) if final is not found else ())):
+        print(f"{title}: {len(dg.issues)} issue(s) in {dg.checked.get('partitions', 0)} papers "
+              f"({dg.seconds:.1f} s)")
+        for i in dg.issues:
+            print(f"  {i.paper or '-':<14} {i.kind:<22} {i.detail}\n  {'':<14} {'':<22} cause: {i.cause}; "
+                  f"repair: {i.repair}")
+
+
+# --- eval ------------------------------------------------------------------------------------------
+
+def eval_table(env: dict[str, Any], metrics: Sequence[str]) -> None:
+    """Per mode (and query type, for the library suite) the metrics; `metrics`: the BEIR columns."""
+    data = env["data"]
+    lat = data.get("latency_ms", {})
+    if data["suite"] == "library":
+        print(f"{'mode':<9} {'type':<9} {'queries':>7} {'R@1':>6} {'R@10':>6} {'MRR@10':>7}")
+        for mode, per in data["metrics"].items():
+            for qtype, m in per.items():
+                print(f"{mode:<9} {qtype:<9} {m['queries']:>7} {m['recall@1']:>6.3f} {m['recall@10']:>6.3f} "
+                      f"{m['mrr@10']:>7.3f}")
+    else:
+        print(f"{'mode':<9} " + " ".join(f"{m:>10}" for m in metrics) + f" {'p50 ms':>8} {'p95 ms':>8}")
+        for mode, m in data["metrics"].items():
+            print(f"{mode:<9} " + " ".join(f"{m[k]:>10.4f}" for k in metrics)
+                  + f" {lat.get(mode, {}).get('p50', 0):>8.1f} {lat.get(mode, {}).get('p95', 0):>8.1f}")
+    if data.get("query_encode_ms"):
+        print(f"query encoding: p50 {data['query_encode_ms']['p50']:.1f} ms (not in the latencies above)")
+    for w in env["warnings"]:
+        print(f"warning: {w}")

@@ -1,0 +1,143 @@
+"""`sheaf build | status | report | doctor`: the commands over the Dagster side.
+
+Every function takes the settings and, where Dagster is involved, the Definitions (the CLI
+makes both); `pipelines` is imported inside them, the one lazy reach of this layer, so that
+`sheaf search` never loads Dagster.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from sheaf.core.envelope import SheafError, ok
+from sheaf.ingest.library import discover
+from sheaf.service.requests import Outcome
+from sheaf.store.report import library_report_data, report_markdown
+from sheaf.store.sqlite.index import collections, open_index
+from sheaf.store.sqlite.reader import counts
+
+__all__ = ["build", "status", "report", "report_markdown", "doctor", "index_probe", "status_dict"]
+
+Progress = Callable[[str], None]
+
+
+def _quiet(message: str) -> None:
+    pass
+
+
+def status_dict(st: Any) -> dict[str, Any]:
+    return {"paper_id": st.key, "state": st.state, "reasons": st.reasons, "error": st.error, **st.metadata}
+
+
+def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bool = False,
+          progress: Progress = _quiet) -> Outcome:
+    """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
+    when interrupted, 1 when a paper failed)."""
+    from pipelines.build import build as run_build
+
+    if not settings.library.is_dir():
+        raise SheafError("NOT_FOUND", f"library folder not found: {settings.library}",
+                         {"library": str(settings.library)}, hint="pass --library PATH or set SHEAF_LIBRARY")
+    rep = run_build(settings, defs, papers=papers or None, full=full, progress=progress)
+    states: dict[str, int] = {}
+    for st in rep.statuses.values():
+        states[st.state] = states.get(st.state, 0) + 1
+    data = {"library": str(settings.library), "sync": rep.sync, "planned": rep.planned, "runs": rep.runs,
+            "papers": [status_dict(s) for s in rep.statuses.values()], "states": states,
+            "embeddings_computed": rep.embeddings_computed, "seconds": rep.seconds, "interrupted": rep.interrupted}
+    failed = [k for k, s in rep.statuses.items() if s.state == "failed"]
+    env = ok("build", data, count=len(rep.planned),
+             warnings=[f"{k}: {rep.statuses[k].error}" for k in failed],
+             next_actions=["fix the failed papers' OCR output and run `sheaf build` again"] if failed else [])
+    return Outcome(env, 130 if rep.interrupted else (1 if failed else 0), rep)
+
+
+def status(settings: Any, defs: Any) -> Outcome:
+    """Per paper: built / stale (why) / missing / failed, coverage and the index probe (`view`:
+    the statuses by key)."""
+    from pipelines.build import get_instance, paper_statuses
+    from pipelines.state import latest_observed_versions
+
+    instance = get_instance(settings)
+    statuses = paper_statuses(instance, defs, settings, observed=latest_observed_versions(instance))
+    library = discover(settings.library).papers if settings.library.is_dir() else ()
+    coverage = {"library": len(library), "partitions": len(statuses),
+                "parsed": sum(1 for s in statuses.values() if s.metadata.get("body_units") is not None),
+                "built": sum(1 for s in statuses.values() if s.state == "built")}
+    probe = index_probe(settings)
+    coverage.update({k: probe[k] for k in ("indexed", "embedded") if k in probe})
+    actions = ["run `sheaf build`"] if any(s.state != "built" for s in statuses.values()) or \
+        coverage["library"] > coverage["partitions"] else []
+    env = ok("status", {"papers": [status_dict(s) for s in statuses.values()], "coverage": coverage,
+                        "index": probe}, count=len(statuses), next_actions=actions)
+    return Outcome(env, 0, statuses)
+
+
+def index_probe(settings: Any) -> dict[str, Any]:
+    """Can the index be opened, and can a vector query run against the current model's collection?"""
+    if not settings.index_path.exists():
+        return {"path": str(settings.index_path), "exists": False, "problem": "no index yet"}
+    try:
+        conn = open_index(settings=settings, readonly=True)
+    except SheafError as e:
+        return {"path": str(settings.index_path), "exists": True, "problem": f"{e.code}: {e.message}"}
+    except Exception as e:  # noqa: BLE001 - a file SQLite cannot read: what the probe reports
+        return {"path": str(settings.index_path), "exists": True, "problem": f"unreadable index: {e}",
+                "hint": "run `sheaf build --full` (it moves a damaged file aside) or `sheaf doctor`"}
+    try:
+        try:
+            c = counts(conn)
+        except Exception as e:  # noqa: BLE001 - a damaged or missing table: reported, not raised
+            return {"path": str(settings.index_path), "exists": True, "problem": f"index damaged: {e}",
+                    "vectors_queryable": False, "hint": "run `sheaf doctor --repair` or `sheaf build --full`"}
+        out: dict[str, Any] = {"path": str(settings.index_path), "exists": True,
+                               "indexed": conn.execute("SELECT count(DISTINCT paper_id) FROM body_units").fetchone()[0]}
+        cols = collections(conn)
+        out["collections"] = {k: v.name for k, v in cols.items()}
+        embedded = 0
+        for ident in cols.values():
+            try:
+                probe = json.dumps([1.0] + [0.0] * (ident.dimension - 1))
+                conn.execute(f"SELECT passage_rowid, distance FROM {ident.vec_table} "
+                             "WHERE embedding MATCH ? AND k = 1", (probe,)).fetchall()
+                embedded = max(embedded, conn.execute(
+                    f"SELECT count(DISTINCT paper_id) FROM {ident.passages_table}").fetchone()[0])
+                out["vectors_queryable"] = True
+            except Exception as e:  # noqa: BLE001 - a damaged vec table is what the probe reports
+                out["problem"] = f"vector table {ident.vec_table} unreadable: {e}"
+                out["vectors_queryable"] = False
+        out["embedded"] = embedded
+        out["rows"] = c
+        return out
+    finally:
+        conn.close()
+
+
+def report(settings: Any) -> Outcome:
+    """The library-wide report over the built artifacts (`report_markdown` renders its data)."""
+    data = library_report_data(settings.artifacts_dir)
+    return Outcome(ok("report", data, count=data["papers"],
+                      next_actions=[] if data["papers"] else ["run `sheaf build` first"]))
+
+
+def doctor(settings: Any, defs: Any, *, repair: bool = False, progress: Progress = _quiet) -> Outcome:
+    """Cross-check library ↔ partitions ↔ artifacts ↔ index ↔ materialization metadata; with
+    `repair`, fix the drift and check again (`view`: the diagnoses before and after; exit 1 while
+    an issue remains)."""
+    from pipelines.build import get_instance
+    from pipelines.doctor import diagnose, repair as run_repair
+
+    instance = get_instance(settings)
+    found = diagnose(settings, defs, instance)
+    data: dict[str, Any] = {"library": str(settings.library), "before": found.to_dict()}
+    final = found
+    if repair and found.issues:
+        data["repaired"] = run_repair(settings, defs, instance, found, progress=progress)
+        final = diagnose(settings, defs, instance)
+        data["after"] = final.to_dict()
+    remaining = [i for i in final.issues if i.kind not in ("invalid_key", "build_running")]
+    env = ok("doctor", {**data, "issues": [i.to_dict() for i in final.issues]}, count=len(final.issues),
+             warnings=[f"{i.paper + ': ' if i.paper else ''}{i.kind}: {i.detail}" for i in remaining],
+             next_actions=["run `sheaf doctor --repair`"] if remaining and not repair else [])
+    return Outcome(env, 1 if remaining else 0, (found, final))
