@@ -262,7 +262,8 @@ def _mark_repeated_headings(raws: list[RawBlock]) -> None:
 # --- the edges of a paper: cover pages, front-matter notes, figure text, biographies ----
 
 _COVER_CUES: list[tuple[str, re.Pattern[str]]] = [
-    ("pre-proof", re.compile(r"\b(journal pre-?proof|accepted manuscript|uncorrected proof|in press)\b", re.I)),
+    ("pre-proof", re.compile(r"\b(journal pre-?proof|accepted manuscript|uncorrected proof|in press|"
+                             r"version of record|published in its final form)\b", re.I)),
     ("to appear", re.compile(r"\bto appear in\b", re.I)),
     ("cite as", re.compile(r"\bplease cite this article\b", re.I)),
     ("doi", re.compile(r"\b(doi\s*:|doi\.org/|pii\s*:)", re.I)),
@@ -289,7 +290,7 @@ def mark_cover_page(raws: list[RawBlock]) -> int | None:
         return None
     first = [r for r in raws if r.page == pages[0]]
     text_blocks = [r for r in first if r.role in _TEXT_ROLES and r.text]
-    cues = set().union(*(_cover_cues(r.text) for r in text_blocks)) if text_blocks else set()
+    cues = set().union(*(_cover_cues(r.text) for r in first if r.text)) if first else set()
     if len(cues) < 3 or "pre-proof" not in cues and "cite as" not in cues:
         return None
     if any(r.role in ("abstract", "abstract_heading") for r in first):
@@ -395,8 +396,8 @@ def mark_front_notes(raws: list[RawBlock]) -> None:
                     if nxt.role in ("heading", "reference_heading", "abstract_heading", "backmatter_heading"):
                         break
                     continue
-                if len(nxt.text) > 1000 or nxt.page > r.page + 1:
-                    break
+                if len(nxt.text) > 400 or nxt.page > r.page + 1:
+                    break  # a paragraph: the list is over
                 nxt.role, nxt.reason = "affiliation", f"{what} list"
                 if "keyword" in what or "index" in what:
                     break  # one list of keywords

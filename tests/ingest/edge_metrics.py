@@ -70,15 +70,22 @@ def papers() -> list[tuple[str, str, Path, list[str] | None]]:
     return out
 
 
-def _found(heads: list[str], blocks) -> int:
+def _same(g: str, k: str) -> bool:
+    return g == k or bool(g and k and (g in k or k in g) and min(len(g), len(k)) / max(len(g), len(k)) >= 0.8)
+
+
+def _found(heads: list[str], blocks) -> tuple[int, int]:
+    """(headings found, headings not found whose block was moved with a reason)."""
     got = [_norm(b.text) for b in blocks if b.role in HEADING_ROLES]
-    n = 0
+    moved = [_norm(b.text) for b in blocks if b.role not in HEADING_ROLES and getattr(b, "role_reason", None)]
+    n = m = 0
     for h in heads:
         k = _norm(h)
-        if k and any(g == k or (g and (g in k or k in g) and min(len(g), len(k)) / max(len(g), len(k)) >= 0.8)
-                     for g in got):
+        if k and any(_same(g, k) for g in got):
             n += 1
-    return n
+        elif k and any(_same(g, k) for g in moved):
+            m += 1
+    return n, m
 
 
 def measure(fmt: str, paper_id: str, path: Path, heads: list[str] | None) -> dict:
@@ -91,10 +98,11 @@ def measure(fmt: str, paper_id: str, path: Path, heads: list[str] | None) -> dic
         owners = [o for o in out.object_units if b.block_id in o.block_ids]
         anchored += len(owners) == 1 and owners[0].node_id in sections
     heads = [h for h in heads or [] if _norm(h)] if heads is not None else None
+    found, moved = _found(heads, blocks) if heads is not None else (None, None)
     return {
         "format": fmt, "paper": paper_id,
         "headings": len(heads) if heads is not None else None,
-        "found": _found(heads, blocks) if heads is not None else None,
+        "found": found, "moved_headings": moved,
         "heading_blocks": sum(b.role in HEADING_ROLES for b in blocks),
         "captions": len(caps), "anchored": anchored,
         "body_units": len(out.body_units),
@@ -103,12 +111,12 @@ def measure(fmt: str, paper_id: str, path: Path, heads: list[str] | None) -> dic
 
 def main() -> None:
     rows = [measure(*p) for p in papers()]
-    print("| format | paper | headings found | heading blocks | captions anchored | body units |")
-    print("|---|---|---|---|---|---|")
+    print("| format | paper | headings found | moved with a reason | heading blocks | captions anchored | body units |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         hf = f"{r['found']}/{r['headings']}" if r["headings"] is not None else "n/a"
-        print(f"| {r['format']} | {r['paper']} | {hf} | {r['heading_blocks']} | "
-              f"{r['anchored']}/{r['captions']} | {r['body_units']} |")
+        print(f"| {r['format']} | {r['paper']} | {hf} | {r['moved_headings'] if r['headings'] is not None else ''} | "
+              f"{r['heading_blocks']} | {r['anchored']}/{r['captions']} | {r['body_units']} |")
 
 
 if __name__ == "__main__":
