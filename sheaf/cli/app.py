@@ -49,6 +49,20 @@ def _stage_data(out: Any, stage: str) -> dict[str, Any]:
             "object_units": [u.to_dict() for u in out.object_units]}
 
 
+def _print_blocks(out: Any) -> None:
+    """One line per block: id, role (heading level), why it got that role, a text excerpt."""
+    blocks = out.paper.blocks
+    print(f"{out.paper.paper_id}  [{out.paper.source_format}]  {out.paper.title or ''}")
+    print(f"  {len(blocks)} blocks; role (label) [why] text")
+    width = max((len(b.block_id) for b in blocks), default=5)
+    for b in blocks:
+        role = b.role + (f" L{b.heading_level}" if b.heading_level else "")
+        why = f"  [{b.role_reason}]" if b.role_reason else ""
+        text = " ".join(b.text.split())
+        text = text[:70] + "..." if len(text) > 73 else text
+        print(f"  {b.block_id.ljust(width)}  {role} ({b.raw_label}){why}  {text}".rstrip())
+
+
 def _print_tree(out: Any) -> None:
     per_node: dict[str, int] = {}
     for u in out.body_units:
@@ -125,6 +139,8 @@ def cmd_parse(args: argparse.Namespace) -> dict[str, Any]:
     if not args.json:
         if args.stage == "markdown":
             sys.stdout.write(out.render.markdown)
+        elif args.stage == "blocks":
+            _print_blocks(out)
         else:
             _print_tree(out)
     data = {"paper_id": out.paper.paper_id, "stage": args.stage, "summary": _paper_summary(out)}

@@ -272,3 +272,21 @@ def test_heading_recall_and_caption_anchoring_do_not_regress(paper):
         # repeated line) is no heading; every other heading found before is still found
         assert m["found"] + m["moved_headings"] >= found, m
     assert m["anchored"] == m["captions"], m
+
+
+# --- `sheaf parse PAPER --stage blocks` shows the evidence ----------------------------------------
+
+def test_parse_stage_blocks_shows_why_each_block_got_its_role(capsys):
+    from sheaf.cli.app import main
+
+    capsys.readouterr()
+    assert main(["parse", str(FIXTURES / "repeated_preproof"), "--stage", "blocks"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("repeated_preproof  [paddleocr-vl]  Cartilage templates")
+    pre = [ln for ln in lines if ln.endswith("Journal Pre-proof")]
+    assert len(pre) == 4 and all("page_header (paragraph_title)  [repeated on 4 pages]" in ln for ln in pre)
+    assert any(ln.split()[:3] == ["p2:3", "heading", "L1"] and ln.endswith("2. Methods") for ln in lines)
+    assert main(["parse", str(FIXTURES / "figure_text"), "--stage", "blocks", "--json"]) == 0
+    blocks = json.loads(capsys.readouterr().out)["data"]["blocks"]
+    fig = next(b["block_id"] for b in blocks if b["role"] == "figure")
+    assert sum(b["role_reason"] == f"inside figure {fig}" for b in blocks) == 3
