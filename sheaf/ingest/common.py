@@ -451,6 +451,10 @@ def _overlap_share(inner: tuple[float, float, float, float], outer: tuple[float,
     return max(0.0, w) * max(0.0, h) / area
 
 
+def _area(box) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
 def _box_gap(a, b) -> float:
     return max(0.0, a[0] - b[2], b[0] - a[2]) + max(0.0, a[1] - b[3], b[1] - a[3])
 
@@ -475,8 +479,8 @@ def figure_areas(page_blocks: list[RawBlock]) -> list[tuple[RawBlock, tuple[floa
     for f in page_blocks:
         if f.role != "figure" or f.bbox is None:
             continue
-        if any(_inside(c.bbox, f.bbox) for c in caps):
-            continue
+        if any(_inside(c.bbox, f.bbox) and c.bbox != f.bbox for c in caps):
+            continue  # (a caption given its object's box by the adapter says nothing)
         box, s = f.bbox, FIGURE_SLACK
         for c in caps:
             cb = c.bbox
@@ -507,8 +511,8 @@ def mark_figure_text(raws: list[RawBlock]) -> None:
         for r in blocks:
             if r.role not in (None, "body", "heading", "list") or r.bbox is None or not r.text:
                 continue
-            hit = next((f for f, area in areas if _inside(r.bbox, area) and (
-                len(r.text) <= 400 or r.bbox[2] - r.bbox[0] <= 0.5 * (area[2] - area[0]))), None)
+            hit = next((f for f, area in areas if _inside(r.bbox, area) and _area(r.bbox) < 0.8 * _area(f.bbox)
+                        and (len(r.text) <= 400 or r.bbox[2] - r.bbox[0] <= 0.5 * (area[2] - area[0]))), None)
             if hit is not None:
                 fi = index[id(hit)]
                 r.role, r.reason = "noise", f"inside figure {ids[fi]}"

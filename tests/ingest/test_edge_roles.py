@@ -290,3 +290,52 @@ def test_parse_stage_blocks_shows_why_each_block_got_its_role(capsys):
     blocks = json.loads(capsys.readouterr().out)["data"]["blocks"]
     fig = next(b["block_id"] for b in blocks if b["role"] == "figure")
     assert sum(b["role_reason"] == f"inside figure {fig}" for b in blocks) == 3
+
+
+# --- the same evidence in the other formats ----------------------------------------------------------
+
+def _mineru_paper(tmp_path: Path, items: list[dict]) -> Path:
+    d = tmp_path / "M1"
+    d.mkdir()
+    (d / "content_list.json").write_text(json.dumps(items), encoding="utf-8")
+    return d
+
+
+def _mi(text: str, page: int, y: int, level: int | None = None, typ: str = "text") -> dict:
+    it = {"type": typ, "text": text, "page_idx": page, "bbox": [100, y, 900, y + 30]}
+    if level:
+        it["text_level"] = level
+    return it
+
+
+def test_mineru_banner_above_the_title_and_repeated_heading(tmp_path):
+    items = [_mi("SCIENTIFIC REPORTS", 0, 20, 1),
+             _mi("Cartilage templates guide the healing of large bone defects", 0, 100, 1),
+             _mi("Alice Smith<sup>1</sup>, Bob Jones<sup>2</sup>", 0, 150),
+             _mi("Abstract", 0, 200, 1), _mi("We studied bone healing. " * 8, 0, 240),
+             _mi("1 Introduction", 0, 400, 1), _mi(edge_fixtures.para(1), 0, 440)]
+    for page in (1, 2, 3):
+        items += [_mi("Journal Pre-proof", page, 20, 1), _mi(edge_fixtures.para(10 * page), page, 100)]
+    items += [_mi("2 Methods", 2, 500, 1), _mi(edge_fixtures.para(99), 2, 540)]
+    p = parse_paper(_mineru_paper(tmp_path, items))
+    assert p.title == "Cartilage templates guide the healing of large bone defects"
+    assert [(b.role, b.role_reason) for b in p.blocks if b.text == "SCIENTIFIC REPORTS"] == [
+        ("page_header", "banner above the title")]
+    assert [b.role for b in p.blocks if b.text.startswith("Alice Smith")] == ["authors"]
+    assert [b.text for b in p.blocks if b.role in HEADING_ROLES] == ["Abstract", "1 Introduction", "2 Methods"]
+    assert all(b.role == "page_header" for b in p.blocks if b.text == "Journal Pre-proof")
+
+
+def test_mineru_figure_labels_inside_the_image_box_are_figure_text(tmp_path):
+    items = [_mi("Cartilage templates guide the healing of large bone defects", 0, 50, 1),
+             _mi("Alice Smith, Bob Jones", 0, 100), _mi("1 Introduction", 0, 150, 1),
+             _mi(edge_fixtures.para(1), 0, 200),
+             {"type": "image", "img_path": "a.jpg", "image_caption": ["Figure 1: The three phases."],
+              "page_idx": 0, "bbox": [100, 400, 900, 700]},
+             _mi("Phase I: Inflammatory", 0, 420, 1), _mi("Week (0-1)", 0, 460),
+             _mi(edge_fixtures.para(2), 0, 750), _mi(edge_fixtures.para(3), 1, 100)]
+    p = parse_paper(_mineru_paper(tmp_path, items))
+    [fig] = [b for b in p.blocks if b.role == "figure"]
+    labels = [b for b in p.blocks if b.text in ("Phase I: Inflammatory", "Week (0-1)")]
+    assert [(b.role, b.role_reason) for b in labels] == [("noise", f"inside figure {fig.block_id}")] * 2
+    assert [b.text for b in p.blocks if b.role in HEADING_ROLES] == ["1 Introduction"]
