@@ -273,7 +273,13 @@ def settle_title(raws: list[RawBlock], skip_page: int | None = None) -> int | No
         j = _next_text(raws, i)
         return j is not None and raws[j].role is None and classify_front(raws[j].text) == "authors"
 
+    def words(i: int) -> int:
+        return len(raws[i].text.split())
+
+    # a banner is shorter than the title it stands above (a subtitle under the title is too)
     chosen = next((i for i in cands if followed_by_authors(i)), cands[0])
+    if chosen != cands[0] and words(chosen) <= words(cands[0]):
+        chosen = cands[0]
     t_box = raws[chosen].bbox
     for j, r in enumerate(raws):
         if j == chosen:

@@ -339,3 +339,16 @@ def test_mineru_figure_labels_inside_the_image_box_are_figure_text(tmp_path):
     labels = [b for b in p.blocks if b.text in ("Phase I: Inflammatory", "Week (0-1)")]
     assert [(b.role, b.role_reason) for b in labels] == [("noise", f"inside figure {fig.block_id}")] * 2
     assert [b.text for b in p.blocks if b.role in HEADING_ROLES] == ["1 Introduction"]
+
+
+def test_a_subtitle_between_the_title_and_the_authors_does_not_take_the_title(tmp_path):
+    pages = json.loads((FIXTURES / "banner_title" / "result.json").read_text(encoding="utf-8"))
+    first = pages[0]["layoutParsingResults"][0]["prunedResult"]["parsing_res_list"]
+    first[0]["block_content"] = "Cartilage templates guide the healing of large bone defects"
+    first[1]["block_label"] = "paragraph_title"
+    first[1]["block_content"] = "A prospective study"
+    (tmp_path / "SUB1").mkdir()
+    (tmp_path / "SUB1" / "result.json").write_text(json.dumps(pages), encoding="utf-8")
+    p = parse_paper(tmp_path / "SUB1")
+    assert p.title == "Cartilage templates guide the healing of large bone defects"
+    assert [b.role for b in p.blocks if b.text == "A prospective study"] == ["heading"]
