@@ -324,6 +324,8 @@ _STRONG_AFFIL = re.compile(
     r"\bhospital\b|\blaborator\w*|\bcent(?:er|re)\b|\bclinic\b|@|\be-?mail\b)",
     re.I,
 )
+_AFFIL_STEMS = ("univers", "institut", "depart", "dept", "college", "school", "faculty", "hospital",
+                "laborat", "center", "centre", "clinic", "@", "mail")
 _FUNCTION_WORDS = frozenset({"of", "and", "for", "the", "in", "at", "de", "du", "la", "und", "to", "on", "&"})
 
 
@@ -333,8 +335,12 @@ _CITATION_LIKE = re.compile(r"\(\d{4}[a-z]?\)|\b(?:19|20)\d{2}[a-z]?\s*[.,;)]|[â
 def _is_address_block(text: str) -> bool:
     """An affiliation/address block: an institution with a place (or an e-mail), short, mostly
     capitalised words, no run of lower-case prose, nothing that reads like a citation."""
-    short_lines = max(len(ln) for ln in text.split("\n")) <= 100  # an address printed line by line
-    if len(text) > (3000 if short_lines else 800) or _CITATION_LIKE.search(text) or text.rstrip().endswith("?"):
+    if len(text) > 3000 or (len(text) > 800 and max(map(len, text.split("\n"))) > 100):
+        return False  # longer than an address, unless printed line by line
+    low = text.lower()
+    if not any(k in low for k in _AFFIL_STEMS):  # cheap test before the regular expressions
+        return False
+    if not _STRONG_AFFIL.search(text) or _CITATION_LIKE.search(text) or text.rstrip().endswith("?"):
         return False
     signals = len(_STRONG_AFFIL.findall(text))
     if not ("@" in text or signals >= 2 or (signals and text.count(",") >= 2)):
@@ -366,13 +372,13 @@ def _is_name_line(text: str) -> bool:
 def _front_note(r: RawBlock) -> str | None:
     """Why a body-like block is a front-matter note (dates, keywords, ...), or None."""
     t = r.text
-    if _DATES.match(t) and len(t) < 400:
+    if len(t) < 400 and _DATES.match(t):
         return "publication dates"
-    if _KEYWORDS_LINE.match(t) and len(t) < 1000:
+    if len(t) < 1000 and _KEYWORDS_LINE.match(t):
         return "keywords"
-    if _EQUAL.search(t) and len(t) < 250:
+    if len(t) < 250 and _EQUAL.search(t):
         return "author note"
-    if _CORRESP.match(t) and len(t) < 800:
+    if len(t) < 800 and _CORRESP.match(t):
         return "correspondence"
     if r.role != "list" and _is_address_block(t):
         return "affiliation or address"
