@@ -291,7 +291,7 @@ def mark_cover_page(raws: list[RawBlock]) -> int | None:
     first = [r for r in raws if r.page == pages[0]]
     text_blocks = [r for r in first if r.role in _TEXT_ROLES and r.text]
     cues = set().union(*(_cover_cues(r.text) for r in first if r.text)) if first else set()
-    if len(cues) < 3 or "pre-proof" not in cues and "cite as" not in cues:
+    if len(cues) < 3 or ("pre-proof" not in cues and "cite as" not in cues):
         return None
     if any(r.role in ("abstract", "abstract_heading") for r in first):
         return None
@@ -306,9 +306,11 @@ def mark_cover_page(raws: list[RawBlock]) -> int | None:
 
 
 _DATES = re.compile(
-    r"^\s*[*\u2020]?\s*(received|accepted|revised|published(?: online)?|available online|first published|"
-    r"online publication date|date of (?:publication|receipt|acceptance))\b[^\n]{0,40}?"
-    r"(\d{4}|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
+    r"^\s*[*\u2020]?\s*(?:received|accepted|revised|published(?: online)?|available online|"
+    r"first published(?: online)?|online publication date|date of (?:publication|receipt|acceptance))"
+    r"(?:\s+date)?\s*:?\s*(?:on\s+)?"
+    r"(?:\d{1,2}(?:st|nd|rd|th)?\s+)?"  # "1 May 2020", "July 14, 2014", "2020-05-01", "01/05/2020"
+    r"(?:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d|\d{4}[./-]\d|\d{1,2}[./-]\d{1,2}[./-]\d)",
     re.I,
 )
 _KEYWORDS_LINE = re.compile(r"^\s*(key\s*-?words?|index terms)\s*[:\u2014\u2013.\-]", re.I)
@@ -343,7 +345,7 @@ def _is_address_block(text: str) -> bool:
     if not _STRONG_AFFIL.search(text) or _CITATION_LIKE.search(text) or text.rstrip().endswith("?"):
         return False
     signals = len(_STRONG_AFFIL.findall(text))
-    if not ("@" in text or signals >= 2 or (signals and text.count(",") >= 2)):
+    if not ("@" in text or signals >= 2 or (signals and (text.count(",") >= 2 or text.count("\n") >= 2))):
         return False
     words = re.findall(r"[^\W\d_][\w'’\-]*", re.sub(r"\S+@\S+|https?://\S+|www\.\S+", " ", text))
     content = [w for w in words if w.lower() not in _FUNCTION_WORDS]
@@ -376,7 +378,7 @@ def _front_note(r: RawBlock) -> str | None:
         return "publication dates"
     if len(t) < 1000 and _KEYWORDS_LINE.match(t):
         return "keywords"
-    if len(t) < 250 and _EQUAL.search(t):
+    if len(t) < 150 and _EQUAL.search(t):
         return "author note"
     if len(t) < 800 and _CORRESP.match(t):
         return "correspondence"
@@ -425,8 +427,7 @@ def mark_front_notes(raws: list[RawBlock]) -> None:
 
 _BIO_START = re.compile(
     r"^(?:(?:dr|prof|professor|mr|ms|mrs)\.?\s+)?"
-    r"(?:[A-Z][\w'’\-]+\.?\s+){1,3}[A-Z][\w'’\-]+(?:,\s*(?:[A-Z][A-Za-z.]{1,6},?\s*){1,3})?\s+"
-    r"(?:\([^)]{0,40}\)\s+)?"
+    r"(?:[A-Z][\w'’\-]*\.?\s+){1,3}[A-Z][\w'’\-]+(?:,\s*[A-Z][A-Za-z.]{1,6}(?:,?\s*[A-Z][A-Za-z.]{1,6}){0,2},?)?\s+"
     r"(?:received|is|was|has|holds|joined|obtained|earned|graduated|completed|serves|served|works|worked|"
     r"studied|currently|began|leads|directs)\b"
 )
@@ -445,7 +446,7 @@ def mark_biographies(raws: list[RawBlock]) -> None:
         if r.role == "reference" and not is_biography(r.text):
             seen_ref = True
             continue
-        if seen_ref and r.role in ("reference", "body") and is_biography(r.text):
+        if seen_ref and r.role == "reference" and is_biography(r.text):
             r.role, r.reason = "backmatter_body", "biography after the references"
 
 
@@ -478,8 +479,8 @@ def figure_areas(page_blocks: list[RawBlock]) -> list[tuple[RawBlock, tuple[floa
     (side by side, overlapping it vertically: the labels of a diagram may stand above the
     image box, within the caption's height), grown by a little slack.
 
-    A figure box that holds a caption or a heading-sized stretch of the page's text is no
-    tight figure box (a PDF's drawing spanning the page): it gets no area."""
+    A figure box that holds a caption (with a box of its own) is no tight figure box (a PDF's
+    drawing spanning the page, captions and paragraphs included): it gets no area."""
     out = []
     caps = [c for c in page_blocks if c.role in ("figure_caption", "table_caption") and c.bbox is not None]
     for f in page_blocks:

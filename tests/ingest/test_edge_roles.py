@@ -352,3 +352,46 @@ def test_a_subtitle_between_the_title_and_the_authors_does_not_take_the_title(tm
     p = parse_paper(tmp_path / "SUB1")
     assert p.title == "Cartilage templates guide the healing of large bone defects"
     assert [b.role for b in p.blocks if b.text == "A prospective study"] == ["heading"]
+
+
+# --- the evidence, rule by rule ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,why", [
+    ("Received: July 14, 2014\nAccepted: October 20, 2014", "publication dates"),
+    ("Received 12 March 2019; accepted 1 May 2019", "publication dates"),
+    ("Received signal strength was measured in 2019 at every site.", None),
+    ("Keywords: bone; cartilage", "keywords"),
+    ("Keywords are matched against the index in 2 ms.", None),
+    ("†These authors contributed equally.", "author note"),
+    ("S.O., K.J.K. and C.H.K. contributed equally to this work. S.O. designed the experiments, "
+     "K.J.K. built the harvester, C.H.K. ran the cell cultures and all authors wrote the paper together.", None),
+    ("*Corresponding author: jane@example.org", "correspondence"),
+    ("Department of Physics, Example University, Springfield 12345, USA", "affiliation or address"),
+    ("K. J. Kim\nSemiconductor R&D Center\nSamsung Electronics\nHwaseong 18448, Republic of Korea", "affiliation or address"),
+    ("Q: Could Brooke Shields succeed at University of Pennsylvania?", None),
+    ("This work was partly supported by the Institute of Information & Communications Technology "
+     "Planning & Evaluation (IITP) grant funded by the Korea government.", None),
+    ("Aghion P, Van Reenen J, Zingales L (2013). “Innovation and Institutional Ownership.” "
+     "American Economic Review, 103(1), 277-304.", None),
+    ("Figure 1a shows the callus of the University of Example's cohort at three weeks.", None),
+])
+def test_front_note_evidence(text, why):
+    from sheaf.ingest.common import RawBlock, _front_note
+
+    assert _front_note(RawBlock(page=1, label="text", text=text)) == why
+
+
+@pytest.mark.parametrize("text,bio", [
+    ("Jane Doe received her Ph.D. degree in bioengineering from Example University in 2010. She is now "
+     "a professor of orthopaedics working on cartilage repair.", True),
+    ("Michael S. Detamore, PhD, is a professor of chemical engineering. His laboratory studies "
+     "osteochondral regeneration with biomaterials.", True),
+    ("Smith J. The role of mechanical loading in the remodelling of the fracture callus, as discussed "
+     "at length in the proceedings. In: Proceedings of the Society for Bone Research, 2012.", False),
+    ("Scott, C.K., and Hightower, J.A. The matrix of endochondral bone differs from the matrix of "
+     "intramembranous bone. Calcif Tissue Int 49, 349, 1991.", False),
+])
+def test_biography_evidence(text, bio):
+    from sheaf.ingest.common import is_biography
+
+    assert is_biography(text) is bio
