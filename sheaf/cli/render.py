@@ -165,9 +165,24 @@ def _library_table(rows: list[dict[str, Any]]) -> None:
     print(f"\n{len(rows) - len(bad)} parsed, {len(bad)} failed, {len(warned)} with warnings")
 
 
+def _print_blocks(out: Any) -> None:
+    """One line per block: id, role (heading level), why it got that role, a text excerpt."""
+    blocks = out.paper.blocks
+    print(f"{out.paper.paper_id}  [{out.paper.source_format}]  {out.paper.title or ''}")
+    print(f"  {len(blocks)} blocks; role (label) [why] text")
+    width = max((len(b.block_id) for b in blocks), default=5)
+    for b in blocks:
+        role = b.role + (f" L{b.heading_level}" if b.heading_level else "")
+        why = f"  [{b.role_reason}]" if b.role_reason else ""
+        text = " ".join(b.text.split())
+        text = text[:70] + "..." if len(text) > 73 else text
+        print(f"  {b.block_id.ljust(width)}  {role} ({b.raw_label}){why}  {text}".rstrip())
+
+
 def parse(env: dict[str, Any], view: Any) -> None:
     """A library: its table, then the warnings the table does not show; one paper: its tree
-    (`view`: the paper's outputs), or its Markdown for ``--stage markdown``."""
+    (`view`: the paper's outputs), its blocks with why each got its role (``--stage blocks``),
+    or its Markdown (``--stage markdown``)."""
     data = env["data"]
     if "papers" in data:
         rows = data["papers"]
@@ -178,6 +193,8 @@ def parse(env: dict[str, Any], view: Any) -> None:
                 print(f"warning: {w}")
     elif data["stage"] == "markdown":
         sys.stdout.write(data["markdown"])
+    elif data["stage"] == "blocks":
+        _print_blocks(view)
     else:
         _print_tree(view, data["summary"])
 

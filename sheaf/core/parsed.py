@@ -28,6 +28,7 @@ class Block:
     heading_level: int | None
     source_format: str
     attached_to: str | None = None  # captions: the block_id of their figure/table
+    role_reason: str | None = None  # why the block got its role, when not from its label alone
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

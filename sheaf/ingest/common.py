@@ -34,6 +34,7 @@ class RawBlock:
     role: str | None = None  # None: decided by finalize from the text
     heading_level: int | None = None
     attach_to: int | None = None  # captions: index in the adapter's list of their figure/table
+    reason: str | None = None  # the evidence for `role` when it is not the format's label alone
 
 
 # --- reading files --------------------------------------------------------------------
@@ -209,8 +210,17 @@ def caption_label(text: str) -> str | None:
 
 # --- finalize -------------------------------------------------------------------------
 
+def _in_margin(r: RawBlock) -> bool:
+    return r.bbox is not None and (r.bbox[1] < 0.12 or r.bbox[3] > 0.88)
+
+
 def _mark_repeated_furniture(raws: list[RawBlock]) -> None:
-    """Text repeated on several pages near the top or bottom is a running header/footer."""
+    """Text repeated on several pages near the top or bottom is a running header/footer.
+
+    A line the layout model called a heading is furniture too when the same words stand on
+    three or more pages and mostly in the page margin or as a labelled header/footer ("Journal
+    Pre-proof" on every few pages): repetition across pages wins over the label.
+    """
     pages = {r.page for r in raws}
     if len(pages) < 3:
         return
@@ -219,11 +229,313 @@ def _mark_repeated_furniture(raws: list[RawBlock]) -> None:
         if r.role is None and r.text and len(r.text) < 200:
             seen[norm_key(r.text)].add(r.page)
     threshold = max(3, len(pages) // 3)
-    repeated = {k for k, ps in seen.items() if len(ps) >= threshold and k}
+    repeated = {k: len(ps) for k, ps in seen.items() if len(ps) >= threshold and k}
     for r in raws:
         if r.role is None and norm_key(r.text) in repeated:
             y = r.bbox[1] if r.bbox else None
             r.role = "page_footer" if (y is not None and y > 0.5) else "page_header"
+            r.reason = f"repeated on {repeated[norm_key(r.text)]} pages"
+    _mark_repeated_headings(raws)
+
+
+def _mark_repeated_headings(raws: list[RawBlock]) -> None:
+    furniture = ("page_header", "page_footer", "page_number")
+    where: dict[str, list[RawBlock]] = defaultdict(list)
+    for r in raws:
+        if r.text and len(r.text) < 120 and (r.role in furniture or r.role == "heading" or r.role is None):
+            where[" ".join(r.text.lower().split())].append(r)
+    for occ in where.values():
+        heads = [r for r in occ if r.role == "heading"]
+        n_pages = len({r.page for r in occ})
+        if not heads or n_pages < 3:
+            continue
+        edge = sum(1 for r in occ if r.role in furniture or _in_margin(r))
+        if 2 * edge < len(occ):
+            continue  # a heading that recurs mid-page ("Participants" in each study) stays
+        for r in occ:
+            if r.role in ("heading", None):
+                y = r.bbox[1] if r.bbox else None
+                r.role = "page_footer" if (y is not None and y > 0.5) else "page_header"
+                r.reason = f"repeated on {n_pages} pages"
+
+
+# --- the edges of a paper: cover pages, front-matter notes, figure text, biographies ----
+
+_COVER_CUES: list[tuple[str, re.Pattern[str]]] = [
+    ("pre-proof", re.compile(r"\b(journal pre-?proof|accepted manuscript|uncorrected proof|in press|"
+                             r"version of record|published in its final form)\b", re.I)),
+    ("to appear", re.compile(r"\bto appear in\b", re.I)),
+    ("cite as", re.compile(r"\bplease cite this article\b", re.I)),
+    ("doi", re.compile(r"\b(doi\s*:|doi\.org/|pii\s*:)", re.I)),
+    ("dates", re.compile(r"\b(received|revised|accepted)(\s+date)?\s*:", re.I)),
+    ("reference", re.compile(r"^\s*reference\s*:", re.I | re.M)),
+]
+_TEXT_ROLES = (None, "body", "heading", "list", "title", "authors", "affiliation", "footnote")
+
+
+def _cover_cues(text: str) -> set[str]:
+    return {name for name, pat in _COVER_CUES if pat.search(text)}
+
+
+def mark_cover_page(raws: list[RawBlock]) -> int | None:
+    """An accepted manuscript's cover page (page 1 holding only "Journal Pre-proof", the DOI,
+    "To appear in", "Please cite this article as", the dates) is front matter: its text
+    blocks become `affiliation` (metadata, out of the body units). Returns its page or None.
+
+    Evidence: three kinds of cover cue on the first page, a later page, no abstract or section
+    heading on it, and no paragraph of its own (every long block holds a cue).
+    """
+    pages = sorted({r.page for r in raws})
+    if len(pages) < 2:
+        return None
+    first = [r for r in raws if r.page == pages[0]]
+    text_blocks = [r for r in first if r.role in _TEXT_ROLES and r.text]
+    cues = set().union(*(_cover_cues(r.text) for r in first if r.text)) if first else set()
+    if len(cues) < 3 or ("pre-proof" not in cues and "cite as" not in cues):
+        return None
+    if any(r.role in ("abstract", "abstract_heading") for r in first):
+        return None
+    if any(r.role == "heading" and heading_role(r.text) == "heading" and numbering_depth(r.text) for r in first):
+        return None
+    if any(len(r.text) > 400 and not _cover_cues(r.text) for r in text_blocks):
+        return None
+    for r in text_blocks:
+        if r.role != "title" or any(o.role == "title" for o in raws if o.page != pages[0]):
+            r.role, r.reason = "affiliation", "cover page"
+    return pages[0]
+
+
+_DATES = re.compile(
+    r"^\s*[*\u2020]?\s*(?:received|accepted|revised|published(?: online)?|available online|"
+    r"first published(?: online)?|online publication date|date of (?:publication|receipt|acceptance))"
+    r"(?:\s+date)?\s*:?\s*(?:on\s+)?"
+    r"(?:\d{1,2}(?:st|nd|rd|th)?\s+)?"  # "1 May 2020", "July 14, 2014", "2020-05-01", "01/05/2020"
+    r"(?:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d|\d{4}[./-]\d|\d{1,2}[./-]\d{1,2}[./-]\d)",
+    re.I,
+)
+_KEYWORDS_LINE = re.compile(r"^\s*(key\s*-?words?|index terms)\s*[:\u2014\u2013.\-]", re.I)
+_NOTE_HEAD = re.compile(r"^\s*(key\s*-?words?|index terms|highlights|research highlights|article info)\s*:?\s*$", re.I)
+_EQUAL = re.compile(r"\b(contributed equally|equal(?:ly)? contribut\w+|co-first authors?|joint first authors?)\b", re.I)
+_CORRESP = re.compile(
+    r"^\s*[*\u2020\u2709]?\s*(?:address(?:es)?\s+(?:for\s+)?correspondence|correspond\w*(?:\s+authors?)?\s*[:(]|"
+    r"corresponding authors?\b|e-?mail(?:\s+address(?:es)?)?\s*:|\*\s*e-?mail\b)",
+    re.I,
+)
+_STRONG_AFFIL = re.compile(
+    r"(\buniversit\w*|\binstitut\w*|\bdepartment\b|\bdept\b\.?|\bcollege\b|\bschool of\b|\bfaculty\b|"
+    r"\bhospital\b|\blaborator\w*|\bcent(?:er|re)\b|\bclinic\b|@|\be-?mail\b)",
+    re.I,
+)
+_AFFIL_STEMS = ("univers", "institut", "depart", "dept", "college", "school", "faculty", "hospital",
+                "laborat", "center", "centre", "clinic", "@", "mail")
+_FUNCTION_WORDS = frozenset({"of", "and", "for", "the", "in", "at", "de", "du", "la", "und", "to", "on", "&"})
+
+
+_CITATION_LIKE = re.compile(r"\(\d{4}[a-z]?\)|\b(?:19|20)\d{2}[a-z]?\s*[.,;)]|[“”\"]|\bet al\b|\bpp?\.\s*\d|\bvol\.", re.I)
+
+
+def _is_address_block(text: str) -> bool:
+    """An affiliation/address block: an institution with a place (or an e-mail), short, mostly
+    capitalised words, no run of lower-case prose, nothing that reads like a citation."""
+    if len(text) > 3000 or (len(text) > 800 and max(map(len, text.split("\n"))) > 100):
+        return False  # longer than an address, unless printed line by line
+    low = text.lower()
+    if not any(k in low for k in _AFFIL_STEMS):  # cheap test before the regular expressions
+        return False
+    if not _STRONG_AFFIL.search(text) or _CITATION_LIKE.search(text) or text.rstrip().endswith("?"):
+        return False
+    signals = len(_STRONG_AFFIL.findall(text))
+    if not ("@" in text or signals >= 2 or (signals and (text.count(",") >= 2 or text.count("\n") >= 2))):
+        return False
+    words = re.findall(r"[^\W\d_][\w'’\-]*", re.sub(r"\S+@\S+|https?://\S+|www\.\S+", " ", text))
+    content = [w for w in words if w.lower() not in _FUNCTION_WORDS]
+    if len(content) < 2:
+        return False
+    run = longest = 0
+    for w in words:
+        run = run + 1 if (w[0].islower() and w.lower() not in _FUNCTION_WORDS) else 0
+        longest = max(longest, run)
+    if longest >= 3:
+        return False
+    caps = sum(1 for w in content if w[0].isupper())
+    return caps / len(content) >= 0.7
+
+
+def _is_name_line(text: str) -> bool:
+    """One or a few person names ("Keisuke Matsuki, MD"), nothing else."""
+    from sheaf.ingest.paddleocr_vl import _is_name, _name_parts  # the name rules of the front matter
+
+    if len(text) >= 160 or "\n" in text.strip():
+        return False
+    parts, _ = _name_parts(text)
+    return 1 <= len(parts) <= 4 and all(_is_name(p) and len(p.split()) >= 2 for p in parts)
+
+
+def _front_note(r: RawBlock) -> str | None:
+    """Why a body-like block is a front-matter note (dates, keywords, ...), or None."""
+    t = r.text
+    if len(t) < 400 and _DATES.match(t):
+        return "publication dates"
+    if len(t) < 1000 and _KEYWORDS_LINE.match(t):
+        return "keywords"
+    if len(t) < 150 and _EQUAL.search(t):
+        return "author note"
+    if len(t) < 800 and _CORRESP.match(t):
+        return "correspondence"
+    if r.role != "list" and _is_address_block(t):
+        return "affiliation or address"
+    return None
+
+
+def mark_front_notes(raws: list[RawBlock]) -> None:
+    """Front-matter notes wherever the layout put them: received/accepted dates, keyword and
+    highlight lists (and their "Keywords"/"Highlights" headings), "These authors contributed
+    equally", correspondence lines and address blocks (with the name lines beside them).
+    They become `affiliation` (metadata): out of the body units, not references."""
+    candidates = (None, "body", "footnote", "list")
+    for i, r in enumerate(raws):
+        if not r.text:
+            continue
+        if r.role == "heading" and _NOTE_HEAD.match(r.text):
+            what = r.text.strip().rstrip(":").lower()
+            r.role, r.reason = "affiliation", f"{what} heading"
+            for nxt in raws[i + 1: i + 9]:
+                if nxt.role not in candidates or not nxt.text:
+                    if nxt.role in ("heading", "reference_heading", "abstract_heading", "backmatter_heading"):
+                        break
+                    continue
+                if len(nxt.text) > 400 or nxt.page > r.page + 1:
+                    break  # a paragraph: the list is over
+                nxt.role, nxt.reason = "affiliation", f"{what} list"
+                if "keyword" in what or "index" in what:
+                    break  # one list of keywords
+            continue
+        if r.role in candidates:
+            why = _front_note(r)
+            if why:
+                r.role, r.reason = "affiliation", why
+    for i, r in enumerate(raws):  # names printed beside an address block belong to it
+        if r.reason != "affiliation or address" and r.reason != "correspondence":
+            continue
+        for step in (-1, 1):
+            j = i + step
+            while 0 <= j < len(raws) and raws[j].page == r.page and raws[j].role in candidates \
+                    and raws[j].text and _is_name_line(raws[j].text):
+                raws[j].role, raws[j].reason = "affiliation", "names beside an address block"
+                j += step
+
+
+_BIO_START = re.compile(
+    r"^(?:(?:dr|prof|professor|mr|ms|mrs)\.?\s+)?"
+    r"(?:[A-Z][\w'’\-]*\.?\s+){1,3}[A-Z][\w'’\-]+(?:,\s*[A-Z][A-Za-z.]{1,6}(?:,?\s*[A-Z][A-Za-z.]{1,6}){0,2},?)?\s+"
+    r"(?:received|is|was|has|holds|joined|obtained|earned|graduated|completed|serves|served|works|worked|"
+    r"studied|currently|began|leads|directs)\b"
+)
+
+
+def is_biography(text: str) -> bool:
+    """A person's name, then prose about them ("Jane Doe received her Ph.D. ... She is ...")."""
+    t = text.strip()
+    return len(t) > 120 and bool(_BIO_START.match(t)) and t.count(". ") >= 1
+
+
+def mark_biographies(raws: list[RawBlock]) -> None:
+    """Biographies after the references (the OCR calls them references) are back matter."""
+    seen_ref = False
+    for r in raws:
+        if r.role == "reference" and not is_biography(r.text):
+            seen_ref = True
+            continue
+        if seen_ref and r.role == "reference" and is_biography(r.text):
+            r.role, r.reason = "backmatter_body", "biography after the references"
+
+
+def _overlap_share(inner: tuple[float, float, float, float], outer: tuple[float, float, float, float]) -> float:
+    """The share of `inner`'s area that lies inside `outer`."""
+    w = min(inner[2], outer[2]) - max(inner[0], outer[0])
+    h = min(inner[3], outer[3]) - max(inner[1], outer[1])
+    area = max(1e-9, (inner[2] - inner[0]) * (inner[3] - inner[1]))
+    return max(0.0, w) * max(0.0, h) / area
+
+
+def _area(box) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _box_gap(a, b) -> float:
+    return max(0.0, a[0] - b[2], b[0] - a[2]) + max(0.0, a[1] - b[3], b[1] - a[3])
+
+
+FIGURE_SLACK = 0.01  # a figure's area is its box grown by this much (rounding of the boxes)
+SIDE_CAPTION_SLACK = 0.02  # ... or by this much once joined with a caption printed beside it
+
+
+def _inside(inner, outer, share: float = 0.8) -> bool:
+    return _overlap_share(inner, outer) >= share
+
+
+def figure_areas(page_blocks: list[RawBlock]) -> list[tuple[RawBlock, tuple[float, float, float, float]]]:
+    """Each figure's area on one page: its box, joined with a caption that sits beside it
+    (side by side, overlapping it vertically: the labels of a diagram may stand above the
+    image box, within the caption's height), grown by a little slack.
+
+    A figure box that holds a caption (with a box of its own) is no tight figure box (a PDF's
+    drawing spanning the page, captions and paragraphs included): it gets no area."""
+    out = []
+    caps = [c for c in page_blocks if c.role in ("figure_caption", "table_caption") and c.bbox is not None]
+    for f in page_blocks:
+        if f.role != "figure" or f.bbox is None:
+            continue
+        if any(_inside(c.bbox, f.bbox) and c.bbox != f.bbox for c in caps):
+            continue  # (a caption given its object's box by the adapter says nothing)
+        box, s = f.bbox, FIGURE_SLACK
+        for c in caps:
+            cb = c.bbox
+            v_overlap = min(cb[3], box[3]) - max(cb[1], box[1])
+            beside = v_overlap > 0.5 * (cb[3] - cb[1]) and (cb[2] <= box[0] + 0.01 or cb[0] >= box[2] - 0.01)
+            if c.role == "figure_caption" and beside and _box_gap(cb, box) < 0.05:
+                box = (min(box[0], cb[0]), min(box[1], cb[1]), max(box[2], cb[2]), max(box[3], cb[3]))
+                s = SIDE_CAPTION_SLACK
+        out.append((f, (box[0] - s, box[1] - s, box[2] + s, box[3] + s)))
+    return out
+
+
+def mark_figure_text(raws: list[RawBlock]) -> None:
+    """Text inside a figure's area (diagram labels the layout called headings or text) belongs
+    to the figure: it becomes `noise` (out of the tree and the units) and, when the figure has
+    no text of its own, the figure's text, so that its object unit keeps it."""
+    by_page: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(raws):
+        by_page[r.page].append(i)
+    ids = _block_ids(raws)
+    index = {id(r): i for i, r in enumerate(raws)}
+    for page, idxs in by_page.items():
+        blocks = [raws[i] for i in idxs]
+        areas = figure_areas(blocks)
+        if not areas:
+            continue
+        inside: dict[int, list[RawBlock]] = defaultdict(list)
+        for r in blocks:
+            if r.role not in (None, "body", "heading", "list") or r.bbox is None or not r.text:
+                continue
+            hit = next((f for f, area in areas if _inside(r.bbox, area) and _area(r.bbox) < 0.8 * _area(f.bbox)
+                        and (len(r.text) <= 400 or r.bbox[2] - r.bbox[0] <= 0.5 * (area[2] - area[0]))), None)
+            if hit is not None:
+                fi = index[id(hit)]
+                r.role, r.reason = "noise", f"inside figure {ids[fi]}"
+                inside[fi].append(r)
+        for fi, texts in inside.items():
+            if not raws[fi].text.strip():
+                raws[fi].text = "\n".join(t.text for t in texts)
+
+
+def _block_ids(raws: list[RawBlock]) -> list[str]:
+    per_page: Counter[int] = Counter()
+    ids: list[str] = []
+    for r in raws:
+        ids.append(f"p{r.page}:{per_page[r.page]}")
+        per_page[r.page] += 1
+    return ids
 
 
 _PAGE_NUM = re.compile(r"^(?:page\s*)?\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?$", re.I)
@@ -274,6 +586,9 @@ def finalize(
         warnings.append(f"{bad_boxes} bounding box(es) outside the page, inverted or not numbers: "
                         "clamped to the page or dropped")
     _mark_repeated_furniture(raws)
+    mark_cover_page(raws)
+    mark_figure_text(raws)
+    mark_front_notes(raws)
     after_refs = False
     for r in raws:
         if r.role is None:
@@ -295,6 +610,7 @@ def finalize(
             if r.role != "body" and kind:
                 r.role = f"{kind}_caption"
     _assign_section_roles(raws)
+    mark_biographies(raws)
     blocks = _with_ids(paper_id, source_format, raws)
     return _pair_captions(blocks)
 
@@ -320,12 +636,8 @@ def _assign_section_roles(raws: list[RawBlock]) -> None:
 
 
 def _with_ids(paper_id: str, source_format: str, raws: list[RawBlock]) -> list[Block]:
-    per_page: Counter[int] = Counter()
     out: list[Block] = []
-    ids: list[str] = []
-    for r in raws:
-        ids.append(f"p{r.page}:{per_page[r.page]}")
-        per_page[r.page] += 1
+    ids = _block_ids(raws)
     for order, r in enumerate(raws):
         target = r.attach_to
         attached = (
@@ -348,6 +660,7 @@ def _with_ids(paper_id: str, source_format: str, raws: list[RawBlock]) -> list[B
                     "heading", "reference_heading", "backmatter_heading", "abstract_heading") else None,
                 source_format=source_format,
                 attached_to=attached,
+                role_reason=r.reason,
             )
         )
     return out

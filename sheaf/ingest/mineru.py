@@ -28,6 +28,7 @@ from sheaf.ingest.paddleocr_vl import (
     mark_abstract,
     mark_front_matter,
     rows_text,
+    settle_title,
     split_table_caption,
     strip_tags,
 )
@@ -283,6 +284,9 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
                 title_at += 1
     if unknown:
         warnings.append(f"unknown MinerU item types (role from text): {', '.join(sorted(unknown))}")
+    if title_at is not None:  # a banner taken for the title: the real one stands above the authors
+        title_at = settle_title(raws)
+        title = raws[title_at].text if title_at is not None else title
     if title_at is not None:
         mark_front_matter(raws, title_at)
     for r in raws:

@@ -43,6 +43,7 @@ from sheaf.ingest.common import (
     caption_label,
     decode_text,
     heading_role,
+    mark_cover_page,
     load_json,
     norm_key,
     numbering_depth,
@@ -232,6 +233,70 @@ def clean_inline(text: str, *, drop_markers: bool = True) -> str:
             seg if seg.startswith("$") else _MD_ESCAPE.sub(r"\1", seg) for seg in _MATH_SPLIT.split(text)
         )
     return text
+
+
+def _next_text(raws: list[RawBlock], i: int) -> int | None:
+    """Index of the next block after `i` on its page that is not furniture."""
+    for j in range(i + 1, min(len(raws), i + 6)):
+        if raws[j].page != raws[i].page:
+            return None
+        if raws[j].role not in ("page_header", "page_footer", "page_number", "noise"):
+            return j
+    return None
+
+
+def settle_title(raws: list[RawBlock], skip_page: int | None = None) -> int | None:
+    """Choose the document title among the blocks labelled `title`; returns its index.
+
+    A journal banner or series name labelled as the title ("SCIENTIFIC REPORTS" above the real
+    title) is told apart by what follows: the real title is the title-like line followed by
+    the author line. Candidates are the title blocks of the first page that has one (the
+    cover page excepted) and a heading printed right after one of them. The blocks above the
+    chosen title on its page become furniture ("above the title"); later title blocks are
+    part titles (headings).
+    """
+    titles = [i for i, r in enumerate(raws) if r.role == "title" and r.page != skip_page]
+    if not titles:
+        for r in raws:
+            if r.role == "title":
+                r.role, r.reason = "affiliation", r.reason or "cover page"
+        return None
+    page = raws[titles[0]].page
+    cands = [i for i in titles if raws[i].page == page]
+    for i in list(cands):
+        j = _next_text(raws, i)
+        if j is not None and raws[j].role == "heading":
+            cands.append(j)
+    cands = sorted(set(cands))
+
+    def followed_by_authors(i: int) -> bool:
+        j = _next_text(raws, i)
+        return j is not None and raws[j].role is None and classify_front(raws[j].text) == "authors"
+
+    def words(i: int) -> int:
+        return len(raws[i].text.split())
+
+    # a banner is shorter than the title it stands above (a subtitle under the title is too)
+    chosen = next((i for i in cands if followed_by_authors(i)), cands[0])
+    if chosen != cands[0] and words(chosen) <= words(cands[0]):
+        chosen = cands[0]
+    t_box = raws[chosen].bbox
+    for j, r in enumerate(raws):
+        if j == chosen:
+            r.role = "title"
+        elif r.role == "title" and r.page == skip_page:
+            r.role, r.reason = "affiliation", "cover page"
+        elif r.role == "title" or (j in cands and j < chosen):
+            if r.page == page and j < chosen:
+                r.role, r.reason = "page_header", "banner above the title"
+            elif r.role == "title":
+                r.role, r.reason = "heading", "a second title: a part title"
+        elif r.page == page and j < chosen and r.role is None and r.bbox and t_box \
+                and r.bbox[3] <= t_box[1] + 0.005:
+            r.role, r.reason = "page_header", "above the title"  # journal banners, copyright lines
+    if chosen != cands[0]:
+        raws[chosen].reason = "title-like line above the author line"
+    return chosen
 
 
 # Front matter: author lines and affiliations between the title and the abstract.
@@ -756,35 +821,24 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
 
     keys = _furniture_keys(pages)
     raws: list[RawBlock] = []
-    title: str | None = None
-    title_at: int | None = None
     for pno, page in enumerate(pages, start=1):
         page = _fix_captions([b for b in page if b.text.strip() or b.role in _OBJECT_ROLES])
-        first_title_here = None
         for b in page:
-            role, text = b.role, b.text
+            role, text, reason = b.role, b.text, None
             if role is None and keys and b.bbox is not None and len(text) <= 400 and (
                 b.bbox[1] < 0.12 or b.bbox[3] > 0.88
             ) and _is_furniture_text(text, keys):
                 role = "page_footer" if b.bbox[1] > 0.5 else "page_header"
-            if role == "title":
-                if title is None:
-                    title = text
-                    title_at = first_title_here = len(raws)
-                else:
-                    role = "heading"  # a second doc_title: a part title
+                reason = "text of the running headers/footers"
             if role == "table" and b.cap and not any(
                 o.role == "table_caption" and caption_label(o.text) == caption_label(b.cap) for o in page
             ):
                 raws.append(RawBlock(page=pno, label="table_caption_row", text=b.cap, bbox=b.bbox,
-                                     role="table_caption"))
-            raws.append(RawBlock(page=pno, label=b.label, text=text, bbox=b.bbox, role=role))
-        if first_title_here is not None:
-            # unlabelled lines above the title on its page (journal banners, copyright) are furniture
-            t_box = raws[first_title_here].bbox
-            for r in raws[:first_title_here]:
-                if r.page == pno and r.role is None and r.bbox and t_box and r.bbox[3] <= t_box[1] + 0.005:
-                    r.role = "page_header"
+                                     role="table_caption", reason="first row of its table"))
+            raws.append(RawBlock(page=pno, label=b.label, text=text, bbox=b.bbox, role=role, reason=reason))
+    cover = mark_cover_page(raws)
+    title_at = settle_title(raws, skip_page=cover)
+    title = raws[title_at].text if title_at is not None else None
     if title_at is not None:
         mark_front_matter(raws, title_at, stop_labels=frozenset({"abstract", "paragraph_title"}))
     mark_abstract(raws)

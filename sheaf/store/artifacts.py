@@ -18,7 +18,7 @@ BLOCK_SCHEMA = pa.schema([
     ("paper_id", pa.string()), ("block_id", pa.string()), ("page", pa.int32()), ("order", pa.int32()),
     ("bbox", pa.list_(pa.float32())), ("role", pa.string()), ("text", pa.string()),
     ("raw_label", pa.string()), ("heading_level", pa.int32()), ("source_format", pa.string()),
-    ("attached_to", pa.string()),
+    ("attached_to", pa.string()), ("role_reason", pa.string()),
 ])
 BODY_UNIT_SCHEMA = pa.schema([
     ("unit_id", pa.string()), ("short_id", pa.string()), ("paper_id", pa.string()), ("node_id", pa.string()),
@@ -61,7 +61,8 @@ def table_to_paper(table: pa.Table) -> ParsedPaper:
     for r in table.to_pylist():
         bbox = tuple(round(float(v), 4) for v in r["bbox"]) if r["bbox"] is not None else None
         blocks.append(Block(r["paper_id"], r["block_id"], r["page"], r["order"], bbox, r["role"], r["text"],
-                            r["raw_label"], r["heading_level"], r["source_format"], r["attached_to"]))
+                            r["raw_label"], r["heading_level"], r["source_format"], r["attached_to"],
+                            r.get("role_reason")))
     return ParsedPaper(meta["paper_id"], meta["source_format"], meta["source_path"], meta["adapter"],
                        meta["ocr_result_hash"], tuple(blocks), tuple(meta["warnings"]), meta["title"])
 

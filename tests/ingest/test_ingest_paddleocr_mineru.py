@@ -132,8 +132,13 @@ def test_paddle_headings_are_the_paragraph_titles(key):
     for pg in _paddle_pages(key):
         flow = sorted(pg, key=lambda b: (b["block_order"] is None, b["block_order"] or 0))
         expected += [_norm(b["block_content"]) for b in flow if b["block_label"] == "paragraph_title"]
+    # a paragraph title inside a figure's area is figure text, "Keywords" opens front matter,
+    # a line repeated on many pages is furniture (issue 18): each says why
+    moved = {b.text: b.role_reason for b in p.blocks if b.raw_label == "paragraph_title" and b.role not in HEADING_ROLES}
+    assert all(r and (r.startswith(("inside figure", "repeated on")) or r == "keywords heading")
+               for r in moved.values()), moved
     got = [b.text for b in p.blocks if b.role in HEADING_ROLES]
-    assert got == expected
+    assert got == [h for h in expected if h not in moved]
     assert all(b.heading_level and b.heading_level >= 1 for b in p.blocks if b.role in HEADING_ROLES)
     for b in p.blocks:  # numbered headings take their depth from the number
         if b.role in HEADING_ROLES and re.match(r"^\d+\.\d+\.?\s", b.text):
