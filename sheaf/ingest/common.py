@@ -363,7 +363,6 @@ def _is_address_block(text: str) -> bool:
 
 def _is_name_line(text: str) -> bool:
     """One or a few person names ("Keisuke Matsuki, MD"), nothing else."""
-    from sheaf.ingest.paddleocr_vl import _is_name, _name_parts  # the name rules of the front matter
 
     if len(text) >= 160 or "\n" in text.strip():
         return False
@@ -688,3 +687,50 @@ def _pair_captions(blocks: list[Block]) -> list[Block]:
         used.add(j)
         out[i] = replace(b, attached_to=blocks[j].block_id)
     return out
+
+
+_SUP = re.compile(r"<sup>(.*?)</sup>", re.I | re.S)
+
+
+_MATH_MARK = re.compile(r"\$\s*[\^_]?\s*\{[^$]{0,40}\}\s*\$|\$\s*\^\{?[^$]{0,20}\}?\s*\$|\$\s*\{\}\^\{[^$]{0,20}\}\s*\$")
+
+
+_SYMBOLS = re.compile(r"[*†‡§¶∗#✉⋆★♯♡♠♣♢♦♥\\\u00b9\u00b2\u00b3\u2070-\u209f]")
+
+
+_DEGREES = {
+    "md", "phd", "bs", "ba", "ms", "msc", "ma", "mph", "dds", "dmd", "rn", "mba", "dr", "prof",
+    "jr", "sr", "ii", "iii", "iv", "bsc", "meng", "beng", "do", "facs", "frcs", "frcsc", "mbbs",
+    "pharmd", "dvm", "pe", "mpt", "pt", "otr", "atc",
+}
+
+
+_PARTICLES = {"van", "von", "der", "den", "de", "del", "della", "di", "da", "du", "le", "la", "dos", "das", "y", "bin", "al", "ter"}
+
+
+_NAME_WORD = re.compile(r"^(?:[A-Z]\.?(?:-[A-Z]\.?)*|[^\W\d_][\w'’.\-]*)$")
+
+
+def _name_parts(text: str) -> tuple[list[str], bool]:
+    """The comma/'and'/marker-separated parts of a name line, and whether it had markers.
+
+    Affiliation markers ("Smith<sup>1</sup>", "Smith $ ^{1,2} $", "Smith†", "Smith1") both
+    go and separate names: "Lukas Edman<sup>1,3</sup> Helmut Schmid<sup>1</sup>".
+    """
+    t = _SUP.sub(" , ", text)
+    t = _MATH_MARK.sub(" , ", t)
+    t = _SYMBOLS.sub(" , ", t)
+    t = re.sub(r"(?<=[^\W\d_])\d+(?:[,\-–]\d+)*\b", " , ", t)  # "Smith1,2"
+    marked = t != text
+    t = re.sub(r"^\s*by\s+", "", t.strip(), flags=re.I)
+    parts = [p.strip(" .,:;") for p in re.split(r"\s*(?:,|;|\band\b|&|\n)\s*", t)]
+    parts = [" ".join(p.split()) for p in parts if p.strip(" .,:;")]
+    parts = [p for p in parts if p.lower().replace(".", "").replace(" ", "") not in _DEGREES]
+    return parts, marked
+
+
+def _is_name(p: str) -> bool:
+    words = p.split()
+    if not 1 <= len(words) <= 5:
+        return False
+    return all(w.lower() in _PARTICLES or (_NAME_WORD.match(w) and w[0].isupper()) for w in words)

@@ -35,6 +35,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from sheaf.ingest.common import (
+    _MATH_MARK, _SUP, _SYMBOLS, _is_name, _name_parts,
     file_head,
     CAPTION_RE,
     MAX_PAGES,
@@ -201,7 +202,6 @@ def strip_tags(text: str) -> str:
     return html.unescape(_TAG.sub(" ", text)).strip()
 
 
-_SUP = re.compile(r"<sup>(.*?)</sup>", re.I | re.S)
 _SUB = re.compile(r"<sub>(.*?)</sub>", re.I | re.S)
 _INLINE_TAGS = re.compile(r"</?(?:b|i|em|strong|u|span|small|br\s*/?|p|div)(?:\s[^>]*)?>", re.I)
 _MD_ESCAPE = re.compile(r"\\([_*~#`\[\]|<>])")
@@ -307,41 +307,7 @@ _AFFIL = re.compile(
     r"germany|korea|france|canada|india|italy|spain|netherlands|switzerland|kingdom)\b",
     re.I,
 )
-_MATH_MARK = re.compile(r"\$\s*[\^_]?\s*\{[^$]{0,40}\}\s*\$|\$\s*\^\{?[^$]{0,20}\}?\s*\$|\$\s*\{\}\^\{[^$]{0,20}\}\s*\$")
-_SYMBOLS = re.compile(r"[*†‡§¶∗#✉⋆★♯♡♠♣♢♦♥\\\u00b9\u00b2\u00b3\u2070-\u209f]")
-_DEGREES = {
-    "md", "phd", "bs", "ba", "ms", "msc", "ma", "mph", "dds", "dmd", "rn", "mba", "dr", "prof",
-    "jr", "sr", "ii", "iii", "iv", "bsc", "meng", "beng", "do", "facs", "frcs", "frcsc", "mbbs",
-    "pharmd", "dvm", "pe", "mpt", "pt", "otr", "atc",
-}
-_PARTICLES = {"van", "von", "der", "den", "de", "del", "della", "di", "da", "du", "le", "la", "dos", "das", "y", "bin", "al", "ter"}
-_NAME_WORD = re.compile(r"^(?:[A-Z]\.?(?:-[A-Z]\.?)*|[^\W\d_][\w'’.\-]*)$")
 _PLAIN_NAME_WORD = re.compile(r"^[A-Z][a-z]+(?:-[A-Z]?[a-z]+)?$")
-
-
-def _name_parts(text: str) -> tuple[list[str], bool]:
-    """The comma/'and'/marker-separated parts of a name line, and whether it had markers.
-
-    Affiliation markers ("Smith<sup>1</sup>", "Smith $ ^{1,2} $", "Smith†", "Smith1") both
-    go and separate names: "Lukas Edman<sup>1,3</sup> Helmut Schmid<sup>1</sup>".
-    """
-    t = _SUP.sub(" , ", text)
-    t = _MATH_MARK.sub(" , ", t)
-    t = _SYMBOLS.sub(" , ", t)
-    t = re.sub(r"(?<=[^\W\d_])\d+(?:[,\-–]\d+)*\b", " , ", t)  # "Smith1,2"
-    marked = t != text
-    t = re.sub(r"^\s*by\s+", "", t.strip(), flags=re.I)
-    parts = [p.strip(" .,:;") for p in re.split(r"\s*(?:,|;|\band\b|&|\n)\s*", t)]
-    parts = [" ".join(p.split()) for p in parts if p.strip(" .,:;")]
-    parts = [p for p in parts if p.lower().replace(".", "").replace(" ", "") not in _DEGREES]
-    return parts, marked
-
-
-def _is_name(p: str) -> bool:
-    words = p.split()
-    if not 1 <= len(words) <= 5:
-        return False
-    return all(w.lower() in _PARTICLES or (_NAME_WORD.match(w) and w[0].isupper()) for w in words)
 
 
 def strip_affiliation_marks(text: str) -> str:

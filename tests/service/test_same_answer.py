@@ -83,7 +83,8 @@ def test_cli_and_server_return_the_same_envelope(server, capsys):
         out_served = json.loads(capsys.readouterr().out)
         code_local = main(argv + ["--json", "--no-server"])
         out_local = json.loads(capsys.readouterr().out)
-        assert (code_served, out_served) == (served.exit_code, served.envelope), argv
+        # the server may answer from memory by now (its copies load in the background): engines aside
+        assert (code_served, without_engines(out_served)) == (served.exit_code, without_engines(served.envelope)), argv
         assert (code_local, out_local) == (here.exit_code, here.envelope), argv
     assert errors >= 5  # the error envelopes are compared too
     assert sum(server._counts.values()) - sum(before.values()) == 2 * len(_requests(short_ids)) - 1
