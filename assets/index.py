@@ -8,20 +8,28 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, ResourceParam, asset
 
 from assets._batch import run_per_paper
 from assets.paper import COMMON
 from assets.resources import SheafConfig
-from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.core.envelope import SheafError
+from sheaf.core.models import IngestError
+from sheaf.ingest.library import discover
+from sheaf.ingest.metadata import load_metadata_files
+from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.store.sqlite.index import open_index
 from sheaf.store.sqlite.reader import counts
-from sheaf.store.sqlite.writer import remove_paper, replace_paper, replace_paper_vectors
-from sheaf.ingest.library import discover
-from sheaf.core.models import IngestError
+from sheaf.store.sqlite.writer import (
+    prune_metadata, remove_paper, replace_paper, replace_paper_vectors, upsert_papers,
+)
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.onnx_export import ensure_onnx_export
 
 INDEX_POOL = "sheaf_index"
+#: vector_collections' own code version; the definitions add the configured embedding model
+#: to it (`pipelines.planner.model_code_version`), so a model change is a code change to Dagster.
+VECTOR_CODE_VERSION = "1"
 
 
 def _units(key: str, body_units: dict, object_units: dict):
@@ -64,11 +72,10 @@ EMBED_GROUP_PASSAGES = 128
 
 
 @asset(ins={"body_units": AssetIn(), "object_units": AssetIn(), "ocr_blocks": AssetIn()},
-       deps=["fts_tables"], group_name="index", code_version="1", pool=INDEX_POOL, **COMMON)
-def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_units: dict[str, Any],
-                       object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
+       deps=["fts_tables"], group_name="index", code_version=VECTOR_CODE_VERSION, pool=INDEX_POOL, **COMMON)
+def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embedder: ResourceParam[Embedder],
+                       body_units: dict[str, Any], object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
     """The paper's passages and vectors in the current embedding model's sqlite-vec collection."""
-    embedder = sheaf.embedder()
     identity = embedder.identity
     if embedder.backend_note:
         context.log.warning(embedder.backend_note)
@@ -124,7 +131,6 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
     finally:
         conn.close()
     try:  # the light query encoder (sheaf.vectors.query_encoder): cheap when present, never fails the step
-        from sheaf.vectors.onnx_export import ensure_onnx_export
         ensure_onnx_export(embedder, sheaf.settings())
     except Exception as e:  # noqa: BLE001
         context.log.warning(f"ONNX query encoder not exported ({type(e).__name__}: {e}); "
@@ -134,9 +140,6 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
 @asset(group_name="source", code_version="1", pool=INDEX_POOL)
 def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
     """Paper metadata from the library's Better BibTeX / CSL-JSON exports: the papers table and its FTS."""
-    from sheaf.store.sqlite.writer import prune_metadata, upsert_papers
-    from sheaf.ingest.metadata import load_metadata_files
-
     settings = sheaf.settings()
     files = discover(settings.library).metadata_files
     h = hashlib.sha256()
