@@ -2,16 +2,19 @@
 from collections.abc import Callable
 
 from dagster import (
-    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckResult, MetadataValue, asset_check,
+    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckResult, MetadataValue, ResourceParam, asset_check,
 )
 
 from assets.resources import SheafConfig
 from io_managers.parquet import read_artifact
 from pipelines.partitions import papers_partitions
 from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.store.sqlite.index import open_index
+from sheaf.store.sqlite.reader import counts
 from sheaf.transform.checks import (
     CheckOutcome, check_index_rows, check_no_furniture, check_units_cover_blocks, check_vectors,
 )
+from sheaf.vectors.embedder import Embedder
 
 
 def _per_partition(context: AssetCheckExecutionContext, fn: Callable[[str], CheckOutcome]) -> AssetCheckResult:
@@ -72,9 +75,6 @@ def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: Sheaf
 @asset_check(asset="fts_tables", partitions_def=papers_partitions,
              description="The paper's FTS rows equal its units.")
 def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    from sheaf.store.sqlite.index import open_index
-    from sheaf.store.sqlite.reader import counts
-
     conn = open_index(settings=sheaf.settings())
     try:
         def one(key: str) -> CheckOutcome:
@@ -89,11 +89,9 @@ def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig
 
 @asset_check(asset="vector_collections", partitions_def=papers_partitions,
              description="Vector rows equal the passages of the current embedding model.")
-def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    from sheaf.store.sqlite.index import open_index
-    from sheaf.store.sqlite.reader import counts
-
-    ident = sheaf.embedder().identity
+def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConfig,
+                           embedder: ResourceParam[Embedder]) -> AssetCheckResult:
+    ident = embedder.identity
     conn = open_index(settings=sheaf.settings())
     try:
         def one(key: str) -> CheckOutcome:

@@ -1,28 +1,36 @@
 """Index group: each paper's rows in the FTS tables and its vectors, plus library metadata.
 
-Writers go through `sheaf.store.sqlite.index` (one transaction per paper) and share the `sheaf_index`
-pool, so two runs never write the SQLite file at once.
+Writers go through the index backend (`sheaf.store.backend.IndexBackend`: one transaction per
+paper) and share the `sheaf_index` pool, so two runs never write the SQLite file at once.
 """
 import hashlib
 import time
 from dataclasses import replace
 from typing import Any
 
-from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, ResourceParam, asset
 
 from assets._batch import run_per_paper
 from assets.paper import COMMON
 from assets.resources import SheafConfig
-from sheaf.store.sqlite.backend import SqliteEmbeddingCache
-from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.index import open_index
-from sheaf.store.sqlite.reader import counts
-from sheaf.store.sqlite.writer import remove_paper, replace_paper, replace_paper_vectors
-from sheaf.ingest.library import discover
 from sheaf.core.models import IngestError
+from sheaf.ingest.library import discover
+from sheaf.ingest.metadata import load_metadata_files
+from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.onnx_export import ensure_onnx_export
 
 INDEX_POOL = "sheaf_index"
+#: vector_collections' own code version; the definitions add the configured embedding model
+#: to it (`pipelines.planner.model_code_version`), so a model change is a code change to Dagster.
+VECTOR_CODE_VERSION = "1"
+
+
+def _open(settings: Any) -> SqliteIndex:
+    """The index the build writes (created or migrated on first use)."""
+    return SqliteIndex.open(settings.index_path, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
 
 
 def _units(key: str, body_units: dict, object_units: dict):
@@ -36,7 +44,7 @@ def _units(key: str, body_units: dict, object_units: dict):
 def fts_tables(context: AssetExecutionContext, sheaf: SheafConfig, body_units: dict[str, Any],
                object_units: dict[str, Any]) -> None:
     """The paper's rows in the SQLite FTS5 tables (units and objects), replaced in one transaction."""
-    conn = open_index(settings=sheaf.settings())
+    index = _open(sheaf.settings())
     try:
         def one(key: str):
             try:
@@ -44,17 +52,17 @@ def fts_tables(context: AssetExecutionContext, sheaf: SheafConfig, body_units: d
             except IngestError:
                 # its old units go; its library metadata stays (the paper is still in the
                 # library: `sheaf search` still finds it by title or author)
-                remove_paper(conn, key, prune_cache=False, keep_metadata=True)
+                index.remove_paper(key, prune_cache=False, keep_metadata=True)
                 raise
-            stats = replace_paper(conn, key, units, objects)
-            c = counts(conn, key)
+            stats = index.replace_paper(key, units, objects)
+            c = index.counts(key)
             return {}, {"body_units": stats.body_units, "object_units": stats.object_units,
                         "fts_rows": c["body_units_fts"] + c["object_units_fts"],
                         "replace_ms": round(stats.seconds * 1000, 2)}
 
         run_per_paper(context, context.partition_keys, one)
     finally:
-        conn.close()
+        index.close()
 
 
 #: New passages of consecutive papers are encoded together, up to about this many at a time:
@@ -65,15 +73,14 @@ EMBED_GROUP_PASSAGES = 128
 
 
 @asset(ins={"body_units": AssetIn(), "object_units": AssetIn(), "ocr_blocks": AssetIn()},
-       deps=["fts_tables"], group_name="index", code_version="1", pool=INDEX_POOL, **COMMON)
-def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_units: dict[str, Any],
-                       object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
+       deps=["fts_tables"], group_name="index", code_version=VECTOR_CODE_VERSION, pool=INDEX_POOL, **COMMON)
+def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embedder: ResourceParam[Embedder],
+                       body_units: dict[str, Any], object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
     """The paper's passages and vectors in the current embedding model's sqlite-vec collection."""
-    embedder = sheaf.embedder()
     identity = embedder.identity
     if embedder.backend_note:
         context.log.warning(embedder.backend_note)
-    conn = open_index(settings=sheaf.settings())
+    index = _open(sheaf.settings())
     keys = list(context.partition_keys)
     # key -> (its embedded passages, its share of the encode time) or its error
     prepared: dict[str, tuple[Any, float] | IngestError | SheafError] = {}
@@ -97,7 +104,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
             group.append((key, passages))
             size += len(passages)
         t0 = time.perf_counter()
-        embedded = embedder.embed([p for _, ps in group for p in ps], SqliteEmbeddingCache(conn))
+        embedded = embedder.embed([p for _, ps in group for p in ps], index.embedding_cache())
         encode_s = time.perf_counter() - t0
         credited: set[str] = set()
         for key, _ in group:
@@ -115,7 +122,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
             if isinstance(item, Exception):
                 raise item
             embedded, embed_s = item
-            n = replace_paper_vectors(conn, key, embedded)
+            n = index.replace_paper_vectors(key, embedded)
             return {}, {"passages": n, "embeddings_computed": embedded.encoded,
                         "embeddings_reused": n - embedded.encoded, "model": identity.name,
                         "model_identity": identity.key, "embed_backend": embedder.backend,
@@ -123,9 +130,8 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
 
         run_per_paper(context, keys, one)
     finally:
-        conn.close()
+        index.close()
     try:  # the light query encoder (sheaf.vectors.query_encoder): cheap when present, never fails the step
-        from sheaf.vectors.onnx_export import ensure_onnx_export
         ensure_onnx_export(embedder, sheaf.settings())
     except Exception as e:  # noqa: BLE001
         context.log.warning(f"ONNX query encoder not exported ({type(e).__name__}: {e}); "
@@ -135,9 +141,6 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, body_
 @asset(group_name="source", code_version="1", pool=INDEX_POOL)
 def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
     """Paper metadata from the library's Better BibTeX / CSL-JSON exports: the papers table and its FTS."""
-    from sheaf.store.sqlite.writer import prune_metadata, upsert_papers
-    from sheaf.ingest.metadata import load_metadata_files
-
     settings = sheaf.settings()
     files = discover(settings.library).metadata_files
     h = hashlib.sha256()
@@ -147,13 +150,13 @@ def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> Mate
     # Papers the export no longer lists lose their metadata, but only when every export file
     # was read: an unreadable or missing export (mid-rewrite by Zotero) must not strip the index.
     unread = [w for w in load.warnings if w.item == "-"]
-    conn = open_index(settings=settings)
+    index = _open(settings)
     try:
-        stats = upsert_papers(conn, load.papers)
+        stats = index.upsert_papers(load.papers)
         if files and not unread:
-            stats.update(prune_metadata(conn, [m.key for m in load.papers]))
+            stats.update(index.prune_metadata([m.key for m in load.papers]))
     finally:
-        conn.close()
+        index.close()
     if not files or unread:
         context.log.warning("metadata of papers missing from the export kept: "
                             + ("no export file found" if not files else f"{len(unread)} export file(s) unreadable"))

@@ -1,7 +1,10 @@
 """Per-paper transform assets: blocks → Markdown + render-map → tree → units.
 
-Each asset is a thin wrapper over a pure `sheaf` function, run for every partition of the
-run (`context.partition_keys`), returning `{paper_key: artifact}` with per-paper metadata.
+Each asset is a thin wrapper over one stage of `sheaf.transform.chain` (the same functions
+`process_paper` composes), run for every partition of the run (`context.partition_keys`):
+read its inputs, call the stage, return `{paper_key: artifact}` with small per-paper
+metadata. Assets stored as per-paper files declare their suffix (`sheaf/artifact`
+definition metadata): `pipelines.planner` reads the chain's artifacts from it.
 """
 
 from typing import Any
@@ -12,31 +15,35 @@ from assets._batch import run_per_paper
 from assets.resources import SheafConfig
 from pipelines.automation import BACKFILL_POLICY, CHAIN_CONDITION
 from pipelines.partitions import papers_partitions
+from pipelines.planner import ARTIFACT_METADATA
+from sheaf.core.models import IngestError
+from sheaf.ingest.library import discover
 from sheaf.store.artifacts import (
     body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict,
     table_hash, table_to_paper, tree_from_dict,
 )
-from sheaf.ingest import parse_paper
-from sheaf.ingest.library import discover
-from sheaf.core.models import IngestError
-from sheaf.transform.render import render_paper
-from sheaf.transform.tree import build_tree
-from sheaf.transform.units import body_units, object_units
+from sheaf.transform import chain
 
 MULTI: dict[str, Any] = dict(partitions_def=papers_partitions, backfill_policy=BACKFILL_POLICY)
 COMMON: dict[str, Any] = dict(MULTI, automation_condition=CHAIN_CONDITION)
 
 
-def _out(description: str) -> AssetOut:
+def _stored(suffix: str) -> dict[str, Any]:
+    """Definition metadata of an asset stored as one `<KEY><suffix>` file per paper."""
+    return {ARTIFACT_METADATA: suffix}
+
+
+def _out(description: str, suffix: str) -> AssetOut:
     return AssetOut(io_manager_key="artifacts", code_version="1", automation_condition=CHAIN_CONDITION,
-                    description=description)
+                    description=description, metadata=_stored(suffix))
 
 
 def _missing(key: str, what: str) -> IngestError:
     return IngestError(key, None, f"no {what} artifact: the upstream step failed or was not run")
 
 
-@asset(deps=["ocr_result"], group_name="render", io_manager_key="artifacts", code_version="1", **COMMON)
+@asset(deps=["ocr_result"], group_name="render", io_manager_key="artifacts", code_version="1",
+       metadata=_stored(".parquet"), **COMMON)
 def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, Any]:
     """Canonical blocks with roles, parsed from each paper's OCR/layout output."""
     papers = {p.key: p for p in discover(sheaf.settings().library).papers}
@@ -44,7 +51,7 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
     def one(key: str):
         if key not in papers:
             raise IngestError(key, None, "paper not found in the library")
-        paper = parse_paper(papers[key].path, key)
+        paper = chain.parse(papers[key].path, key)
         table = paper_to_table(paper)
         return {"ocr_blocks": table}, {
             "ocr_result_hash": paper.ocr_result_hash, "source_format": paper.source_format,
@@ -56,8 +63,9 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
 
 
 @multi_asset(
-    outs={"fulltext_markdown": _out("Each paper's OCR render as Markdown, in reading order."),
-          "render_map": _out("Each paper's render-map: heading events and emitted-block events of the render.")},
+    outs={"fulltext_markdown": _out("Each paper's OCR render as Markdown, in reading order.", ".json"),
+          "render_map": _out("Each paper's render-map: heading events and emitted-block events of the render.",
+                             ".json")},
     ins={"ocr_blocks": AssetIn()},
     group_name="render",
     **MULTI,
@@ -68,7 +76,7 @@ def ocr_render(context: AssetExecutionContext, ocr_blocks: dict[str, Any]):
         if key not in ocr_blocks:
             raise _missing(key, "ocr_blocks")
         paper = table_to_paper(ocr_blocks[key])
-        render = render_paper(paper)
+        render = chain.render(paper)
         rm = render.render_map.to_dict()
         return {"fulltext_markdown": {"paper_id": key, "markdown": render.markdown}, "render_map": rm}, {
             "ocr_result_hash": paper.ocr_result_hash, "headings": len(rm["headings"]),
@@ -81,7 +89,7 @@ def ocr_render(context: AssetExecutionContext, ocr_blocks: dict[str, Any]):
 
 
 @asset(ins={"render_map": AssetIn(), "ocr_blocks": AssetIn()}, group_name="structure",
-       io_manager_key="artifacts", code_version="1", **COMMON)
+       io_manager_key="artifacts", code_version="1", metadata=_stored(".json"), **COMMON)
 def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any],
                    ocr_blocks: dict[str, Any]) -> dict[str, Any]:
     """Sections nested by heading level, with block intervals in emitted order."""
@@ -89,7 +97,7 @@ def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any],
         if key not in render_map or key not in ocr_blocks:
             raise _missing(key, "render_map")
         paper = table_to_paper(ocr_blocks[key])
-        tree = build_tree(render_map_from_dict(render_map[key]), paper.title or key)
+        tree = chain.tree(paper, render_map_from_dict(render_map[key]))
         d = tree.to_dict()
         nodes = list(tree.walk())
         return {"structure_tree": d}, {
@@ -101,8 +109,8 @@ def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any],
 
 
 @multi_asset(
-    outs={"body_units": _out("Section-level body text units, split past the token cap."),
-          "object_units": _out("Figure and table units: caption, label, table text, nearby text.")},
+    outs={"body_units": _out("Section-level body text units, split past the token cap.", ".parquet"),
+          "object_units": _out("Figure and table units: caption, label, table text, nearby text.", ".parquet")},
     ins={"structure_tree": AssetIn(), "ocr_blocks": AssetIn()},
     group_name="units",
     **MULTI,
@@ -116,9 +124,7 @@ def retrieval_units(context: AssetExecutionContext, sheaf: SheafConfig, structur
         if key not in structure_tree or key not in ocr_blocks:
             raise _missing(key, "structure_tree")
         paper = table_to_paper(ocr_blocks[key])
-        tree = tree_from_dict(structure_tree[key])
-        bu = body_units(key, tree, paper.blocks, cap)
-        ou = object_units(key, tree, paper.blocks)
+        bu, ou = chain.units(paper, tree_from_dict(structure_tree[key]), cap)
         bt, ot = body_units_to_table(bu), object_units_to_table(ou)
         return {"body_units": bt, "object_units": ot}, {
             "ocr_result_hash": paper.ocr_result_hash, "body_units": len(bu), "object_units": len(ou),

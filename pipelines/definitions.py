@@ -5,13 +5,14 @@ from collections.abc import Mapping
 from dagster import AssetsDefinition, AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from assets.checks import ALL_CHECKS
-from assets.index import fts_tables, library_metadata, vector_collections
+from assets.index import VECTOR_CODE_VERSION, fts_tables, library_metadata, vector_collections
 from assets.paper import ocr_blocks, ocr_render, retrieval_units, structure_tree
 from assets.report import library_report
-from assets.resources import SheafConfig
+from assets.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
 from io_managers import PaperArtifactIOManager
 from pipelines.partitions import papers_partitions
+from pipelines.planner import model_code_version
 from pipelines.schedules import nightly_rebuild
 from pipelines.sensors import automation_sensor, library_discovery_sensor
 from sheaf.core.settings import get_settings
@@ -49,12 +50,18 @@ def with_code_versions(assets: list, code_versions: Mapping[str, str]) -> list:
 def build_definitions(home: str = "", library: str = "",
                       code_versions: Mapping[str, str] | None = None) -> Definitions:
     """Definitions for a Sheaf home and library (defaults: the SHEAF_* settings);
-    `code_versions` overrides assets' code versions (see `with_code_versions`)."""
+    `code_versions` overrides assets' code versions (see `with_code_versions`).
+
+    `vector_collections`' code version carries the configured embedding model
+    (`model_code_version`: its name and a fingerprint of its files, read without loading it),
+    so Dagster's own code-version checks see a model change."""
     settings = get_settings(**({"home": home} if home else {}), **({"library": library} if library else {}))
     assets = [ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
               vector_collections, library_metadata, library_report]
+    versions = {"vector_collections": model_code_version(VECTOR_CODE_VERSION, settings.embedding_model),
+                **(code_versions or {})}
     return Definitions(
-        assets=with_code_versions(assets, code_versions) if code_versions else assets,
+        assets=with_code_versions(assets, versions),
         asset_checks=ALL_CHECKS,
         jobs=[paper_chain_job, library_job],
         sensors=[library_discovery_sensor, automation_sensor],
@@ -62,6 +69,7 @@ def build_definitions(home: str = "", library: str = "",
         resources={
             "sheaf": SheafConfig(home=str(settings.home.resolve()), library=str(settings.library.resolve())),
             "artifacts": PaperArtifactIOManager(root=str(settings.artifacts_dir.resolve())),
+            "embedder": embedder_resource,
         },
         executor=in_process_executor,
     )

@@ -3,10 +3,11 @@ index rows (units, FTS, vectors of the current model) ↔ the latest materializa
 (counts and hashes), and report every drift with its cause; `--repair` rebuilds only the
 affected papers and removes orphans.
 
-`index_drift` is the cheap part (counts only) that `sheaf build` also runs when it plans: a
-paper whose index rows or artifacts disagree with its materializations is rebuilt from the
-first asset that drifted, whatever Dagster's event log says. That is what makes a build killed
-between an index commit and Dagster's record of it (or an index moved aside) come back whole.
+The cheap part of the cross-check (counts only), which `sheaf build` also runs when it plans,
+is `pipelines.planner.index_drift`: a paper whose index rows or artifacts disagree with its
+materializations is rebuilt from the first asset that drifted, whatever Dagster's event log
+says. That is what makes a build killed between an index commit and Dagster's record of it
+(or an index moved aside) come back whole.
 """
 from __future__ import annotations
 
@@ -16,137 +17,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterInstance, Definitions
+import pyarrow.parquet as pq
+from dagster import AssetKey, DagsterInstance, Definitions
 
+from io_managers.parquet import artifact_path, delete_artifacts
+from pipelines.build import build
 from pipelines.partitions import papers_partitions
-from pipelines.state import latest_events
-
-#: Chain assets stored as per-paper files, in chain order, with their suffix.
-ARTIFACT_ASSETS: dict[str, str] = {
-    "ocr_blocks": ".parquet", "fulltext_markdown": ".json", "render_map": ".json",
-    "structure_tree": ".json", "body_units": ".parquet", "object_units": ".parquet",
-}
-#: Where a rebuild must start when an asset's artifact (or index rows) drifted.
-_START = {"ocr_blocks": "ocr_blocks", "fulltext_markdown": "fulltext_markdown", "render_map": "fulltext_markdown",
-          "structure_tree": "structure_tree", "body_units": "body_units", "object_units": "body_units",
-          "fts_tables": "fts_tables", "vector_collections": "vector_collections"}
-
-
-# --- the planner's check -----------------------------------------------------------------------
-
-def _open_ro(settings: Any):
-    from sheaf.store.sqlite.index import open_index
-
-    if not Path(settings.index_path).exists():
-        return None
-    try:
-        return open_index(settings=settings, readonly=True)
-    except Exception:  # noqa: BLE001 - an unusable index: every paper drifted
-        return None
-
-
-def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
-    """Papers (built or stale) whose artifacts or index rows disagree with their latest
-    materializations: ``{key: (first asset to rebuild, reasons)}``. Cheap enough for every
-    build: one storage query (the vector step's model), one grouped query per index table, a
-    stat per artifact; the counts come from the statuses' metadata. `sheaf doctor` adds hashes."""
-    from sheaf.store.sqlite.integrity import paper_index_stats
-
-    keys = [k for k, st in statuses.items() if st.state in ("built", "stale")]
-    if not keys:
-        return {}
-    vec_ev = latest_events(instance, "vector_collections", partitions=keys)
-    conn = _open_ro(settings)
-    stats: dict[str | None, dict[str, dict[str, int]]] = {}
-    have: set[str] = set()
-    try:
-        if conn is not None:
-            from sheaf.store.sqlite.index import collections
-
-            have = set(collections(conn))
-            for ck in {e.metadata.get("model_identity") for e in vec_ev.values()} | {None}:
-                try:
-                    stats[ck] = paper_index_stats(conn, ck if ck in have else None)
-                except Exception:  # noqa: BLE001 - a damaged collection reads as no vectors
-                    stats[ck] = paper_index_stats(conn, None)
-    finally:
-        if conn is not None:
-            conn.close()
-    root = Path(settings.artifacts_dir)
-    out: dict[str, tuple[str, list[str]]] = {}
-    for key in keys:
-        st = statuses[key]
-        reasons: list[str] = []
-        starts: list[str] = []
-        for asset, suffix in ARTIFACT_ASSETS.items():  # every chain asset materialized without error
-            if not (root / asset / f"{key}{suffix}").exists():
-                reasons.append(f"artifact {asset} missing")
-                starts.append(_START[asset])
-        if conn is None:
-            reasons.append("index unreadable or missing")
-            starts.append("fts_tables")
-        else:
-            s = stats[None].get(key, {})
-            want_b, want_o = st.metadata.get("body_units"), st.metadata.get("object_units")
-            got_b, got_o = s.get("body_units", 0), s.get("object_units", 0)
-            if (want_b is not None and got_b != want_b) or (want_o is not None and got_o != want_o):
-                reasons.append(f"index holds {got_b}+{got_o} units, the build recorded {want_b}+{want_o}")
-                starts.append("fts_tables")
-            elif s.get("body_fts", 0) != got_b or s.get("object_fts", 0) != got_o:
-                reasons.append(f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {got_b}+{got_o}")
-                starts.append("fts_tables")
-            vec = vec_ev.get(key)
-            ck = vec.metadata.get("model_identity") if vec is not None else None
-            want = st.metadata.get("passages")
-            if ck is not None and want and not any(r.startswith("model changed") for r in st.reasons):
-                v = stats.get(ck, {}).get(key, {})
-                got, vecs = v.get("passages", 0), v.get("vectors", 0)
-                if ck not in have:
-                    reasons.append(f"vector collection {ck} missing from the index")
-                    starts.append("vector_collections")
-                elif got != want or vecs != got or v.get("dangling_passages", 0):
-                    reasons.append(f"index holds {got} passages / {vecs} vectors, the build recorded {want}")
-                    starts.append("vector_collections")
-        if reasons:
-            from pipelines.build import CHAIN
-
-            out[key] = (min(starts, key=CHAIN.index), reasons)
-    return out
-
-
-def metadata_missing(settings: Any, last: Any) -> bool:
-    """True when the index holds fewer metadata rows than the last `library_metadata` loaded
-    (the index was replaced, moved aside or rows were lost): the metadata must be loaded again."""
-    if last is None or last.asset_materialization is None:
-        return False
-    v = last.asset_materialization.metadata.get("papers")
-    loaded = getattr(v, "value", v)
-    if not isinstance(loaded, int) or loaded <= 0:
-        return False
-    conn = _open_ro(settings)
-    if conn is None:
-        return True
-    try:
-        have = conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0]
-    except Exception:  # noqa: BLE001
-        return True
-    finally:
-        conn.close()
-    return have < loaded
-
-
-def apply_index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any]) -> dict[str, list[str]]:
-    """Mark papers whose index rows or artifacts drifted as stale, rebuilding from the first
-    drifted asset (`sheaf build` calls this on its plan). Returns {key: reasons}."""
-    from pipelines.build import CHAIN
-
-    drift = index_drift(settings, instance, statuses)
-    for key, (start, reasons) in drift.items():
-        st = statuses[key]
-        st.state = "stale"
-        st.reasons.extend(f"index drift: {r}" for r in reasons)
-        st.rebuild_from = start if st.rebuild_from is None else min(st.rebuild_from, start, key=CHAIN.index)
-    return {k: r for k, (_, r) in drift.items()}
+from pipelines.planner import chain_of, metadata_missing, open_index_readonly, paper_statuses
+from pipelines.reliability import (
+    build_lock, dead_runs, lock_holder, prepare_index, reap_dead_runs, sweep_leftovers,
+)
+from pipelines.state import latest_events, latest_observed_versions
+from pipelines.sync import remove_paper_everywhere
+from sheaf.core.models import valid_paper_key
+from sheaf.ingest.library import discover
+from sheaf.store.artifacts import dict_hash, table_hash
+from sheaf.store.sqlite.index import collections, open_index
+from sheaf.store.sqlite.integrity import (
+    artifact_unit_digest, check_index, global_orphans, paper_index_stats, remove_global_orphans, unit_digest,
+)
+from sheaf.store.sqlite.writer import remove_paper
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.identity import resolve_model_path
 
 
 # --- the doctor --------------------------------------------------------------------------------
@@ -195,32 +87,14 @@ _KILLED = "a build was interrupted (killed, crashed or out of space) between two
 
 
 def _artifact_hash(path: Path) -> str | None:
-    from sheaf.store.artifacts import dict_hash, table_hash
-
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         return table_hash(pq.read_table(path))
     return dict_hash(json.loads(path.read_text(encoding="utf-8")))
 
 
 def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Diagnosis:
     """Every drift between the library, Dagster, the artifacts and the index, with its cause."""
-    from io_managers.parquet import artifact_path
-    from pipelines.build import CHAIN, paper_statuses
-    from pipelines.reliability import lock_holder
-    from pipelines.state import latest_observed_versions
-    from sheaf.store.sqlite.index import collections
-    from sheaf.store.sqlite.integrity import (
-        artifact_unit_digest,
-        check_index,
-        global_orphans,
-        paper_index_stats,
-        unit_digest,
-    )
-    from sheaf.ingest.library import discover
-    from sheaf.core.models import valid_paper_key
-
+    chain = chain_of(defs)
     t0 = time.perf_counter()
     d = Diagnosis()
     holder = lock_holder(settings.home)
@@ -244,8 +118,6 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
               "the paper was removed (or its folder renamed) and no build ran since", "remove", k)
 
     # 2. dead runs
-    from pipelines.reliability import dead_runs
-
     for run, pid in dead_runs(instance):
         d.add("dead_run", f"run {run.run_id[:8]} ({run.job_name}) shows {run.status.value} but its process "
                   f"(pid {pid}) is gone", "the build process was killed or crashed", "mark failed")
@@ -258,18 +130,16 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
               "or a write outside Sheaf)" if health.state != "schema" else "written by another Sheaf version",
               "move aside and rebuild")
 
-    from dagster import AssetKey
-
     if health.ok and metadata_missing(settings, instance.get_latest_materialization_event(AssetKey("library_metadata"))):
         d.add("metadata_missing", "the index holds fewer library metadata rows than the last load recorded",
               "the index was replaced or rows were deleted outside Sheaf", "reload")
 
     # 4. per paper: materializations ↔ artifacts ↔ index
     observed = latest_observed_versions(instance)
-    statuses = paper_statuses(instance, defs, settings, partitions, observed=observed)
-    events = {a: latest_events(instance, a, partitions=partitions) for a in CHAIN}
+    statuses = paper_statuses(instance, chain, settings, partitions, observed=observed)
+    events = {a: latest_events(instance, a, partitions=partitions) for a in chain.assets}
     root = Path(settings.artifacts_dir)
-    conn = _open_ro(settings) if health.ok or health.state == "damaged_collections" else None
+    conn = open_index_readonly(settings) if health.ok or health.state == "damaged_collections" else None
     try:
         cols = collections(conn) if conn is not None else {}
         try:
@@ -288,7 +158,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                 d.add("not_built", f"{st.state}: {'; '.join(st.reasons)}", "the library or code changed since "
                       "the last build, or a build did not finish", "rebuild", key)
             failed = st.state == "failed"
-            for asset, suffix in ARTIFACT_ASSETS.items():
+            for asset, suffix in chain.artifacts.items():
                 e = events[asset].get(key)
                 path = artifact_path(root, asset, key, suffix)
                 if e is None:
@@ -319,10 +189,6 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                 want = bu_ev.metadata.get("output_hash")
                 if bp.exists() and op.exists():
                     try:
-                        import pyarrow.parquet as pq
-
-                        from sheaf.store.artifacts import table_hash
-
                         bt, ot = pq.read_table(bp), pq.read_table(op)
                         got = table_hash(bt) + ":" + table_hash(ot)[:16]
                         if want and got != want:
@@ -420,17 +286,13 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
 def _current_identity_key(settings: Any, cols: dict[str, Any]) -> str | None:
     """The collection key of the configured model, without loading it when the index can tell:
     the collection whose model name matches (the newest one when several do)."""
-    from sheaf.vectors.identity import resolve_model_path
-
     name = resolve_model_path(settings.embedding_model)[0]
     matching = [k for k, ident in cols.items() if ident.name == name]
     if len(matching) == 1:
         return matching[0]
     if not matching:
         return None
-    from assets.resources import SheafConfig
-
-    return SheafConfig(home=str(settings.home), library=str(settings.library)).embedder().identity.key
+    return Embedder.from_settings(settings).identity.key
 
 
 def _vector_bytes_mismatch(conn: Any, ident: Any) -> dict[str, int]:
@@ -455,20 +317,9 @@ def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosi
            progress: Any = lambda s: None) -> dict[str, Any]:
     """Fix what `diagnosis` found: dead runs marked failed, temp files swept, a damaged index
     moved aside, orphans removed, then only the affected papers rebuilt (a plan-driven build,
-    then a forced rebuild of papers whose drift the plan cannot see, e.g. hash mismatches)."""
-    from io_managers.parquet import delete_artifacts
-    from pipelines.build import build
-    from pipelines.reliability import (
-        build_lock,
-        prepare_index,
-        reap_dead_runs,
-        sweep_leftovers,
-    )
-    from pipelines.sync import remove_paper_everywhere
-    from sheaf.store.sqlite.index import open_index
-    from sheaf.store.sqlite.writer import remove_paper
-    from sheaf.store.sqlite.integrity import remove_global_orphans
-
+    then a forced rebuild of papers whose drift the plan cannot see, e.g. hash mismatches). One
+    embedder serves both builds (the model loads at most once)."""
+    embedder = Embedder.from_settings(settings)
     done: dict[str, Any] = {}
     kinds = {i.kind for i in diagnosis.issues}
     with build_lock(settings.home, progress):
@@ -512,12 +363,12 @@ def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosi
                 files.append(str(root / i.detail))
         done["files_removed"] = files
         # the plan-driven build: new papers, removed ones, stale ones and count drift
-        rep = build(settings, defs, progress=progress)
+        rep = build(settings, defs, progress=progress, embedder=embedder)
         done["build"] = {"planned": sorted(rep.planned), "seconds": rep.seconds}
         after = diagnose(settings, defs, instance)
         forced = [k for k in after.affected_papers if k in set(instance.get_dynamic_partitions(papers_partitions.name))]
         if forced:
             progress(f"rebuilding {len(forced)} papers whose drift the plan cannot see: {', '.join(forced)}")
-            rep2 = build(settings, defs, papers=forced, full=True, progress=progress)
+            rep2 = build(settings, defs, papers=forced, full=True, progress=progress, embedder=embedder)
             done["forced_rebuild"] = {"papers": forced, "seconds": rep2.seconds}
     return done

@@ -32,7 +32,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dagster import DagsterRunStatus, RunsFilter
+
+from pipelines.dagster_private import free_pool_slots
 from sheaf.core.envelope import SheafError
+from sheaf.store.sqlite.db import sqlite3
+from sheaf.store.sqlite.index import open_index
 from sheaf.store.sqlite.integrity import (
     check_index,
     drop_collection,
@@ -189,8 +194,6 @@ def build_lock(home: Path, say: Callable[[str], None] | None = None, *,
 def dead_runs(instance: Any) -> Iterator[tuple[Any, int]]:
     """Unfinished runs started by a `sheaf build` process (``sheaf/pid`` tag) of this machine
     that is gone: (run, pid). Runs of other launchers are their own monitor's business."""
-    from dagster import DagsterRunStatus, RunsFilter
-
     unfinished = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
                   DagsterRunStatus.CANCELING]
     for run in instance.get_runs(RunsFilter(statuses=unfinished)):
@@ -212,14 +215,7 @@ def reap_dead_runs(instance: Any) -> list[dict[str, Any]]:
     for run, pid in dead_runs(instance):
         message = DIED_MESSAGE.format(pid=pid) + "; the next `sheaf build` redoes its papers"
         instance.report_run_failed(run, message=message)
-        held = False
-        storage = instance.event_log_storage
-        if getattr(storage, "supports_global_concurrency_limits", False):
-            try:  # else the next index write waits for the dead run's pool slot forever
-                held = run.run_id in storage.get_concurrency_run_ids()
-                storage.free_concurrency_slots_for_run(run.run_id)
-            except Exception:  # noqa: BLE001, S110 - best effort; the run is failed either way
-                pass
+        held = free_pool_slots(instance, run.run_id)  # else the next index write waits forever
         reaped.append({"run_id": run.run_id, "pid": pid, "job": run.job_name, "pool_slots_freed": held})
     return reaped
 
@@ -337,9 +333,6 @@ def prepare_index(settings: Any, *, full: bool, say: Callable[[str], None]) -> d
     vector collection is dropped (its vectors are rebuilt from the cache); with `full`, SQLite's
     quick_check runs too and an index of a refused schema is also moved aside. Returns what
     was done (empty when nothing was)."""
-    from sheaf.store.sqlite.db import sqlite3
-    from sheaf.store.sqlite.index import open_index
-
     path = Path(settings.index_path)
     health = check_index(path, deep=full)
     out: dict[str, Any] = {"state": health.state}

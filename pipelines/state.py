@@ -2,7 +2,8 @@
 observation of each paper's partition, with its metadata and tags.
 
 There is no build_state table: what was built, from which OCR hash, with which code and
-model, is the materialization metadata. Storage-level calls live here, in one module.
+model, is the materialization metadata. Storage-level reads live here (the one private
+query, latest storage ids per partition, in `pipelines.dagster_private`).
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
+
+from pipelines.dagster_private import latest_storage_ids
 
 FETCH_LIMIT = 10_000
 
@@ -45,8 +48,7 @@ def latest_events(instance: DagsterInstance, asset: str, kind: str = "materializ
     key = AssetKey(asset)
     event_type = (DagsterEventType.ASSET_MATERIALIZATION if kind == "materialization"
                   else DagsterEventType.ASSET_OBSERVATION)
-    wanted = set(partitions) if partitions is not None else None
-    ids = instance.get_latest_storage_id_by_partition(key, event_type, wanted)
+    ids = latest_storage_ids(instance, key, event_type, partitions)
     out: dict[str, EventInfo] = {}
     id_list = sorted(ids.values())
     fetch = instance.fetch_materializations if kind == "materialization" else instance.fetch_observations

@@ -16,6 +16,8 @@ from pipelines.partitions import papers_partitions
 from pipelines.state import latest_observed_versions
 from sheaf.core.settings import Settings
 from sheaf.ingest.sources import SourceScan, scan_sources
+from sheaf.store.sqlite.index import open_index
+from sheaf.store.sqlite.writer import remove_paper
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +67,6 @@ def remove_paper_everywhere(settings: Settings, key: str) -> dict[str, int]:
     files = len(delete_artifacts(settings.artifacts_dir, key))
     had_rows = False
     if settings.index_path.exists():
-        from sheaf.store.sqlite.index import open_index
-        from sheaf.store.sqlite.writer import remove_paper
-
         conn = open_index(settings=settings)
         try:
             had_rows = remove_paper(conn, key)

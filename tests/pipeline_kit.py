@@ -18,12 +18,16 @@ from typing import Any
 
 import pytest
 
+import pipelines.definitions
+from pipelines.dagster_private import check_status
+from pipelines.planner import chain_of
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample-library"
 #: Small papers of four formats (Markdown without headings, MinerU, born-digital PDF): ~50 passages.
 BASE_PAPERS = ("L2YSNC8V", "M3FJ9PLC", "P9KE3UHB", "W6TB4YRS")
-CHAIN = ("ocr_blocks", "fulltext_markdown", "render_map", "structure_tree",
-         "body_units", "object_units", "fts_tables", "vector_collections")
+#: The per-paper chain, as the Definitions' asset graph defines it (`pipelines.planner`).
+CHAIN = chain_of(pipelines.definitions.defs).assets
 
 
 @dataclass(frozen=True)
@@ -164,19 +168,10 @@ def materialization_counts(inst, assets=CHAIN) -> dict[str, dict[str, int]]:
 
 def check_results(inst, partition: str) -> dict[str, str]:
     """{asset/check: latest execution status} of the per-partition asset checks."""
-    from dagster import AssetCheckKey, AssetKey
-    from dagster._core.storage.event_log.base import PartitionKeyFilter
-
     from assets.checks import ALL_CHECKS
 
-    out: dict[str, str] = {}
-    for chk in ALL_CHECKS:
-        for ck in chk.check_keys:
-            hist = inst.event_log_storage.get_asset_check_execution_history(
-                AssetCheckKey(AssetKey(ck.asset_key.path), ck.name), limit=1,
-                partition_filter=PartitionKeyFilter(key=partition))
-            out[f"{ck.asset_key.path[-1]}/{ck.name}"] = hist[0].status.value if hist else "NONE"
-    return out
+    return {f"{ck.asset_key.path[-1]}/{ck.name}": check_status(inst, ck.asset_key.path[-1], ck.name, partition)
+            for chk in ALL_CHECKS for ck in chk.check_keys}
 
 
 def index_counts(home: Home, key: str) -> dict[str, int]:
@@ -202,13 +197,26 @@ def search(home: Home, query: str) -> list[str]:
         conn.close()
 
 
+_EMBEDDERS: dict[tuple[str, str], Any] = {}  # the tests' own: one model load per test process
+
+
+def shared_embedder(home: Home):
+    """An embedder of `home`'s settings, shared by the tests of this process."""
+    from sheaf.vectors.embedder import Embedder
+
+    s = home.settings()
+    key = (s.embedding_model, str(s.home))
+    if key not in _EMBEDDERS:
+        _EMBEDDERS[key] = Embedder.from_settings(s)
+    return _EMBEDDERS[key]
+
+
 def vector_search(home: Home, query: str, k: int = 3) -> list[str]:
-    """Paper ids of the `k` nearest passages to `query` (the process's shared embedder)."""
-    from assets.resources import SheafConfig
+    """Paper ids of the `k` nearest passages to `query`."""
     from sheaf.store.sqlite.index import open_index
     from sheaf.store.sqlite.reader import vector_search as knn
 
-    emb = SheafConfig(home=str(home.home), library=str(home.library)).embedder()
+    emb = shared_embedder(home)
     conn = open_index(settings=home.settings())
     try:
         return [h.paper_id for h in knn(conn, emb.embed_query(query), k)]

@@ -10,7 +10,7 @@ environment and working directory; the tests kill it with a real ``kill -9``. Th
 model itself is *not* preloaded: each child loads it (~0.5 s), as a real build does.
 
 **Faults** (`faults=` of `spawn`) make the child SIGKILL itself at a precise point that a
-random delay would rarely hit (`hook`: inside a `sheaf.store.sqlite.index` write transaction; `before` /
+random delay would rarely hit (`hook`: inside a `sheaf.store.sqlite.writer` write transaction; `before` /
 `after` / `timer_in`: around the nth call of any function; `atomic_write`: between an
 artifact's write and its rename), limit its file sizes (`rlimit_fsize`: a disk-full stand-in
 without mount rights), or switch a safeguard off for a negative control (`noop`,
@@ -41,7 +41,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import warnings; warnings.filterwarnings("ignore")
 import torch, sentence_transformers, tokenizers, pyarrow, pyarrow.parquet, duckdb  # noqa: F401
 import dagster  # noqa: F401
-import sheaf.cli.app, sheaf.store.sqlite.index, sheaf.vectors.embedder, sheaf.search.retriever  # noqa: F401
+import sheaf.cli.app, sheaf.store.sqlite.index, sheaf.store.sqlite.writer, sheaf.vectors.embedder, sheaf.search.retriever  # noqa: F401
 import pipelines.build, pipelines.doctor, pipelines.definitions, assets.index, io_managers.parquet  # noqa: F401
 
 def die():
@@ -67,8 +67,8 @@ def install(f):
     kind = f["kind"]
     nth = int(f.get("nth", 1))
     seen = [0]
-    if kind == "hook":  # SIGKILL inside a sheaf.store.sqlite.index write, at hook step `step`, nth time
-        import sheaf.store.sqlite.index as ix
+    if kind == "hook":  # SIGKILL inside a sheaf.store.sqlite.writer write, at hook step `step`, nth time
+        import sheaf.store.sqlite.writer as ix  # the writes the assets call (sheaf.store.sqlite.writer)
         orig = getattr(ix, f["func"])
         def patched(*a, **kw):
             user = kw.pop("hook", None)

@@ -20,6 +20,7 @@ from sheaf.cli.parser import _Parser  # noqa: F401 - importable from here (the h
 from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as _Parser
 from sheaf.core.envelope import SheafError, emit, error
 from sheaf.core.settings import get_settings
+from sheaf.service import report
 from sheaf.service.client import try_server
 from sheaf.service.queries import RetrieverSource, run_query
 from sheaf.service.requests import SERVED_COMMANDS, Outcome
@@ -72,34 +73,18 @@ def cmd_parse(args: argparse.Namespace) -> Outcome:
     return out
 
 
-def _dagster_side(args: argparse.Namespace):
-    """Settings and Definitions for the build commands; Dagster is imported only here."""
-    import warnings
-
-    from sheaf.core.settings import get_settings
+def _dagster_side(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The service module of the build commands, their settings and Definitions. Dagster is
+    imported only here: `sheaf search` and the other light commands never load it."""
+    from sheaf.service import pipeline
 
     overrides = {"library": args.library} if getattr(args, "library", None) else {}
     settings = get_settings(**overrides)
-    warnings.filterwarnings("ignore", module="dagster")
-    try:
-        from dagster._utils.warnings import BetaWarning, PreviewWarning
-
-        warnings.filterwarnings("ignore", category=BetaWarning)
-        warnings.filterwarnings("ignore", category=PreviewWarning)
-    except ImportError:  # pragma: no cover
-        pass
-    from pipelines.build import ensure_dagster_home
-
-    ensure_dagster_home(settings)
-    from pipelines.definitions import build_definitions
-
-    return settings, build_definitions(home=str(settings.home), library=str(settings.library))
+    return pipeline, settings, pipeline.definitions(settings)
 
 
 def cmd_build(args: argparse.Namespace) -> Outcome:
-    from sheaf.service import pipeline  # the Dagster side
-
-    settings, defs = _dagster_side(args)
+    pipeline, settings, defs = _dagster_side(args)
     out = pipeline.build(settings, defs, papers=args.paper, full=args.full, progress=_say(args.json))
     if not args.json:
         render.build(out.envelope, out.view)
@@ -107,9 +92,7 @@ def cmd_build(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_status(args: argparse.Namespace) -> Outcome:
-    from sheaf.service import pipeline  # the Dagster side
-
-    settings, defs = _dagster_side(args)
+    pipeline, settings, defs = _dagster_side(args)
     out = pipeline.status(settings, defs)
     if not args.json:
         render.status(out.envelope, out.view)
@@ -117,18 +100,14 @@ def cmd_status(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_report(args: argparse.Namespace) -> Outcome:
-    from sheaf.service import pipeline  # the artifacts' report (DuckDB, imported when it runs)
-
-    out = pipeline.report(get_settings())
+    out = report.report(get_settings())
     if not args.json:
-        print(pipeline.report_markdown(out.envelope["data"]), end="")
+        print(report.report_markdown(out.envelope["data"]), end="")
     return out
 
 
 def cmd_doctor(args: argparse.Namespace) -> Outcome:
-    from sheaf.service import pipeline  # the Dagster side
-
-    settings, defs = _dagster_side(args)
+    pipeline, settings, defs = _dagster_side(args)
     out = pipeline.doctor(settings, defs, repair=args.repair, progress=_say(args.json))
     if not args.json:
         render.doctor(*out.view)

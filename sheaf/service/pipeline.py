@@ -1,8 +1,8 @@
-"""`sheaf build | status | report | doctor`: the commands over the Dagster side.
+"""`sheaf build | status | doctor`: the commands over the Dagster side.
 
-Every function takes the settings and, where Dagster is involved, the Definitions (the CLI
-makes both); `pipelines` is imported inside them, the one lazy reach of this layer, so that
-`sheaf search` never loads Dagster.
+Every function takes the settings and the Definitions (`definitions(settings)` makes them).
+This module imports `pipelines` (and so Dagster) at module level: the CLI imports it only for
+these commands, so that `sheaf search` never loads Dagster.
 """
 from __future__ import annotations
 
@@ -10,20 +10,33 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from dagster import Definitions
+
+from pipelines.build import build as run_build
+from pipelines.build import get_instance
+from pipelines.doctor import diagnose
+from pipelines.doctor import repair as run_repair
+from pipelines.entry import dagster_side
+from pipelines.planner import paper_statuses
+from pipelines.state import latest_observed_versions
 from sheaf.core.envelope import SheafError, ok
 from sheaf.ingest.library import discover
 from sheaf.service.requests import Outcome
-from sheaf.store.report import library_report_data, report_markdown
 from sheaf.store.sqlite.index import collections, open_index
 from sheaf.store.sqlite.reader import counts
 
-__all__ = ["build", "status", "report", "report_markdown", "doctor", "index_probe", "status_dict"]
+__all__ = ["definitions", "build", "status", "doctor", "index_probe", "status_dict"]
 
 Progress = Callable[[str], None]
 
 
 def _quiet(message: str) -> None:
     pass
+
+
+def definitions(settings: Any) -> Definitions:
+    """The Definitions of `settings`' home and library (Dagster's warnings quieted, its home made)."""
+    return dagster_side(settings)
 
 
 def status_dict(st: Any) -> dict[str, Any]:
@@ -34,8 +47,6 @@ def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bo
           progress: Progress = _quiet) -> Outcome:
     """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
     when interrupted, 1 when a paper failed)."""
-    from pipelines.build import build as run_build
-
     if not settings.library.is_dir():
         raise SheafError("NOT_FOUND", f"library folder not found: {settings.library}",
                          {"library": str(settings.library)}, hint="pass --library PATH or set SHEAF_LIBRARY")
@@ -56,9 +67,6 @@ def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bo
 def status(settings: Any, defs: Any) -> Outcome:
     """Per paper: built / stale (why) / missing / failed, coverage and the index probe (`view`:
     the statuses by key)."""
-    from pipelines.build import get_instance, paper_statuses
-    from pipelines.state import latest_observed_versions
-
     instance = get_instance(settings)
     statuses = paper_statuses(instance, defs, settings, observed=latest_observed_versions(instance))
     library = discover(settings.library).papers if settings.library.is_dir() else ()
@@ -114,20 +122,10 @@ def index_probe(settings: Any) -> dict[str, Any]:
         conn.close()
 
 
-def report(settings: Any) -> Outcome:
-    """The library-wide report over the built artifacts (`report_markdown` renders its data)."""
-    data = library_report_data(settings.artifacts_dir)
-    return Outcome(ok("report", data, count=data["papers"],
-                      next_actions=[] if data["papers"] else ["run `sheaf build` first"]))
-
-
 def doctor(settings: Any, defs: Any, *, repair: bool = False, progress: Progress = _quiet) -> Outcome:
     """Cross-check library ↔ partitions ↔ artifacts ↔ index ↔ materialization metadata; with
     `repair`, fix the drift and check again (`view`: the diagnoses before and after; exit 1 while
     an issue remains)."""
-    from pipelines.build import get_instance
-    from pipelines.doctor import diagnose, repair as run_repair
-
     instance = get_instance(settings)
     found = diagnose(settings, defs, instance)
     data: dict[str, Any] = {"library": str(settings.library), "before": found.to_dict()}

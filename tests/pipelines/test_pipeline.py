@@ -120,7 +120,7 @@ def test_second_build_launches_nothing_and_embeds_nothing(home):
 def test_changed_ocr_rebuilds_exactly_that_paper(home):
     import dagster
 
-    from pipelines.build import paper_statuses
+    from pipelines.planner import paper_statuses
     from pipelines.sync import apply_sync, plan_sync
 
     inst, defs, settings = instance(), definitions(), home.settings()

@@ -114,10 +114,13 @@ def built(tmp_path_factory, tmp_path, monkeypatch) -> Home:
     return clone(base, tmp_path / "b").apply(monkeypatch)
 
 
-def _schedule(h: Home, inst: DagsterInstance):
+def _schedule(h: Home, inst: DagsterInstance, defs=None):
+    """Evaluate the nightly schedule as the daemon does: in the code location of `defs`
+    (default: `definitions()`), whose asset graph the schedule reads from its context."""
     from pipelines.schedules import nightly_rebuild
 
-    ctx = build_schedule_context(instance=inst, resources={"sheaf": _sheaf(h)},
+    repo = (defs or definitions()).get_repository_def()
+    ctx = build_schedule_context(instance=inst, resources={"sheaf": _sheaf(h)}, repository_def=repo,
                                  scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc))
     out = nightly_rebuild(ctx)
     return out if isinstance(out, SkipReason) else list(out)
@@ -129,7 +132,7 @@ def _ranges(reqs: list[RunRequest]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built, monkeypatch):
+def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built):
     from pipelines.sync import apply_sync, plan_sync
 
     inst = instance()
@@ -157,13 +160,32 @@ def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built, mo
     assert isinstance(_schedule(built, inst), SkipReason)
 
     # a code bump of body_units: every paper, one contiguous range, from body_units down
-    import pipelines.definitions as pdefs
-
-    monkeypatch.setattr(pdefs, "defs", pdefs.build_definitions(code_versions={"body_units": "2"}))
-    reqs = _schedule(built, inst)
+    reqs = _schedule(built, inst, definitions(code_versions={"body_units": "2"}))
     assert _ranges(reqs) == [("L2YSNC8V", "D2LPA7XK")]
     assert sorted(k.path[-1] for k in reqs[0].asset_selection) == \
         sorted(CHAIN[CHAIN.index("body_units"):])
+
+
+def test_schedule_reads_the_chain_from_its_code_location_not_from_definitions():
+    """The schedule module never imports `pipelines.definitions` (no import circle): importing
+    it leaves the definitions unloaded, and it refuses to run without a code location."""
+    import subprocess
+    import sys
+
+    from tests.pipeline_kit import ROOT
+
+    probe = ("import sys, pipelines.schedules; "
+             "print(sorted(m for m in sys.modules if m.startswith(('pipelines.definitions', 'assets.index'))))")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
+def test_schedule_skips_on_an_empty_library(fresh):
+    """Evaluated in a code location (as the daemon does), on a library not yet discovered."""
+    out = _schedule(fresh, instance())
+    assert isinstance(out, SkipReason) and "all 0 papers are built" in out.skip_message
 
 
 def test_sensors_and_nightly_schedule_run_whenever_the_daemon_runs():
