@@ -366,7 +366,7 @@ def markdown(r: dict) -> str:
         "index. The trigram table's cost above buys only mid-word substring search, which no test or "
         "use case needs.",
         "- The embedding cache (one float32 vector per distinct passage text) is what makes unchanged papers "
-        "free to rebuild; `sheaf.store.sqlite.index.prune_embedding_cache` drops entries no passage uses, and "
+        "free to rebuild; `sheaf.store.sqlite.writer.prune_embedding_cache` drops entries no passage uses, and "
         "`remove_paper` drops the paper's own.",
         "- The machine's 2 cores may be shared with other jobs; the bare and Sheaf runs are interleaved chunk "
         "by chunk so that load hits both alike.",

@@ -8,10 +8,24 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from types import ModuleType
+from typing import Protocol
 
-from sheaf.ingest.common import content_hash, finalize, read_bytes
 from sheaf.core.models import IngestError, ParsedPaper
+from sheaf.ingest.common import RawBlock, content_hash, finalize, read_bytes
+
+
+class Adapter(Protocol):
+    """What every input format's module provides (`sheaf/ingest/<format>.py`): its `VERSION`
+    (part of `ocr_result_hash`: bump it when its output changes), `matches(path)` (is this
+    file of my format? cheap: a name or the file's head) and `parse(...)` (raw bytes → the
+    `RawBlock`s in reading order and the title if the format knows it; `finalize` does the rest;
+    problems are `IngestError`s or appended to `warnings`)."""
+
+    VERSION: str
+
+    def matches(self, path: Path) -> bool: ...
+
+    def parse(self, paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[list[RawBlock], str | None]: ...
 
 #: format name -> module under sheaf.ingest. Detection tries them in this order.
 FORMATS: dict[str, str] = {
@@ -24,11 +38,11 @@ FORMATS: dict[str, str] = {
 }
 
 
-def adapter(fmt: str) -> ModuleType:
+def adapter(fmt: str) -> Adapter:
     """The adapter module for a format name."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
-    return importlib.import_module(f"sheaf.ingest.{FORMATS[fmt]}")
+    return importlib.import_module(f"sheaf.ingest.{FORMATS[fmt]}")  # type: ignore[return-value]
 
 
 def find_input(paper_id: str, path: Path, fmt: str = "auto") -> tuple[Path, str]:

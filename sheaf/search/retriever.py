@@ -71,7 +71,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "RRF_K", "HYBRID_RRF_K", "DEFAULT_LIMIT", "DEFAULT_PER_PAPER", "MODES", "KINDS", "Result", "Retriever",
     "term_pattern", "make_snippet", "reading_order",
-    "open_retriever",
 ]
 
 RRF_K = 60  # `search`: its three lexical rankings of papers
@@ -848,8 +847,3 @@ class _Background:
         if not ok:
             raise value
         return value
-
-
-def open_retriever(settings: Any = None) -> Retriever:
-    """`Retriever.open`: the configured index (SHEAF_HOME / SHEAF_INDEX_FILE), read-only."""
-    return Retriever.open(settings)

@@ -1,0 +1,23 @@
+"""Every input format sits behind the one `Adapter` protocol of `sheaf.ingest`."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from sheaf.ingest import FORMATS, Adapter, adapter
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_each_format_module_is_an_adapter(fmt):
+    mod = adapter(fmt)
+    assert isinstance(mod.VERSION, str) and mod.VERSION
+    for name in ("matches", "parse"):
+        want = inspect.signature(getattr(Adapter, name))
+        got = inspect.signature(getattr(mod, name))
+        assert list(got.parameters) == [p for p in want.parameters if p != "self"], (fmt, name)
+
+
+def test_an_unknown_format_is_refused():
+    with pytest.raises(ValueError, match="unknown format"):
+        adapter("word")
