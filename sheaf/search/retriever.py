@@ -51,7 +51,7 @@ from sheaf.search.snippets import (
     _one_line,
     make_snippet,
 )
-from sheaf.store.backend import FtsHit, IndexBackend
+from sheaf.store.records import FtsHit
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
     _WORD_RE,
@@ -66,6 +66,7 @@ from sheaf.vectors.identity import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sheaf.store.backend import IndexBackend
     from sheaf.vectors.query_encoder import QueryEncoder
 
 __all__ = [

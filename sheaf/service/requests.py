@@ -99,7 +99,7 @@ class _Request:
         return cls(**data)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SearchRequest(_Request):
     """`sheaf search`: papers matching words in their metadata or full text (lexical)."""
 
@@ -113,7 +113,7 @@ class SearchRequest(_Request):
     domain: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RetrieveRequest(_Request):
     """`sheaf retrieve`: the best passages for a question (lexical, semantic or hybrid)."""
 
@@ -129,7 +129,7 @@ class RetrieveRequest(_Request):
     full: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GetRequest(_Request):
     """`sheaf get`: whole units by short id."""
 
@@ -138,7 +138,7 @@ class GetRequest(_Request):
     ids: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TimelineRequest(_Request):
     """`sheaf timeline`: the units before and after one, in reading order."""
 
@@ -148,7 +148,7 @@ class TimelineRequest(_Request):
     window: int = DEFAULT_WINDOW
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GrepRequest(_Request):
     """`sheaf grep`: every occurrence of a term or code, verbatim, with offsets."""
 

@@ -12,39 +12,16 @@ the index's content-addressed `embedding_cache()`.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sheaf.core.models import BodyUnit, ObjectUnit
+from sheaf.store.records import FtsHit, Unit, VectorHit
 
 if TYPE_CHECKING:  # pragma: no cover - value types only
     from sheaf.core.models import PaperMeta
     from sheaf.store.sqlite.writer import ReplaceStats
-    from sheaf.vectors.identity import EmbeddedPassages, EmbeddingCache, ModelIdentity, QueryVector
-
-Unit = BodyUnit | ObjectUnit
-
-@dataclass(frozen=True, slots=True)
-class FtsHit:
-    """One lexical match: `ref` is a unit_id (body/object scope) or a paper_id (papers)."""
-
-    ref: str
-    paper_id: str
-    score: float  # -bm25: higher is better
-
-
-@dataclass(frozen=True, slots=True)
-class VectorHit:
-    """One nearest passage."""
-
-    passage_id: str
-    unit_id: str
-    unit_type: str
-    paper_id: str
-    ordinal: int
-    distance: float  # cosine distance
-    score: float  # 1 - distance (cosine similarity)
-
+    from sheaf.vectors.cache import EmbeddingCache
+    from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, QueryVector
 
 #: Lexical scopes: units' text (`body`), figures and tables (`object`), paper metadata (`papers`).
 SCOPES = ("body", "object", "papers")

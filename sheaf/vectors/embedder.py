@@ -46,6 +46,7 @@ hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.settings import Settings
+    from sheaf.vectors.cache import EmbeddingCache
 
 __all__ = ["Embedder"]
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
@@ -212,11 +212,3 @@ def split_offsets(offsets: Sequence[tuple[int, int]], budget: int,
             w -= 1
         s = w if starts[w] and w > s else ns
 
-
-class EmbeddingCache(Protocol):
-    """Vectors by (model identity, sha256 of the passage text): what `Embedder.embed` reads
-    before encoding and writes after. The index provides one (`IndexBackend.embedding_cache`)."""
-
-    def get(self, identity: ModelIdentity, shas: set[str]) -> dict[str, np.ndarray]: ...
-
-    def put(self, identity: ModelIdentity, vectors: dict[str, np.ndarray]) -> None: ...

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.store.backend import FtsHit, Unit, VectorHit
+from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.sqlite import reader, writer
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.sqlite.fts import build_match_query
@@ -36,6 +36,20 @@ _INDEXED_SQL = (
 def _corrupted(ident: ModelIdentity, e: Exception) -> SheafError:
     return SheafError("VECTOR_CORRUPTED", f"passage table of collection {ident.key} unreadable: {e}",
                       {"collection": ident.key}, hint="rebuild the vectors (sheaf build)")
+
+
+def _tracked(engine: Any, answered: list[str]) -> Any:
+    """`engine` (or None), which writes its name into ``answered[0]`` whenever it answers
+    (when it declines, the SQLite default named there already answers)."""
+    if engine is None:
+        return None
+
+    def call(*a: Any) -> Any:
+        got = engine(*a)
+        if got is not None:
+            answered[0] = getattr(engine, "name", type(engine).__name__)
+        return got
+    return call
 
 
 class SqliteEmbeddingCache:
@@ -130,15 +144,8 @@ class SqliteIndex:
     # --- candidates ---------------------------------------------------------------------------------
 
     def _lexical(self, fn: Any, scope: str, match: str, **kw: Any) -> list[FtsHit]:
-        engine = self.lexical_engine
         answered = ["fts5"]
-        if engine is not None:
-            def tracked(*a: Any) -> Any:
-                got = engine(*a)
-                if got is not None:
-                    answered[0] = getattr(engine, "name", type(engine).__name__)
-                return got
-            kw["engine"] = tracked
+        kw["engine"] = _tracked(self.lexical_engine, answered)
         try:
             hits = fn(self.conn, scope, match, **kw)
         except sqlite3.OperationalError as e:  # build_match_query makes this unreachable; belt and braces
@@ -161,16 +168,9 @@ class SqliteIndex:
         return collections(self.conn)
 
     def vector_candidates(self, query: QueryVector, k: int, paper_ids: Sequence[str] | None = None) -> list[VectorHit]:
-        engine = self.vector_engine
         answered = ["sqlite-vec"]
-        tracked = None
-        if engine is not None:
-            def tracked(*a: Any) -> Any:
-                got = engine(*a)
-                if got is not None:
-                    answered[0] = getattr(engine, "name", type(engine).__name__)
-                return got
-        hits = reader.vector_search(self.conn, query, k, paper_ids=paper_ids, engine=tracked)
+        hits = reader.vector_search(self.conn, query, k, paper_ids=paper_ids,
+                                    engine=_tracked(self.vector_engine, answered))
         self.engines["vector"] = answered[0]
         return hits
 

@@ -14,7 +14,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import QueryVector
 from sheaf.core.lazy import lazy_module
-from sheaf.store.backend import FtsHit, VectorHit
+from sheaf.store.records import FtsHit, VectorHit
 from sheaf.store.sqlite.index import Conn, collections
 from sheaf.core.models import PaperMeta
 from sheaf.vectors.identity import ModelChangedError
