@@ -30,7 +30,6 @@ from sheaf.vectors.identity import (
     DEFAULT_OVERLAP,
     PASSAGE_TEMPLATE,
     EmbeddedPassages,
-    EmbeddingCache,
     ModelIdentity,
     Passage,
     QueryVector,
