@@ -1,33 +1,34 @@
 """`sheaf build | status | doctor`: the commands over the Dagster side.
 
 Every function takes the settings and the Definitions (`definitions(settings)` makes them).
-This module imports `pipelines` (and so Dagster) at module level: the CLI imports it only for
-these commands, so that `sheaf search` never loads Dagster.
+Each function imports `pipelines` (and so Dagster) when it runs, the Dagster side being reached
+only inside these commands: `sheaf search` never loads it.
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dagster import Definitions
-
-from pipelines.build import build as run_build
-from pipelines.build import get_instance
-from pipelines.doctor import diagnose
-from pipelines.doctor import repair as run_repair
-from pipelines.entry import dagster_side
-from pipelines.planner import paper_statuses
-from pipelines.state import latest_observed_versions
 from sheaf.core.envelope import SheafError, ok
 from sheaf.ingest.library import discover
 from sheaf.service.requests import Outcome
 from sheaf.store.sqlite.index import collections, open_index
 from sheaf.store.sqlite.reader import counts
 
+if TYPE_CHECKING:  # pragma: no cover
+    from dagster import Definitions
+
 __all__ = ["definitions", "build", "status", "doctor", "index_probe", "status_dict"]
 
 Progress = Callable[[str], None]
+
+
+def _pipelines() -> Any:
+    """The Dagster side (`pipelines`), imported when one of these commands runs, never before."""
+    import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.planner, pipelines.state  # noqa: E401
+
+    return pipelines
 
 
 def _quiet(message: str) -> None:
@@ -36,7 +37,9 @@ def _quiet(message: str) -> None:
 
 def definitions(settings: Any) -> Definitions:
     """The Definitions of `settings`' home and library (Dagster's warnings quieted, its home made)."""
-    return dagster_side(settings)
+    pipelines = _pipelines()
+
+    return pipelines.entry.dagster_side(settings)
 
 
 def status_dict(st: Any) -> dict[str, Any]:
@@ -47,10 +50,12 @@ def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bo
           progress: Progress = _quiet) -> Outcome:
     """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
     when interrupted, 1 when a paper failed)."""
+    pipelines = _pipelines()
+
     if not settings.library.is_dir():
         raise SheafError("NOT_FOUND", f"library folder not found: {settings.library}",
                          {"library": str(settings.library)}, hint="pass --library PATH or set SHEAF_LIBRARY")
-    rep = run_build(settings, defs, papers=papers or None, full=full, progress=progress)
+    rep = pipelines.build.build(settings, defs, papers=papers or None, full=full, progress=progress)
     states: dict[str, int] = {}
     for st in rep.statuses.values():
         states[st.state] = states.get(st.state, 0) + 1
@@ -67,8 +72,10 @@ def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bo
 def status(settings: Any, defs: Any) -> Outcome:
     """Per paper: built / stale (why) / missing / failed, coverage and the index probe (`view`:
     the statuses by key)."""
-    instance = get_instance(settings)
-    statuses = paper_statuses(instance, defs, settings, observed=latest_observed_versions(instance))
+    pipelines = _pipelines()
+
+    instance = pipelines.build.get_instance(settings)
+    statuses = pipelines.planner.paper_statuses(instance, defs, settings, observed=pipelines.state.latest_observed_versions(instance))
     library = discover(settings.library).papers if settings.library.is_dir() else ()
     coverage = {"library": len(library), "partitions": len(statuses),
                 "parsed": sum(1 for s in statuses.values() if s.metadata.get("body_units") is not None),
@@ -126,13 +133,15 @@ def doctor(settings: Any, defs: Any, *, repair: bool = False, progress: Progress
     """Cross-check library ↔ partitions ↔ artifacts ↔ index ↔ materialization metadata; with
     `repair`, fix the drift and check again (`view`: the diagnoses before and after; exit 1 while
     an issue remains)."""
-    instance = get_instance(settings)
-    found = diagnose(settings, defs, instance)
+    pipelines = _pipelines()
+
+    instance = pipelines.build.get_instance(settings)
+    found = pipelines.doctor.diagnose(settings, defs, instance)
     data: dict[str, Any] = {"library": str(settings.library), "before": found.to_dict()}
     final = found
     if repair and found.issues:
-        data["repaired"] = run_repair(settings, defs, instance, found, progress=progress)
-        final = diagnose(settings, defs, instance)
+        data["repaired"] = pipelines.doctor.repair(settings, defs, instance, found, progress=progress)
+        final = pipelines.doctor.diagnose(settings, defs, instance)
         data["after"] = final.to_dict()
     remaining = [i for i in final.issues if i.kind not in ("invalid_key", "build_running")]
     env = ok("doctor", {**data, "issues": [i.to_dict() for i in final.issues]}, count=len(final.issues),
