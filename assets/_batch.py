@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext, MetadataValue
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
-from pipelines.dagster_private import deferred_interrupts
+from pipelines.dagster_private import add_partitions_metadata, deferred_interrupts
 from sheaf.core.progress import check_stop, notify, request_stop
 
 
@@ -36,27 +36,41 @@ def run_per_paper(
     results: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     keys = list(keys)
+    run_keys = set(context.partition_keys)
+    if not set(keys) <= run_keys:
+        raise ValueError(f"papers outside this run: {sorted(set(keys) - run_keys)[:5]}")
     names = asset_keys or tuple(k.path[-1] for k in context.selected_asset_keys)
-    for key in keys:
-        check_stop()  # Ctrl-C in `sheaf build`: the step fails here, at a paper boundary
-        t0 = time.perf_counter()
-        try:
-            with deferred_interrupts() as interrupted:
-                outputs, meta = fn(key)
-            if interrupted[0]:
-                request_stop()
-        except (IngestError, SheafError, FileNotFoundError) as e:
-            errors[key] = str(e)
-            context.log.error(str(e))
-            meta = {"error": str(e)}
-            outputs = {}
-        meta["duration_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-        for name, value in outputs.items():
-            results.setdefault(name, {})[key] = value
-        md = {k: _meta_value(v) for k, v in meta.items()}
-        for name in names:
-            context.add_asset_metadata(md, asset_key=name, partition_key=key)
-        notify(names[-1], key, meta)
+    metadata: dict[tuple[str, str], dict[str, Any]] = {}
+    try:
+        for key in keys:
+            check_stop()  # Ctrl-C in `sheaf build`: the step fails here, at a paper boundary
+            _one(context, key, fn, names, results, errors, metadata)
+    finally:  # the papers done before a stop keep their metadata (their outputs are not stored)
+        add_partitions_metadata(context, metadata)
     if errors:
         context.log.warning(f"{len(errors)} of {len(keys)} papers failed: {', '.join(sorted(errors))}")
     return results
+
+
+def _one(context: AssetExecutionContext, key: str, fn: Callable[[str], tuple[dict[str, Any], dict[str, Any]]],
+         names: tuple[str, ...], results: dict[str, dict[str, Any]], errors: dict[str, str],
+         metadata: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """One paper: its outputs into `results`, its metadata for every asset of the step."""
+    t0 = time.perf_counter()
+    try:
+        with deferred_interrupts() as interrupted:
+            outputs, meta = fn(key)
+        if interrupted[0]:
+            request_stop()
+    except (IngestError, SheafError, FileNotFoundError) as e:
+        errors[key] = str(e)
+        context.log.error(str(e))
+        meta = {"error": str(e)}
+        outputs = {}
+    meta["duration_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    for name, value in outputs.items():
+        results.setdefault(name, {})[key] = value
+    md = {k: _meta_value(v) for k, v in meta.items()}
+    for name in names:
+        metadata[(name, key)] = md
+    notify(names[-1], key, meta)

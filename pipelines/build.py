@@ -10,7 +10,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from pipelines.planner import (
     Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, metadata_missing, needs_build,
     paper_statuses, selection_from,
 )
+from pipelines.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
 from pipelines.reliability import (
     build_lock, check_writable, prepare_index, reap_dead_runs, run_tags, storage_error, sweep_leftovers,
 )
@@ -47,19 +48,40 @@ class BuildReport:
     embeddings_computed: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    #: How the plan was made: ``record`` (current | stale | none | skipped with --full) and
+    #: ``papers_read``, the papers whose events were read for it (0 for a no-op with a current record).
+    plan: dict[str, Any] = field(default_factory=dict)
+
+
+#: The first line of a dagster.yaml Sheaf wrote (a file without it is the user's and left alone).
+YAML_HEADER = "# Written by sheaf"
+
+
+def dagster_yaml(sharded: bool = False) -> str:
+    """Sheaf's dagster.yaml: one writer at a time for the index pool, no telemetry, and the event
+    log storage of `pipelines.dagster_private` (Dagster's SQLite storage with engines kept open;
+    `sharded`: Dagster's per-run layout, for a home that already holds one)."""
+    cls = "SheafShardedEventLogStorage" if sharded else "SheafEventLogStorage"
+    return (f"{YAML_HEADER}: one writer at a time for the SQLite index pool; Dagster's SQLite event\n"
+            "# log with its connections kept open (pipelines/dagster_private.py). Rewritten by sheaf\n"
+            "# while this header stays; delete the header to keep your own edits.\n"
+            "concurrency:\n  pools:\n    default_limit: 1\n"
+            "telemetry:\n  enabled: false\n"
+            f"event_log_storage:\n  module: pipelines.dagster_private\n  class: {cls}\n")
 
 
 def ensure_dagster_home(settings: Settings) -> Path:
-    """The Dagster home (DAGSTER_HOME or <SHEAF_HOME>/dagster_home), with our dagster.yaml."""
+    """The Dagster home (DAGSTER_HOME or <SHEAF_HOME>/dagster_home), with our dagster.yaml
+    (written when missing; brought up to date when Sheaf wrote it). A home that already holds
+    Dagster's per-run event databases keeps that layout, and so its build history."""
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text(
-            "# Written by sheaf: one writer at a time for the SQLite index pool.\n"
-            "concurrency:\n  pools:\n    default_limit: 1\n"
-            "telemetry:\n  enabled: false\n"
-        )
+    current = cfg.read_text() if cfg.exists() else None
+    if current is None or current.startswith(YAML_HEADER):
+        want = dagster_yaml(sharded=(home / "history" / "runs" / "index.db").exists())
+        if current != want:
+            cfg.write_text(want)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
@@ -152,7 +174,10 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
            progress: Callable[[str], None], instance: DagsterInstance) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
-    plan = plan_sync(instance, settings)
+    # The last build's record, while provably current (pipelines/record.py): papers whose OCR
+    # hash it holds keep its status, and no paper's events are read for them.
+    record = None if full else load_record(instance, chain)
+    plan = plan_sync(instance, settings, observed=record.versions if record is not None else None)
     apply_sync(instance, settings, plan)
     sync = {"added": plan.added, "removed": plan.removed, "changed": sorted(plan.changed),
             "invalid_keys": plan.invalid_keys, "unreadable": plan.errors}
@@ -181,7 +206,10 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     unknown = sorted(set(papers or []) - set(ordered))
     for k in unknown:
         progress(f"! {k}: not a paper of this library")
-    statuses = paper_statuses(instance, chain, settings, wanted)
+    statuses, read = statuses_from(instance, chain, wanted, plan.versions, record)
+    how = {"record": "skipped (--full)" if full else ("current" if record is not None else "none or stale"),
+           "papers_read": read}
+    planned = {k: replace(st, reasons=list(st.reasons), metadata=dict(st.metadata)) for k, st in statuses.items()}
     if not full:  # index rows / artifacts that disagree with the event log: rebuild from there
         for k, why in apply_index_drift(settings, instance, statuses, chain).items():
             progress(f"! {k}: {'; '.join(why)}")
@@ -220,14 +248,20 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             instance=instance, raise_on_error=False, asset_selection=[AssetKey("library_report")],
             run_config=QUIET_RUN_CONFIG, tags=run_tags())
         progress("library report updated" if res.success else "library report FAILED")
+    cursor = chain_cursor(instance, chain)
     if runs:  # only the papers the runs touched changed state: read theirs again
         ran = [k for k in wanted if k in targets]
-        final = {**statuses, **paper_statuses(instance, chain, settings, ran)}
+        fresh = paper_statuses(instance, chain, settings, ran, observed=plan.versions)
+        recorded = {k: fresh.get(k, planned[k]) for k in wanted}
+        final = {**statuses, **{k: replace(st, reasons=list(st.reasons)) for k, st in fresh.items()}}
         final = {k: final[k] for k in wanted}
         apply_index_drift(settings, instance, {k: final[k] for k in ran}, chain)
-    else:  # nothing ran: the plan's statuses are final (a no-op build reads the event log once)
-        final = statuses
-    return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted)
+    else:  # nothing ran: the plan's statuses are final (a no-op build reads no paper's events)
+        final, recorded = statuses, planned
+    if papers is None and not interrupted and chain_cursor(instance, chain) == cursor and (
+            record is None or record.cursor != cursor or not same_statuses(record.statuses, recorded)):
+        write_record(instance, chain, recorded, plan.versions, cursor)
+    return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted, how)
 
 
 def _cancel_running(instance: DagsterInstance) -> None:

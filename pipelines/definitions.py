@@ -13,6 +13,7 @@ from assets.source import ocr_result
 from io_managers import PaperArtifactIOManager
 from pipelines.partitions import papers_partitions
 from pipelines.planner import model_code_version
+from pipelines.record import library_status
 from pipelines.schedules import nightly_rebuild
 from pipelines.sensors import automation_sensor, library_discovery_sensor
 from sheaf.core.settings import get_settings
@@ -57,7 +58,7 @@ def build_definitions(home: str = "", library: str = "",
     so Dagster's own code-version checks see a model change."""
     settings = get_settings(**({"home": home} if home else {}), **({"library": library} if library else {}))
     assets = [ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
-              vector_collections, library_metadata, library_report]
+              vector_collections, library_metadata, library_report, library_status]
     versions = {"vector_collections": model_code_version(VECTOR_CODE_VERSION, settings.embedding_model),
                 **(code_versions or {})}
     return Definitions(

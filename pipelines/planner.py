@@ -237,7 +237,8 @@ def paper_statuses(instance: DagsterInstance, defs: ChainSource, settings: Any =
             st.rebuild_from = chain.earliest(due)
         vec = evs[last_asset]
         if vec is not None:
-            st.metadata = {k: vec.metadata.get(k) for k in ("passages", "embeddings_computed", "model") if k in vec.metadata}
+            st.metadata = {k: vec.metadata.get(k) for k in ("passages", "embeddings_computed", "model", "model_identity")
+                           if k in vec.metadata}
         units = evs.get("body_units")
         if units is not None:
             st.metadata.update({k: units.metadata.get(k) for k in ("body_units", "object_units", "tokens") if k in units.metadata})
@@ -305,20 +306,20 @@ def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, An
                 defs: ChainSource) -> dict[str, tuple[str, list[str]]]:
     """Papers (built or stale) whose artifacts or index rows disagree with their latest
     materializations: ``{key: (first asset to rebuild, reasons)}``. Cheap enough for every
-    build: one storage query (the vector step's model), one grouped query per index table, a
-    stat per artifact; the counts come from the statuses' metadata. `sheaf doctor` adds hashes."""
+    build: no event read (the counts and the vector step's model come from the statuses'
+    metadata), one grouped query per index table, a stat per artifact. `sheaf doctor` adds hashes."""
     chain = chain_of(defs)
     keys = [k for k, st in statuses.items() if st.state in ("built", "stale")]
     if not keys:
         return {}
-    vec_ev = latest_events(instance, "vector_collections", partitions=keys)
+    identity = {k: statuses[k].metadata.get("model_identity") for k in keys}  # from the vector step's metadata
     conn = open_index_readonly(settings)
     stats: dict[str | None, dict[str, dict[str, int]]] = {}
     have: set[str] = set()
     try:
         if conn is not None:
             have = set(collections(conn))
-            for ck in {e.metadata.get("model_identity") for e in vec_ev.values()} | {None}:
+            for ck in set(identity.values()) | {None}:
                 try:
                     stats[ck] = paper_index_stats(conn, ck if ck in have else None)
                 except Exception:  # noqa: BLE001 - a damaged collection reads as no vectors
@@ -349,8 +350,7 @@ def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, An
             elif s.get("body_fts", 0) != got_b or s.get("object_fts", 0) != got_o:
                 reasons.append(f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {got_b}+{got_o}")
                 starts.append("fts_tables")
-            vec = vec_ev.get(key)
-            ck = vec.metadata.get("model_identity") if vec is not None else None
+            ck = identity.get(key)
             want = st.metadata.get("passages")
             if ck is not None and want and not any(r.startswith("model changed") for r in st.reasons):
                 v = stats.get(ck, {}).get(key, {})

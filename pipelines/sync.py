@@ -7,6 +7,7 @@ version is recorded only when its hash changed (run-less observations).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dagster import AssetObservation, DagsterInstance
@@ -30,6 +31,8 @@ class SyncPlan:
     invalid_keys: list[str]
     errors: dict[str, str]
     scan: SourceScan = field(repr=False)
+    #: Every present paper's current data version (its OCR hash, or a hash of why it is unreadable).
+    versions: dict[str, str] = field(default_factory=dict, repr=False)
 
     def observations(self) -> list[AssetObservation]:
         return [
@@ -43,12 +46,14 @@ def _error_version(message: str) -> str:
     return "unreadable:" + hashlib.sha256(message.encode()).hexdigest()[:16]
 
 
-def plan_sync(instance: DagsterInstance, settings: Settings) -> SyncPlan:
-    """Compare the library folder with the instance's partitions and last observations."""
+def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[str, str] | None = None) -> SyncPlan:
+    """Compare the library folder with the instance's partitions and last observations
+    (`observed`: those versions, when the caller knows them from a current record,
+    `pipelines.record`; else every paper's latest observation is read)."""
     scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json")
     existing = set(instance.get_dynamic_partitions(papers_partitions.name))
     present = {p.key for p in scan.discovery.papers}
-    observed = latest_observed_versions(instance)
+    observed = observed if observed is not None else latest_observed_versions(instance)
     current = dict(scan.hashes)
     current.update({k: _error_version(m) for k, m in scan.errors.items()})
     changed = {k: v for k, v in current.items() if observed.get(k) != v}
@@ -59,6 +64,7 @@ def plan_sync(instance: DagsterInstance, settings: Settings) -> SyncPlan:
         invalid_keys=list(scan.discovery.invalid_keys),
         errors=dict(scan.errors),
         scan=scan,
+        versions=current,
     )
 
 

@@ -26,7 +26,7 @@ Progress = Callable[[str], None]
 
 def _pipelines() -> Any:
     """The Dagster side (`pipelines`), imported when one of these commands runs, never before."""
-    import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.planner, pipelines.state  # noqa: E401
+    import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.planner, pipelines.record, pipelines.state  # noqa: E401
 
     return pipelines
 
@@ -61,7 +61,8 @@ def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bo
         states[st.state] = states.get(st.state, 0) + 1
     data = {"library": str(settings.library), "sync": rep.sync, "planned": rep.planned, "runs": rep.runs,
             "papers": [status_dict(s) for s in rep.statuses.values()], "states": states,
-            "embeddings_computed": rep.embeddings_computed, "seconds": rep.seconds, "interrupted": rep.interrupted}
+            "embeddings_computed": rep.embeddings_computed, "seconds": rep.seconds, "interrupted": rep.interrupted,
+            "plan": rep.plan}
     failed = [k for k, s in rep.statuses.items() if s.state == "failed"]
     env = ok("build", data, count=len(rep.planned),
              warnings=[f"{k}: {rep.statuses[k].error}" for k in failed],
@@ -75,7 +76,11 @@ def status(settings: Any, defs: Any) -> Outcome:
     pipelines = _pipelines()
 
     instance = pipelines.build.get_instance(settings)
-    statuses = pipelines.planner.paper_statuses(instance, defs, settings, observed=pipelines.state.latest_observed_versions(instance))
+    chain = pipelines.planner.chain_of(defs)
+    record = pipelines.record.load_record(instance, chain)  # current: no paper's events are read
+    observed = record.versions if record is not None else pipelines.state.latest_observed_versions(instance)
+    keys = list(instance.get_dynamic_partitions("papers"))
+    statuses, _ = pipelines.record.statuses_from(instance, chain, keys, observed, record)
     library = discover(settings.library).papers if settings.library.is_dir() else ()
     coverage = {"library": len(library), "partitions": len(statuses),
                 "parsed": sum(1 for s in statuses.values() if s.metadata.get("body_units") is not None),

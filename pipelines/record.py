@@ -1,0 +1,159 @@
+"""The last recorded plan: what a build knew about every paper when it finished, kept as the
+metadata of a run-less `library_status` materialization, so that the next build (or `sheaf
+status`) proves "nothing changed" from the discovery scan without reading every paper's events.
+
+It is a summary of materializations, never a second source of truth. A record is used only
+while it is provably current:
+
+- no chain asset has been materialized since it was made: the latest storage id of each chain
+  asset (Dagster's asset records, one query) equals the one it recorded. Any run it did not
+  see (a UI backfill, the automation sensor, a run of another build) moves that id, and the
+  planner falls back to reading every paper's latest materializations;
+- no paper's OCR output has been observed since (the newest `ocr_result` observation is the
+  one it saw: the discovery sensor's observations also make it stale);
+- the chain's code versions (the embedding model's fingerprint among them) are the ones it
+  was made with.
+
+Then a paper whose OCR hash is the one recorded has the recorded status; edited papers (a
+different hash) and papers the record does not hold are read from their own events. Deleting
+the record costs one full read of the event log and changes nothing else.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dagster import AssetKey, AssetMaterialization, AssetSpec, DagsterInstance, MetadataValue
+
+from pipelines.planner import Chain, PaperStatus, paper_statuses
+
+STATUS_ASSET = "library_status"
+RECORD_FORMAT = 1
+#: Papers listed by name in the record's table for the UI (all of them are in `record`).
+TABLE_ROWS = 200
+
+#: The asset the record is a materialization of: external to runs, reported by `sheaf build`.
+library_status = AssetSpec(
+    STATUS_ASSET, group_name="report",
+    description="Every paper's state (built / stale and why / missing / failed) as the last `sheaf build` "
+                "recorded it: counts and a table of the papers that need work.")
+
+_FIELDS = ("passages", "embeddings_computed", "model", "model_identity", "body_units", "object_units", "tokens")
+
+
+def code_digest(chain: Chain) -> str:
+    """The chain's code versions (the model fingerprint included) as one short hash."""
+    text = "\n".join(f"{a}={chain.code_versions.get(a) or ''}" for a in chain.assets)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def chain_cursor(instance: DagsterInstance, chain: Chain) -> int:
+    """The newest storage id among the chain assets' latest materializations (one query)."""
+    records = instance.get_asset_records([AssetKey(a) for a in chain.assets])
+    return max((r.asset_entry.last_materialization_storage_id or 0 for r in records), default=0)
+
+
+def observation_cursor(instance: DagsterInstance) -> int:
+    """The storage id of the newest `ocr_result` observation (one query)."""
+    res = instance.fetch_observations(AssetKey("ocr_result"), limit=1)
+    return res.records[0].storage_id if res.records else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    cursor: int
+    code: str
+    versions: dict[str, str]  # paper -> the OCR hash (data version) its status was planned with
+    statuses: dict[str, PaperStatus]
+
+    def current_for(self, versions: Mapping[str, str]) -> tuple[dict[str, PaperStatus], list[str]]:
+        """(recorded statuses of the papers whose version is unchanged, the other papers of `versions`)."""
+        known: dict[str, PaperStatus] = {}
+        fresh: list[str] = []
+        for key, v in versions.items():
+            st = self.statuses.get(key)
+            if st is not None and self.versions.get(key) == v:
+                known[key] = PaperStatus(st.key, st.state, list(st.reasons), st.error, dict(st.metadata),
+                                         st.rebuild_from)
+            else:
+                fresh.append(key)
+        return known, fresh
+
+
+def load_record(instance: DagsterInstance, chain: Chain) -> Record | None:
+    """The last record, when it is still current (see the module doc); else None."""
+    ev = instance.get_latest_materialization_event(AssetKey(STATUS_ASSET))
+    mat = ev.asset_materialization if ev is not None else None
+    if mat is None:
+        return None
+    meta = {k: getattr(v, "value", v) for k, v in (mat.metadata or {}).items()}
+    raw = meta.get("record")
+    if not isinstance(raw, dict) or raw.get("format") != RECORD_FORMAT:
+        return None
+    if (raw.get("code") != code_digest(chain) or raw.get("cursor") != chain_cursor(instance, chain)
+            or raw.get("observed") != observation_cursor(instance)):
+        return None
+    versions: dict[str, str] = {}
+    statuses: dict[str, PaperStatus] = {}
+    for key, row in raw.get("papers", {}).items():
+        version, state, reasons, error, rebuild_from, facts = row
+        versions[key] = version
+        statuses[key] = PaperStatus(key, state, list(reasons), error, dict(zip(_FIELDS, facts)) if facts else {},
+                                    rebuild_from)
+        statuses[key].metadata = {k: v for k, v in statuses[key].metadata.items() if v is not None}
+    return Record(int(raw["cursor"]), str(raw["code"]), versions, statuses)
+
+
+def write_record(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
+                 versions: Mapping[str, str], cursor: int) -> None:
+    """Record `statuses` (planned with the OCR `versions`) as current up to storage id `cursor`."""
+    papers = {
+        k: [versions.get(k), st.state, st.reasons, st.error, st.rebuild_from,
+            [st.metadata.get(f) for f in _FIELDS] if st.metadata else []]
+        for k, st in sorted(statuses.items())
+    }
+    counts: dict[str, int] = {}
+    for st in statuses.values():
+        counts[st.state] = counts.get(st.state, 0) + 1
+    instance.report_runless_asset_event(AssetMaterialization(STATUS_ASSET, metadata={
+        "papers": len(statuses), **{f"papers_{s}": n for s, n in sorted(counts.items())},
+        "needs_work": MetadataValue.md(_table(statuses.values())),
+        "record": MetadataValue.json({"format": RECORD_FORMAT, "cursor": cursor, "code": code_digest(chain),
+                                      "observed": observation_cursor(instance), "papers": papers}),
+    }))
+
+
+def _table(statuses: Iterable[PaperStatus]) -> str:
+    rows = [st for st in statuses if st.state != "built"]
+    if not rows:
+        return "Every paper is built."
+    lines = ["| paper | state | why |", "|---|---|---|"]
+    for st in rows[:TABLE_ROWS]:
+        why = st.error if st.state == "failed" else "; ".join(st.reasons)
+        lines.append(f"| {st.key} | {st.state} | {(why or '').replace('|', '/')[:200]} |")
+    if len(rows) > TABLE_ROWS:
+        lines.append(f"| … | {len(rows) - TABLE_ROWS} more | |")
+    return "\n".join(lines)
+
+
+def same_statuses(a: Mapping[str, PaperStatus], b: Mapping[str, PaperStatus]) -> bool:
+    def plain(m: Mapping[str, PaperStatus]) -> str:
+        return json.dumps({k: [s.state, s.reasons, s.error, s.rebuild_from, s.metadata] for k, s in m.items()},
+                          sort_keys=True, default=str)
+    return plain(a) == plain(b)
+
+
+def statuses_from(instance: DagsterInstance, chain: Chain, keys: list[str], versions: Mapping[str, str],
+                  record: Record | None) -> tuple[dict[str, PaperStatus], int]:
+    """Every paper's status, `versions` being its current OCR hashes: from a current `record`
+    where the paper's hash is the recorded one, else (edited, new, or no record) from its
+    latest materializations; and how many papers' events were read."""
+    if record is None:
+        return paper_statuses(instance, chain, None, keys, observed=dict(versions)), len(keys)
+    known, fresh = record.current_for({k: versions.get(k, "") for k in keys})
+    if fresh:
+        known.update(paper_statuses(instance, chain, None, fresh, observed=dict(versions)))
+    return {k: known[k] for k in keys}, len(fresh)

@@ -1,0 +1,149 @@
+"""What makes a build cost what changed (issue: orchestration at the speed of the work), asserted
+on a real instance: the event log storage Sheaf configures, one planned event per asset per
+run, per-paper metadata in one step, and the recorded plan that lets a no-op build read no
+paper's events and a one-paper change read and write that paper's only.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.pipeline_kit import BASE_PAPERS, CHAIN, Home, built_base, clone, instance, new_home, run_cli
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return built_base(tmp_path_factory)
+
+
+@pytest.fixture
+def base_env(base, monkeypatch) -> Home:
+    return base[0].apply(monkeypatch)
+
+
+@pytest.fixture
+def home(base, tmp_path, monkeypatch) -> Home:
+    return clone(base[0], tmp_path / "h").apply(monkeypatch)
+
+
+def _events_after(inst, cursor: int, event_type):
+    from dagster import EventRecordsFilter
+
+    return inst.get_event_records(EventRecordsFilter(event_type=event_type, after_cursor=cursor))
+
+
+def _newest_id(inst) -> int:
+    from dagster import DagsterEventType, EventRecordsFilter
+
+    ids = [r.storage_id for t in (DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION,
+                                  DagsterEventType.ASSET_CHECK_EVALUATION)
+           for r in inst.get_event_records(EventRecordsFilter(event_type=t), limit=1, ascending=False)]
+    return max(ids, default=0)
+
+
+def test_home_uses_sheafs_event_log_storage_in_one_file(base):
+    h, _ = base
+    text = (h.dagster_home / "dagster.yaml").read_text()
+    assert "class: SheafEventLogStorage" in text and "base_dir" not in text  # no path: a copied home works
+    assert (h.dagster_home / "history" / "event_log.db").is_file()
+    assert not (h.dagster_home / "history" / "runs" / "index.db").exists()
+
+
+def test_a_multi_paper_run_plans_each_asset_once_not_once_per_paper(base, base_env):
+    from dagster import DagsterEventType, EventRecordsFilter
+
+    inst = instance()
+    planned = inst.get_event_records(EventRecordsFilter(event_type=DagsterEventType.ASSET_MATERIALIZATION_PLANNED))
+    chain_planned = [r for r in planned if r.asset_key.path[-1] in CHAIN]
+    assert len(chain_planned) == len(CHAIN)  # one run of 4 papers: one planned event per asset
+    subset = chain_planned[0].event_log_entry.dagster_event.event_specific_data.partitions_subset
+    assert sorted(subset.get_partition_keys()) == sorted(BASE_PAPERS)
+
+
+def test_no_op_build_launches_no_run_and_reads_no_papers_events(home):
+    inst = instance()
+    runs_before = len(inst.get_runs())
+    code, env = run_cli(["build", "--json"])
+    assert code == 0 and env["data"]["runs"] == [] and env["data"]["states"] == {"built": len(BASE_PAPERS)}
+    assert env["data"]["plan"] == {"record": "current", "papers_read": 0}
+    assert len(inst.get_runs()) == runs_before
+    # status reads the same record: every paper's state without reading its events
+    code, st = run_cli(["status", "--json"])
+    assert code == 0 and {p["paper_id"]: p["state"] for p in st["data"]["papers"]} == {k: "built" for k in BASE_PAPERS}
+
+
+def test_one_paper_edited_reads_and_writes_that_paper_only(home):
+    from dagster import DagsterEventType
+
+    key = BASE_PAPERS[0]
+    inst = instance()
+    cursor = _newest_id(inst)
+    md = next((home.papers / key).glob("*.md"), None) or next((home.papers / key).iterdir())
+    md.write_text(md.read_text(encoding="utf-8") + "\n\nAn added paragraph about quokkas.\n", encoding="utf-8")
+    code, env = run_cli(["build", "--json"])
+    assert code == 0, env
+    assert env["data"]["plan"] == {"record": "current", "papers_read": 1}
+    assert [r["papers"] for r in env["data"]["runs"]] == [[key]]
+    for t in (DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION,
+              DagsterEventType.ASSET_CHECK_EVALUATION):
+        partitions = {r.partition_key for r in _events_after(inst, cursor, t)}
+        assert partitions <= {key, None}, (t, partitions)  # None: the library-wide report and status
+    code, hits = run_cli(["search", "quokkas", "--json"])
+    assert code == 0 and hits["data"]["matches"][0]["zotero_key"] == key
+
+
+def test_a_run_the_record_did_not_see_makes_the_next_plan_read_every_paper(home):
+    """A run launched elsewhere (the UI, the automation sensor) moves a chain asset's latest
+    materialization: the record is stale and the plan reads the events again."""
+    from pipelines.definitions import build_definitions
+
+    inst = instance()
+    defs = build_definitions()
+    job = defs.resolve_job_def("paper_chain")
+    assert job.execute_in_process(instance=inst, partition_key=BASE_PAPERS[1]).success
+    code, env = run_cli(["build", "--json"])
+    assert code == 0 and env["data"]["runs"] == []
+    assert env["data"]["plan"] == {"record": "none or stale", "papers_read": len(BASE_PAPERS)}
+    code, env = run_cli(["build", "--json"])  # and records again
+    assert env["data"]["plan"] == {"record": "current", "papers_read": 0}
+
+
+def test_a_code_change_is_seen_through_the_record(home):
+    """The record holds the chain's code versions: a bump makes it stale, the papers stale."""
+    from pipelines.build import build
+    from pipelines.definitions import build_definitions
+
+    defs = build_definitions(code_versions={"structure_tree": "2"})
+    settings = home.settings()
+    from pipelines.build import get_instance
+    from pipelines.planner import chain_of
+    from pipelines.record import load_record
+
+    assert load_record(get_instance(settings), chain_of(build_definitions())) is not None
+    assert load_record(get_instance(settings), chain_of(defs)) is None
+    rep = build(settings, defs)
+    assert rep.plan["record"] == "none or stale"
+    assert sorted(rep.planned) == sorted(BASE_PAPERS)
+    assert all(r["from"] == "structure_tree" for r in rep.runs)
+
+
+def test_a_home_with_dagsters_per_run_layout_keeps_it_and_its_history(tmp_path, monkeypatch):
+    """A home built before Sheaf chose the consolidated file (Dagster's default storage: a
+    database per run and an index) is switched to Sheaf's storage of that same layout, and its
+    build history is kept: the next build has nothing to do."""
+    from pipelines.build import YAML_HEADER
+
+    h = new_home(tmp_path / "old", keys=(BASE_PAPERS[0],)).apply(monkeypatch)
+    (h.dagster_home / "dagster.yaml").write_text("concurrency:\n  pools:\n    default_limit: 1\n")  # Dagster's own
+    code, env = run_cli(["build", "--json"])
+    assert code == 0 and env["data"]["states"] == {"built": 1}
+    assert (h.dagster_home / "history" / "runs" / "index.db").is_file()
+    (h.dagster_home / "dagster.yaml").write_text(f"{YAML_HEADER}: an older one\nconcurrency:\n  pools:\n"
+                                                 "    default_limit: 1\n")
+    code, env = run_cli(["build", "--json"])
+    assert "class: SheafShardedEventLogStorage" in (h.dagster_home / "dagster.yaml").read_text()
+    assert code == 0 and env["data"]["runs"] == [] and env["data"]["states"] == {"built": 1}
+    assert not (h.dagster_home / "history" / "event_log.db").exists()
+    custom = "# my own\ntelemetry:\n  enabled: false\n"
+    (h.dagster_home / "dagster.yaml").write_text(custom)
+    code, env = run_cli(["status", "--json"])
+    assert (h.dagster_home / "dagster.yaml").read_text() == custom  # a user's file is left alone
