@@ -17,6 +17,7 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
 
 from pipelines.automation import MAX_PARTITIONS_PER_RUN
+from pipelines.live import Events, LiveProgress
 from pipelines.partitions import papers_partitions
 from pipelines.planner import (
     Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, metadata_missing, needs_build,
@@ -28,7 +29,7 @@ from pipelines.reliability import (
 )
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
 from sheaf.core.envelope import SheafError
-from sheaf.core.progress import interactive_build, stop_requested
+from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
 from sheaf.store.sqlite.integrity import storage_problem
 from sheaf.vectors.embedder import Embedder
@@ -133,7 +134,8 @@ def _export_hash(settings: Settings, plan: SyncPlan) -> str:
 
 
 def build(settings: Settings, defs: Definitions, papers: list[str] | None = None, full: bool = False,
-          progress: Callable[[str], None] = lambda s: None, embedder: Embedder | None = None) -> BuildReport:
+          progress: Callable[[str], None] = lambda s: None, embedder: Embedder | None = None,
+          events: Events | None = None) -> BuildReport:
     """Discover, then materialize missing and stale papers (all of them with `full`).
 
     Crash safety (`pipelines/reliability.py`): one build at a time per SHEAF_HOME (a second
@@ -142,7 +144,12 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     index is moved aside and rebuilt from the artifacts).
 
     `embedder`: the model for every run of this build (default: one made here, loaded on the
-    first passage to embed); the runs get it as their `embedder` resource (`with_embedder`)."""
+    first passage to embed); the runs get it as their `embedder` resource (`with_embedder`).
+
+    `events`: structured progress for programs (`sheaf build --events`, `pipelines.live`):
+    `start` once planned, `progress` per paper done, `warning` per problem (each "! ..." line
+    of `progress` too)."""
+    progress, events = _with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
     with build_lock(settings.home, progress):
         try:
@@ -155,7 +162,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
             swept = sweep_leftovers(settings.home, settings.artifacts_dir)
             prepared = prepare_index(settings, full=full, say=progress)
             defs = with_embedder(defs, embedder if embedder is not None else Embedder.from_settings(settings))
-            rep = _build(settings, defs, papers, full, progress, instance)
+            rep = _build(settings, defs, papers, full, progress, instance, events)
         except SheafError:
             raise
         except Exception as e:
@@ -171,7 +178,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
 
 def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full: bool,
-           progress: Callable[[str], None], instance: DagsterInstance) -> BuildReport:
+           progress: Callable[[str], None], instance: DagsterInstance, events: Events) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
     # The last build's record, while provably current (pipelines/record.py): papers whose OCR
@@ -219,6 +226,8 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     computed = 0
     if targets:
         progress(f"building {len(targets)} of {len(wanted)} papers")
+    events({"event": "start", "total": len(targets), "considered": len(wanted), "planned": targets, "sync": sync})
+    live = LiveProgress(instance, len(targets), chain.assets[-1], events)
 
     def on_paper(step: str, key: str, meta: dict[str, Any]) -> None:
         nonlocal computed
@@ -227,15 +236,20 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         elif step == "vector_collections":
             computed += int(meta.get("embeddings_computed") or 0)
             progress(f"✓ {key}: {meta.get('passages', 0)} passages, {meta.get('embeddings_computed', 0)} embedded")
+        live.paper(step, key, meta)
 
     with interactive_build(on_paper):
         try:
             for first, keys in chunk_targets(chain, ordered, starts, MAX_PARTITIONS_PER_RUN):
+                if stop_requested():  # asked before this run began: launch no run only to cancel it
+                    interrupted = True
+                    break
+                live.new_run()
                 runs.append(run_chain(instance, defs, keys, first, chain))
                 if stop_requested() or runs[-1]["interrupted"]:
                     if not runs[-1]["success"]:
                         instance.report_run_canceled(instance.get_run_by_id(runs[-1]["run_id"]),
-                                                     message="sheaf build stopped by Ctrl-C at a paper boundary")
+                                                     message=f"sheaf build stopped by {stop_reason()} at a paper boundary")
                     interrupted = True
                     break
         except KeyboardInterrupt:
@@ -262,6 +276,30 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             record is None or record.cursor != cursor or not same_statuses(record.statuses, recorded)):
         write_record(instance, chain, recorded, plan.versions, cursor)
     return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted, how)
+
+
+def _with_warning_events(progress: Callable[[str], None], events: Events) -> tuple[Callable[[str], None], Events]:
+    """(`progress` that also emits each warning line "! ..." as a `warning` event, `events`
+    that holds warnings back until `start`, so the stream always begins with it)."""
+    held: list[dict[str, Any]] | None = []
+
+    def emit(event: dict[str, Any]) -> None:
+        nonlocal held
+        if held is not None and event.get("event") != "start":
+            held.append(event)
+            return
+        events(event)
+        if held:
+            for e in held:
+                events(e)
+        held = None
+
+    def say(message: str) -> None:
+        progress(message)
+        if message.startswith("! "):
+            emit({"event": "warning", "message": message[2:]})
+
+    return say, emit
 
 
 def _cancel_running(instance: DagsterInstance) -> None:

@@ -11,7 +11,8 @@ model itself is *not* preloaded: each child loads it (~0.5 s), as a real build d
 
 **Faults** (`faults=` of `spawn`) make the child SIGKILL itself at a precise point that a
 random delay would rarely hit (`hook`: inside a `sheaf.store.sqlite.writer` write transaction; `before` /
-`after` / `timer_in`: around the nth call of any function; `atomic_write`: between an
+`after` / `timer_in`: around the nth call of any function; `gate`: wait after each call until
+the test opens a gate file; `atomic_write`: between an
 artifact's write and its rename), limit its file sizes (`rlimit_fsize`: a disk-full stand-in
 without mount rights), or switch a safeguard off for a negative control (`noop`,
 `nullcontext`).
@@ -92,6 +93,23 @@ def install(f):
             if kind == "after" and seen[0] == nth: die()
             return out
         rebind(owner, name, orig, wrapped)
+    elif kind == "gate":  # after each call of module:attr (whose first argument is `arg0`, if given),
+        # wait until the file `<path>.<n>` exists (n: the call's number) or a stop was asked for:
+        # the test decides when the build moves on (a paper boundary, for sheaf.core.progress:notify)
+        import time
+        from sheaf.core.progress import stop_requested
+        owner, name = resolve(f["target"])
+        orig = getattr(owner, name)
+        def gated(*a, **kw):
+            out = orig(*a, **kw)
+            if "arg0" not in f or (a and a[0] == f["arg0"]):
+                seen[0] += 1
+                gate = f"{f['path']}.{seen[0]}"
+                deadline = time.monotonic() + float(f.get("timeout", 120))
+                while not os.path.exists(gate) and not stop_requested() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            return out
+        rebind(owner, name, orig, gated)
     elif kind == "noop":  # replace a function by one that returns `returns` (negative controls)
         owner, name = resolve(f["target"])
         value = f.get("returns")

@@ -16,6 +16,7 @@ from typing import Any
 
 from sheaf.cli import render
 from sheaf.cli.parser import FORMATS, STAGES, UsageError, build_parser, request_from_args
+from sheaf.cli.progress_view import BuildView, event_line
 from sheaf.cli.parser import _Parser  # noqa: F401 - importable from here (the help-width test)
 from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as _Parser
 from sheaf.core.envelope import SheafError, emit, error
@@ -85,9 +86,21 @@ def _dagster_side(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 def cmd_build(args: argparse.Namespace) -> Outcome:
     pipeline, settings, defs = _dagster_side(args)
-    out = pipeline.build(settings, defs, papers=args.paper, full=args.full, progress=_say(args.json))
-    if not args.json:
+    with BuildView(json_only=args.json, events=args.events) as view:
+        out = pipeline.build(settings, defs, papers=args.paper, full=args.full, progress=view.line,
+                             events=view.event)
+    if not args.json and not args.events:
         render.build(out.envelope, out.view)
+    return out
+
+
+def cmd_stop(args: argparse.Namespace) -> Outcome:
+    """`sheaf stop`: the build lock's holder is asked to stop; no Definitions needed."""
+    from sheaf.service import pipeline
+
+    out = pipeline.stop(get_settings(), timeout=args.timeout, progress=_say(args.json, sys.stderr))
+    if not args.json:
+        render.stop(out.envelope)
     return out
 
 
@@ -96,6 +109,7 @@ def cmd_status(args: argparse.Namespace) -> Outcome:
     out = pipeline.status(settings, defs)
     if not args.json:
         render.status(out.envelope, out.view)
+        render.build_state(out.envelope["data"]["build_state"])
     return out
 
 
@@ -139,12 +153,23 @@ def cmd_serve(args: argparse.Namespace) -> Outcome:
                                 announce=_say(False, sys.stderr))
 
 
-COMMANDS = {"parse": cmd_parse, "build": cmd_build, "status": cmd_status, "report": cmd_report,
+COMMANDS = {"parse": cmd_parse, "build": cmd_build, "stop": cmd_stop, "status": cmd_status, "report": cmd_report,
             "doctor": cmd_doctor, "eval": cmd_eval, "serve": cmd_serve,
             **{name: cmd_query for name in SERVED_COMMANDS}}
 
 
 # --- main --------------------------------------------------------------------------------------
+
+def _answer(args: argparse.Namespace | None, env: dict[str, Any], argv: list[str] | None = None) -> None:
+    """Print the final envelope for a program: as the last NDJSON event under `build --events`
+    (`result`, or `error` for an error envelope), else as one JSON line."""
+    streaming = getattr(args, "events", False) if args is not None else "--events" in (argv or [])
+    if streaming:
+        sys.stdout.write(event_line({"event": "result" if env.get("ok") else "error", "result": env}) + "\n")
+        sys.stdout.flush()
+    else:
+        emit(env)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `sheaf` console script; returns the exit code."""
@@ -154,9 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         argv = sys.argv[1:] if argv is None else list(argv)
         command = next((a for a in argv if not a.startswith("-")), "sheaf")
-        if "--json" in argv:
-            emit(error(command, "BAD_QUERY", str(e), {"hint": f"see `sheaf {command} --help`"
-                                                        if command != "sheaf" else "see `sheaf --help`"}))
+        if "--json" in argv or "--events" in argv:
+            _answer(None, error(command, "BAD_QUERY", str(e), {"hint": f"see `sheaf {command} --help`"
+                                                                 if command != "sheaf" else "see `sheaf --help`"}),
+                    argv)
         else:
             parser.print_usage(sys.stderr)
             print(f"error: {e}", file=sys.stderr)
@@ -165,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         out = COMMANDS[args.command](args)
     except SheafError as e:
         out = Outcome(error(args.command, e.code, e.message, e.details), 2)
-        if not args.json:
+        if not _machine(args):
             render.error(out.envelope)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -176,14 +202,19 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - never a traceback for the caller; the envelope names the failure
         env = error(args.command, "INTERNAL_ERROR", f"{type(e).__name__}: {e}",
                     {"hint": "this is a bug in sheaf; please report it with the command you ran"})
-        if args.json:
-            emit(env)
+        if _machine(args):
+            _answer(args, env)
         else:
             print(f"error [INTERNAL_ERROR]: {type(e).__name__}: {e}", file=sys.stderr)
         return 3
-    if args.json:
-        emit(out.envelope)
+    if _machine(args):
+        _answer(args, out.envelope)
     return out.exit_code
+
+
+def _machine(args: argparse.Namespace) -> bool:
+    """A program reads stdout: one envelope (--json), or the event stream (build --events)."""
+    return bool(getattr(args, "json", False) or getattr(args, "events", False))
 
 
 if __name__ == "__main__":

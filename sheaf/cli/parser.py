@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--paper", action="append", default=[], metavar="KEY", help="only these papers (repeatable)")
     b.add_argument("--full", action="store_true", help="rebuild every paper, changed or not")
     b.add_argument("--json", action="store_true")
+    b.add_argument("--events", action="store_true", help="stream NDJSON events on stdout (start, progress per "
+                   "paper, warning, then result or error with the envelope); human lines go to stderr")
+
+    sp = sub.add_parser("stop", help="ask the running build to stop at the next paper boundary; wait until it has")
+    sp.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                    help="give up (TIMEOUT) after S seconds (default 300)")
+    sp.add_argument("--json", action="store_true")
 
     st = sub.add_parser("status", help="per paper: built / stale (why) / missing / failed, and coverage")
     st.add_argument("--library", default=None)

@@ -11,7 +11,7 @@ from typing import Any
 
 from sheaf.cli.terminal import terminal_columns
 
-__all__ = ["error", "query", "parse", "build", "status", "doctor", "eval_table"]
+__all__ = ["error", "query", "parse", "build", "status", "doctor", "eval_table", "build_state", "stop"]
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -216,6 +216,27 @@ def status(env: dict[str, Any], statuses: dict[str, Any]) -> None:
     coverage, probe = env["data"]["coverage"], env["data"]["index"]
     print("\ncoverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
     print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors")))
+
+
+def build_state(bs: dict[str, Any]) -> None:
+    """The live build line of `sheaf status`."""
+    if bs["status"] == "idle":
+        print("build: idle")
+    else:
+        where = f", {bs['paper_id']}" if bs.get("paper_id") else ""
+        print(f"build: {bs['status']} (pid {bs['pid']}, since {bs['started_at']}): {bs['current']}/{bs['total']} "
+              f"papers, {bs.get('stage') or 'planning'}{where}")
+    for d in bs.get("dead_runs", []):
+        print(f"  run {d['run_id'][:8]} of a build that died (pid {d['pid']}): the next `sheaf build` marks it failed")
+
+
+def stop(env: dict[str, Any]) -> None:
+    d = env["data"]
+    print(d["message"] + (f" after {d['waited_s']:.1f} s" if d.get("stopped") else ""))
+    for r in d.get("runs", []):
+        print(f"  run {r['run_id'][:8]} ({r['job']}): {r['status']}")
+    for a in env.get("next_actions", []):
+        print(f"next: {a}")
 
 
 def doctor(found: Any, final: Any) -> None:

@@ -1,7 +1,8 @@
 """Process-wide progress listener and stop flag for long builds (no Dagster import).
 
-`sheaf build` installs a listener (per-paper progress lines) and turns the first Ctrl-C into
-a stop request, which the per-paper loop honours at the next paper boundary.
+`sheaf build` installs a listener (per-paper progress) and turns the first Ctrl-C, and every
+SIGTERM (what `sheaf stop` sends to the build lock's holder), into a stop request, which the
+per-paper loop honours at the next paper boundary: nothing is interrupted mid-paper.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ Listener = Callable[[str, str, dict[str, Any]], None]
 
 _listener: Listener | None = None
 _stop = threading.Event()
+_reason = ["Ctrl-C"]
+_scopes = [0]  # depth of `stop_on_sigterm` blocks: a stop asked for inside one outlives a nested build
 
 
 class StopRequested(Exception):
@@ -31,38 +34,75 @@ def stop_requested() -> bool:
     return _stop.is_set()
 
 
+def stop_reason() -> str:
+    """Who asked for the stop ("Ctrl-C", "`sheaf stop` (SIGTERM)", ...)."""
+    return _reason[0]
+
+
 def check_stop() -> None:
     """Raise StopRequested when a stop was asked for (call between papers)."""
     if _stop.is_set():
-        raise StopRequested("stopped at a paper boundary (Ctrl-C)")
+        raise StopRequested(f"stopped at a paper boundary ({_reason[0]})")
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    request_stop("`sheaf stop` (SIGTERM)")
+
+
+@contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """For a whole build (sync and plan included): SIGTERM asks for a stop at the next paper
+    boundary instead of killing the process. Only in the main thread (signals are delivered
+    there); elsewhere a no-op."""
+    in_main = threading.current_thread() is threading.main_thread()
+    if not _scopes[0]:
+        _stop.clear()
+    _scopes[0] += 1
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    try:
+        yield
+    finally:
+        _scopes[0] -= 1
+        if in_main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if not _scopes[0]:
+            _stop.clear()
 
 
 @contextmanager
 def interactive_build(listener: Listener | None) -> Iterator[None]:
-    """Install `listener` and a SIGINT handler (first Ctrl-C: stop at the next paper boundary;
-    second: interrupt at once) for the duration of a build."""
+    """Install `listener` and the signal handlers (first Ctrl-C: stop at the next paper
+    boundary, second: interrupt at once; SIGTERM: stop at the next paper boundary) for the
+    duration of a build."""
     global _listener
-    _stop.clear()
+    if not _scopes[0]:
+        _stop.clear()
     previous_listener = _listener
     _listener = listener
-    previous_handler = None
+    previous_handlers: dict[int, Any] = {}
     in_main = threading.current_thread() is threading.main_thread()
     if in_main:
         def on_sigint(signum: int, frame: Any) -> None:
             if _stop.is_set():
                 raise KeyboardInterrupt
-            _stop.set()
+            request_stop("Ctrl-C")
 
-        previous_handler = signal.signal(signal.SIGINT, on_sigint)
+        previous_handlers[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
+        previous_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         yield
     finally:
         _listener = previous_listener
-        if in_main and previous_handler is not None:
-            signal.signal(signal.SIGINT, previous_handler)
-        _stop.clear()
+        for sig, handler in previous_handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        if not _scopes[0]:
+            _stop.clear()
 
 
-def request_stop() -> None:
-    """Ask the running build to stop at the next paper boundary (tests, signal handlers)."""
+def request_stop(reason: str = "Ctrl-C") -> None:
+    """Ask the running build to stop at the next paper boundary (signal handlers, a stdin
+    reader of the PaperForge entry, tests)."""
+    if not _stop.is_set():
+        _reason[0] = reason
     _stop.set()

@@ -366,8 +366,11 @@ def _collect(items: list[Any], source: str, parse, *, type_field: str,
     return MetadataLoad(tuple(papers.values()), tuple(warnings), skipped)
 
 
-def _domain_of(path: Path) -> str:
+def _domain_of(path: Path) -> str | None:
+    """A PaperForge export's domain (the file stem); a plain library's ``library.json`` has none."""
     name = path.name
+    if name.lower() == "library.json" and path.parent.name != "exports":
+        return None
     for suffix in (".csl.json", ".json"):
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError, ok
+from sheaf.core.progress import stop_on_sigterm
 from sheaf.ingest.library import discover
+from sheaf.service.build_state import verdict
 from sheaf.service.requests import Outcome
 from sheaf.store.sqlite.index import collections, open_index
 from sheaf.store.sqlite.reader import counts
@@ -19,14 +21,15 @@ from sheaf.store.sqlite.reader import counts
 if TYPE_CHECKING:  # pragma: no cover
     from dagster import Definitions
 
-__all__ = ["definitions", "build", "status", "doctor", "index_probe", "status_dict"]
+__all__ = ["definitions", "build", "status", "doctor", "index_probe", "status_dict", "stop", "build_state"]
 
 Progress = Callable[[str], None]
+Events = Callable[[dict[str, Any]], None]
 
 
 def _pipelines() -> Any:
     """The Dagster side (`pipelines`), imported when one of these commands runs, never before."""
-    import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.planner, pipelines.record, pipelines.state  # noqa: E401
+    import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.live, pipelines.planner, pipelines.record, pipelines.state  # noqa: E401,E501
 
     return pipelines
 
@@ -47,15 +50,19 @@ def status_dict(st: Any) -> dict[str, Any]:
 
 
 def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bool = False,
-          progress: Progress = _quiet) -> Outcome:
+          progress: Progress = _quiet, events: Events | None = None) -> Outcome:
     """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
-    when interrupted, 1 when a paper failed)."""
+    when interrupted, 1 when a paper failed). `events`: the structured progress
+    (`pipelines.live`: start, progress per paper, warnings). SIGTERM (`sheaf stop`) stops it
+    at the next paper boundary, as the first Ctrl-C does."""
     pipelines = _pipelines()
 
     if not settings.library.is_dir():
         raise SheafError("NOT_FOUND", f"library folder not found: {settings.library}",
                          {"library": str(settings.library)}, hint="pass --library PATH or set SHEAF_LIBRARY")
-    rep = pipelines.build.build(settings, defs, papers=papers or None, full=full, progress=progress)
+    with stop_on_sigterm():
+        rep = pipelines.build.build(settings, defs, papers=papers or None, full=full, progress=progress,
+                                    events=events)
     states: dict[str, int] = {}
     for st in rep.statuses.values():
         states[st.state] = states.get(st.state, 0) + 1
@@ -89,8 +96,11 @@ def status(settings: Any, defs: Any) -> Outcome:
     coverage.update({k: probe[k] for k in ("indexed", "embedded") if k in probe})
     actions = ["run `sheaf build`"] if any(s.state != "built" for s in statuses.values()) or \
         coverage["library"] > coverage["partitions"] else []
+    live = pipelines.live.build_state(settings, instance)
     env = ok("status", {"papers": [status_dict(s) for s in statuses.values()], "coverage": coverage,
-                        "index": probe}, count=len(statuses), next_actions=actions)
+                        "index": probe, "build_state": live,
+                        **verdict((s.state for s in statuses.values()), coverage, probe, live)},
+             count=len(statuses), next_actions=actions)
     return Outcome(env, 0, statuses)
 
 
@@ -153,3 +163,38 @@ def doctor(settings: Any, defs: Any, *, repair: bool = False, progress: Progress
              warnings=[f"{i.paper + ': ' if i.paper else ''}{i.kind}: {i.detail}" for i in remaining],
              next_actions=["run `sheaf doctor --repair`"] if remaining and not repair else [])
     return Outcome(env, 1 if remaining else 0, (found, final))
+
+
+def build_state(settings: Any) -> dict[str, Any]:
+    """The live state of the build of `settings`' home (`pipelines.live.build_state`), without
+    loading the Definitions: what a program polling a running build asks for."""
+    pipelines = _pipelines()
+
+    return pipelines.live.build_state(settings, pipelines.build.get_instance(settings))
+
+
+def stop(settings: Any, *, timeout: float = 300.0, progress: Progress = _quiet) -> Outcome:
+    """`sheaf stop`: ask the running build to stop at the next paper boundary and wait until it
+    has (its run canceled, exit 130 on its side). Nothing running: a no-op answer (exit 0); a
+    build that died: its runs marked failed; still running after `timeout`: TIMEOUT."""
+    pipelines = _pipelines()
+
+    instance = pipelines.build.get_instance(settings)
+    try:
+        res = pipelines.live.stop_build(settings, instance, timeout=timeout, say=progress)
+    except PermissionError as e:
+        raise SheafError("BACKEND_UNAVAILABLE", f"not allowed to signal the build process: {e}",
+                         {"home": str(settings.home)}, hint="run `sheaf stop` as the user who started the build")
+    except ProcessLookupError:  # it ended between the lock probe and the signal
+        res = {"outcome": "stopped", "pid": None, "runs": [], "waited_s": 0.0, "process_died": False}
+    if res["outcome"] == "timeout":
+        raise SheafError("TIMEOUT", f"the build (pid {res['pid']}) is still running after {timeout:g} s",
+                         {"pid": res["pid"], "waited_s": res["waited_s"]},
+                         hint="it stops after the paper it is on; run `sheaf stop` again, or wait")
+    messages = {"idle": "no build is running; nothing to stop",
+                "died": f"no build is running; the runs of a build that died (pid {res['pid']}) were marked failed",
+                "stopped": f"the build (pid {res['pid']}) stopped at a paper boundary"}
+    data = {**res, "stopped": res["outcome"] == "stopped", "message": messages[res["outcome"]],
+            "build_state": pipelines.live.build_state(settings, instance)}
+    nxt = ["run `sheaf build` to carry on with what is left"] if res["outcome"] in ("stopped", "died") else []
+    return Outcome(ok("stop", data, count=len(res["runs"]), next_actions=nxt), 0, res)

@@ -1,0 +1,226 @@
+"""A running `sheaf build` seen and stopped from any process, with no state of its own.
+
+- **Writer** (`LiveProgress`, inside the build): each paper that finishes the chain emits a
+  structured `progress` event (the NDJSON stream of `sheaf build --events`), its first error a
+  `warning` event, and the build's counters are written as tags of the Dagster run that is
+  running (`sheaf/current`, `sheaf/total`, `sheaf/paper_id`, `sheaf/stage`, `sheaf/embedded`):
+  a run-storage update at most every 0.5 s and on each new step (one per paper would cost
+  ~7 ms a paper), no event-log write.
+- **Reader** (`build_state`): the build lock says whether a build runs and which process
+  (`pipelines.reliability.lock_holder`, a flock the kernel drops when its holder dies, so it
+  never goes stale); that process's runs (`sheaf/pid` + `sheaf/pid_start` tags) give the run
+  ids and the counters. A lock nobody holds reads as idle, and unfinished runs whose process
+  is gone are reported as dead (the next build or `sheaf stop` marks them failed).
+- **Stop** (`stop_build`): SIGTERM to the lock holder, which the build turns into a stop at the
+  next paper boundary (`sheaf.core.progress`); then wait until the lock is free. A holder
+  that died instead has its runs marked failed (`reap_dead_runs`).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+from pipelines.reliability import _proc_start, dead_runs, lock_holder, lock_path, process_alive, reap_dead_runs
+
+__all__ = ["LiveProgress", "build_state", "stop_build", "PROGRESS_TAGS"]
+
+Events = Callable[[dict[str, Any]], None]
+
+#: The run tags the build keeps current while it runs.
+PROGRESS_TAGS = ("sheaf/current", "sheaf/total", "sheaf/paper_id", "sheaf/stage", "sheaf/embedded")
+STOP_TAG = "sheaf/stop_requested"
+#: Seconds between two progress-tag writes of a running build.
+TAG_INTERVAL_S = 0.5
+_UNFINISHED = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
+               DagsterRunStatus.CANCELING, DagsterRunStatus.QUEUED]
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+
+
+def _quiet(event: dict[str, Any]) -> None:
+    pass
+
+
+class LiveProgress:
+    """The build's side: per-paper events and the running run's progress tags.
+
+    `paper(step, key, meta)` is called for every paper finishing every step (the
+    `sheaf.core.progress` listener); a paper counts as done when it finishes `last` (the
+    chain's last asset, which every run of the chain ends with), failed or not."""
+
+    def __init__(self, instance: DagsterInstance, total: int, last: str, events: Events | None = None) -> None:
+        self.instance, self.total, self.last = instance, total, last
+        self.events = events or _quiet
+        self.current = 0
+        self.embedded = 0
+        self.stage: str | None = None
+        self.failed: set[str] = set()
+        self._run_id: str | None = None
+        self._pid = str(os.getpid())
+        self._tagged = float("-inf")
+
+    def new_run(self) -> None:
+        """A new run of the chain is about to start (its id is found on its first paper)."""
+        self._run_id = None
+
+    def _running_run(self) -> str | None:
+        if self._run_id is None:
+            runs = self.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED],
+                                                     tags={"sheaf/pid": self._pid}), limit=1)
+            self._run_id = runs[0].run_id if runs else None
+        return self._run_id
+
+    def _tag(self, key: str | None, force: bool = False) -> None:
+        """The counters as tags of the running run: at most every `TAG_INTERVAL_S` (a poller
+        reads every ~2 s; a write per paper would cost ~7 ms a paper), and on every new step
+        and the last paper."""
+        now = time.monotonic()
+        if not force and now - self._tagged < TAG_INTERVAL_S and self.current < self.total:
+            return
+        run_id = self._running_run()
+        if run_id is None:
+            return
+        self._tagged = now
+        try:
+            self.instance.add_run_tags(run_id, {
+                "sheaf/current": str(self.current), "sheaf/total": str(self.total),
+                "sheaf/paper_id": key or "", "sheaf/stage": self.stage or "", "sheaf/embedded": str(self.embedded)})
+        except Exception:  # noqa: BLE001 - progress for other processes must never fail the build
+            pass
+
+    def paper(self, step: str, key: str, meta: dict[str, Any]) -> None:
+        if "error" in meta and key not in self.failed:
+            self.failed.add(key)
+            self.events({"event": "warning", "item_id": key, "stage": step, "message": f"{key}: {step}: {meta['error']}"})
+        if step != self.last:
+            if step != self.stage:  # a new step of the run: say so to pollers, once
+                self.stage = step
+                self._tag(key, force=True)
+            return
+        self.stage = step
+        self.current += 1
+        self.embedded += int(meta.get("embeddings_computed") or 0)
+        self._tag(key)  # before the event (at most TAG_INTERVAL_S behind it for a poller)
+        self.events({"event": "progress", "current": self.current, "total": self.total, "item_id": key,
+                     "stage": step, "ok": "error" not in meta, "passages": int(meta.get("passages") or 0),
+                     "embeddings_computed": self.embedded})
+
+
+# --- reading the state of a build from any process ----------------------------------------------
+
+def _holder(home: Path) -> tuple[int | None, str | None, float | None]:
+    """(pid, its start ticks, when it took the lock) of the build holding the lock, else Nones."""
+    pid = lock_holder(home)
+    if pid is None:
+        return None, None, None
+    p = lock_path(home)
+    start: str | None = None
+    taken: float | None = None
+    for _ in range(10):  # the holder writes "pid start" right after taking the lock
+        try:
+            parts = p.read_text().split()
+            taken = p.stat().st_mtime
+        except OSError:
+            parts = []
+        if parts and parts[0].isdigit():
+            pid = int(parts[0])
+            start = parts[1] if len(parts) > 1 else None
+            break
+        time.sleep(0.05)
+    return (pid if pid and pid > 0 else None), start, taken
+
+
+def _build_runs(instance: DagsterInstance, pid: int, start: str | None, since: float | None) -> list[Any]:
+    """The runs of the build process `pid` (oldest first), launched since it took the lock."""
+    recs = instance.get_run_records(RunsFilter(tags={"sheaf/pid": str(pid)}), limit=500)
+    out = []
+    for rec in recs:
+        tags = rec.dagster_run.tags
+        if start and tags.get("sheaf/pid_start") not in (None, start):
+            continue
+        if since is not None and rec.create_timestamp.timestamp() < since - 1:
+            continue
+        out.append(rec)
+    return sorted(out, key=lambda r: r.create_timestamp)
+
+
+def _int(v: str | None) -> int:
+    return int(v) if v and v.isdigit() else 0
+
+
+def build_state(settings: Any, instance: DagsterInstance) -> dict[str, Any]:
+    """idle | running | stopping, with pid, run ids, started_at, current / total / paper_id
+    (and stage, embeddings computed) of the running build; `dead_runs`: unfinished runs whose
+    `sheaf build` process is gone (a build killed by kill -9 or a crash)."""
+    pid, start, taken = _holder(Path(settings.home))
+    dead = [{"run_id": run.run_id, "pid": p, "job": run.job_name} for run, p in dead_runs(instance)]
+    state: dict[str, Any] = {"status": "idle", "pid": None, "run_ids": [], "started_at": None, "current": 0,
+                             "total": 0, "paper_id": None, "stage": None, "embeddings_computed": 0,
+                             "dead_runs": dead}
+    if pid is None:
+        return state
+    runs = _build_runs(instance, pid, start, taken)
+    state.update(status="running", pid=pid, run_ids=[r.dagster_run.run_id for r in runs], started_at=_iso(taken),
+                 stage="planning")
+    with_progress = [r for r in runs if "sheaf/current" in r.dagster_run.tags or "sheaf/stage" in r.dagster_run.tags]
+    if with_progress:
+        tags = with_progress[-1].dagster_run.tags
+        state.update(current=_int(tags.get("sheaf/current")), total=_int(tags.get("sheaf/total")),
+                     paper_id=tags.get("sheaf/paper_id") or None, stage=tags.get("sheaf/stage") or None,
+                     embeddings_computed=_int(tags.get("sheaf/embedded")))
+    elif runs:
+        state["stage"] = runs[-1].dagster_run.job_name
+    if runs and (any(STOP_TAG in r.dagster_run.tags for r in runs)
+                 or runs[-1].dagster_run.status == DagsterRunStatus.CANCELED):
+        state["status"] = "stopping"
+    state["runs"] = [{"run_id": r.dagster_run.run_id, "status": r.dagster_run.status.value,
+                      "job": r.dagster_run.job_name} for r in runs]
+    return state
+
+
+# --- stopping it -------------------------------------------------------------------------------------
+
+def stop_build(settings: Any, instance: DagsterInstance, *, timeout: float = 300.0,
+               say: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Ask the running build to stop at the next paper boundary and wait until it has (the
+    lock is free). Returns what happened: `outcome` = `idle` (nothing ran), `died` (no build
+    held the lock but a dead build's runs were left: marked failed now), `stopped` (the build
+    exited; its runs with their final status), or `timeout` (still running after `timeout` s)."""
+    home = Path(settings.home)
+    pid, start, taken = _holder(home)
+    if pid is None:
+        reaped = reap_dead_runs(instance)
+        return {"outcome": "died" if reaped else "idle", "pid": reaped[0]["pid"] if reaped else None,
+                "runs": [{"run_id": r["run_id"], "status": "FAILURE", "job": r["job"]} for r in reaped],
+                "waited_s": 0.0}
+    t0 = time.monotonic()
+    for rec in _build_runs(instance, pid, start, taken):
+        if rec.dagster_run.status in _UNFINISHED:
+            try:
+                instance.add_run_tags(rec.dagster_run.run_id, {STOP_TAG: _iso(time.time()) or ""})
+            except Exception:  # noqa: BLE001 - the tag only lets `status` say "stopping" sooner
+                pass
+    os.kill(pid, signal.SIGTERM)  # PermissionError / ProcessLookupError: the caller reports them
+    say(f"asked the build (pid {pid}) to stop at the next paper boundary; waiting…")
+    deadline = t0 + timeout
+    while lock_holder(home) is not None:
+        if time.monotonic() > deadline:
+            return {"outcome": "timeout", "pid": pid, "runs": [], "waited_s": round(time.monotonic() - t0, 2)}
+        if start and not process_alive(pid, start) and _proc_start(pid) != start:
+            break  # the process is gone (the lock goes with it)
+        time.sleep(0.2)
+    waited = round(time.monotonic() - t0, 2)
+    reaped = {r["run_id"] for r in reap_dead_runs(instance)}  # it died instead of exiting
+    runs = _build_runs(instance, pid, start, taken)
+    return {"outcome": "stopped", "pid": pid, "waited_s": waited, "process_died": bool(reaped),
+            "runs": [{"run_id": r.dagster_run.run_id, "status": r.dagster_run.status.value,
+                      "job": r.dagster_run.job_name} for r in runs]}

@@ -1,0 +1,6 @@
+"""`python -m sheaf.paperforge --vault VAULT <command> ... --json`: the PaperForge plugin's entry
+(`sheaf.cli.paperforge`; docs/paperforge.md)."""
+from sheaf.cli.paperforge import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
