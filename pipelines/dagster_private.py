@@ -191,7 +191,16 @@ class _PooledSqlite:
 
 class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
     """One events database, `<DAGSTER_HOME>/history/event_log.db` (Dagster's consolidated layout:
-    each asset event is written once, not to a run shard and again to an index shard)."""
+    each asset event is written once, not to a run shard and again to an index shard).
+
+    Dagster creates the file's tables only when the file does not exist; a process killed while
+    creating them leaves a file without tables that every later process would fail on. Here a
+    file without the events table is initialised, whatever its size."""
+
+    def _sheaf_init(self, base_dir: str) -> None:
+        super()._sheaf_init(base_dir)
+        if not self.has_table("event_logs"):
+            self._init_db()
 
     @contextmanager
     def _connect(self) -> Iterator[Any]:

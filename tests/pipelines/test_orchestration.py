@@ -147,3 +147,13 @@ def test_a_home_with_dagsters_per_run_layout_keeps_it_and_its_history(tmp_path, 
     (h.dagster_home / "dagster.yaml").write_text(custom)
     code, env = run_cli(["status", "--json"])
     assert (h.dagster_home / "dagster.yaml").read_text() == custom  # a user's file is left alone
+
+
+def test_an_events_file_left_without_tables_is_initialised(tmp_path, monkeypatch):
+    """A process killed while Dagster created the events database leaves the file without its
+    tables; the next command initialises it instead of failing on every query."""
+    h = new_home(tmp_path / "torn", keys=(BASE_PAPERS[0],)).apply(monkeypatch)
+    (h.dagster_home / "history").mkdir(parents=True)
+    (h.dagster_home / "history" / "event_log.db").write_bytes(b"")
+    code, env = run_cli(["status", "--json"])
+    assert code == 0 and env["ok"], env

@@ -1,0 +1,244 @@
+"""Benchmark of `sheaf build` at library scale: what a build costs against what its embeddings
+cost, and what an incremental build, a no-op and `sheaf status` cost as the library grows.
+
+Corpus (needs `../shared/data/scifact/corpus.jsonl`; skipped with a message without it): N plain
+Markdown papers of three SciFact abstracts each (`# title`, an author line, `## Abstract` + the
+first abstract, `## 1 <title>` + the second, `## 2 <title>` + the third) and a CSL-JSON
+`library.json`: about six passages a paper, every one new to the embedding cache.
+
+Measured per size, each command a fresh process, one at a time:
+- full build on an empty home: wall, user CPU, peak RSS, passages; against the bare encode of
+  the same passages (the build's own embedder and backend, batch as configured, model loaded,
+  no cache, no Dagster) measured in the same run; orchestration per paper = (build wall -
+  bare encode - model load) / N;
+- an orchestration-only rebuild (`--full` with every embedding cached): its wall / N;
+- no-op build (3 times), `sheaf status`;
+- one paper edited (a paragraph with a unique word) until the word is searchable; one paper removed;
+- storage: the Dagster home, the index and the artifacts, per paper.
+
+Run from the project root (1,000 papers: ~15 minutes on a quiet 2-core machine; 10,000: hours):
+    .venv/bin/python bench/scale.py --sizes 1000 --write-docs
+    .venv/bin/python bench/scale.py --sizes 300               # quicker, prints only
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+DOCS = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- bench:scale:begin -->", "<!-- bench:scale:end -->"
+SHEAF = str(Path(sys.executable).parent / "sheaf")
+TIME = "/usr/bin/time"
+
+
+def make_library(dest: Path, n: int) -> int:
+    docs = [json.loads(line) for line in SCIFACT.open(encoding="utf-8")]
+    (dest / "papers").mkdir(parents=True)
+    items = []
+    for i in range(n):
+        a, b, c = (docs[(3 * i + j) % len(docs)] for j in range(3))
+        key = f"S{i:05d}X"
+        md = (f"# {a['title']}\n\nA. Author, B. Writer\n\n## Abstract\n\n{a['text']}\n\n"
+              f"## 1 {b['title']}\n\n{b['text']}\n\n## 2 {c['title']}\n\n{c['text']}\n")
+        (dest / "papers" / key).mkdir()
+        (dest / "papers" / key / "paper.md").write_text(md, encoding="utf-8")
+        items.append({"id": key, "type": "article-journal", "title": a["title"],
+                      "author": [{"family": "Author", "given": "A."}], "issued": {"date-parts": [[2000 + i % 20]]}})
+    (dest / "library.json").write_text(json.dumps(items), encoding="utf-8")
+    return n
+
+
+def _env(home: Path, lib: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SHEAF_INDEX_FILE", "PYTHONDONTWRITEBYTECODE")}
+    env.update(SHEAF_HOME=str(home), SHEAF_LIBRARY=str(lib), DAGSTER_HOME=str(home / "dagster_home"),
+               PYTHONWARNINGS="ignore")
+    return env
+
+
+def timed(home: Path, lib: Path, *argv: str) -> dict[str, Any]:
+    """`sheaf <argv> --json` in a fresh process: wall, user CPU, peak RSS and the envelope."""
+    out = Path(tempfile.mktemp(prefix="sheaf-time-"))
+    t0 = time.perf_counter()
+    proc = subprocess.run([TIME, "-f", "%U %M", "-o", str(out), SHEAF, *argv, "--json"], env=_env(home, lib),
+                          capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    user, rss = out.read_text().split()[-2:]
+    out.unlink()
+    try:
+        env = json.loads(proc.stdout)
+    except ValueError:
+        raise SystemExit(f"sheaf {' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}") from None
+    if not env.get("ok"):
+        raise SystemExit(f"sheaf {' '.join(argv)}: {env.get('error')}")
+    return {"wall_s": round(wall, 2), "user_s": float(user), "rss_mb": round(int(rss) / 1024), "env": env,
+            "load": round(os.getloadavg()[0], 2)}
+
+
+def build(home: Path, lib: Path, *extra: str) -> dict[str, Any]:
+    r = timed(home, lib, "build", *extra)
+    d = r.pop("env")["data"]
+    r.update(runs=len(d["runs"]), planned=len(d["planned"]), embeddings_computed=d["embeddings_computed"],
+             passages=sum(p.get("passages") or 0 for p in d["papers"]), states=d["states"], plan=d.get("plan"),
+             reported_s=d["seconds"])
+    return r
+
+
+def bare_main(home: Path, fraction: float) -> dict[str, Any]:
+    """Child: the build's embedder loaded, then the bare encode of the build's passages."""
+    import pipeline as P  # bench/pipeline.py: the passages as the build composed them
+
+    from assets.resources import SheafConfig
+
+    t0 = time.perf_counter()
+    emb = SheafConfig().embedder()
+    emb.load()
+    load_s = time.perf_counter() - t0
+    texts, total = P._passage_texts(home)
+    sample = texts if fraction >= 1 else random.Random(7).sample(texts, max(1, int(len(texts) * fraction)))
+    t1 = time.perf_counter()
+    emb.encode(sample)
+    enc = time.perf_counter() - t1
+    return {"backend": emb.backend, "batch_size": emb.batch_size, "load_s": round(load_s, 2), "passages": total,
+            "distinct": len(texts), "encoded": len(sample), "per_s": round(len(sample) / enc, 1),
+            "bare_s": round(enc * len(texts) / len(sample), 1)}
+
+
+def edit_one(home: Path, lib: Path, key: str) -> dict[str, Any]:
+    word = f"zqx{int(time.time())}scale"
+    f = lib / "papers" / key / "paper.md"
+    f.write_text(f.read_text(encoding="utf-8") + f"\nAn added sentence names {word} once.\n", encoding="utf-8")
+    t0 = time.perf_counter()
+    r = build(home, lib)
+    q = timed(home, lib, "search", word, "--mode", "lexical")
+    r["searchable_s"] = round(time.perf_counter() - t0, 2)
+    r["searchable"] = [m["zotero_key"] for m in q["env"]["data"]["matches"]][:1] == [key]
+    return r
+
+
+def _size_mb(p: Path) -> float:
+    return round(sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 1e6, 1) if p.exists() else 0.0
+
+
+def run_size(work: Path, n: int, fraction: float, say) -> dict[str, Any]:
+    lib, home = work / f"lib-{n}", work / f"home-{n}"
+    for p in (lib, home):
+        shutil.rmtree(p, ignore_errors=True)
+    make_library(lib, n)
+    s: dict[str, Any] = {"papers": n}
+    s["full"] = build(home, lib)
+    say(f"full {s['full']}")
+    s["storage_mb"] = {"dagster_home": _size_mb(home / "dagster_home"), "index": _size_mb(home / "index"),
+                       "artifacts": _size_mb(home / "artifacts")}
+    s["bare"] = json.loads(subprocess.run(
+        [sys.executable, __file__, "_bare", "--home", str(home), "--fraction", str(fraction)],
+        env=_env(home, lib), capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip().splitlines()[-1])
+    say(f"bare {s['bare']}")
+    s["noop"] = [build(home, lib) for _ in range(3)]
+    say(f"noop {[r['wall_s'] for r in s['noop']]}")
+    st = timed(home, lib, "status")
+    st.pop("env")
+    s["status"] = st
+    keys = sorted(p.name for p in (lib / "papers").iterdir())
+    s["edit"] = edit_one(home, lib, keys[len(keys) // 2])
+    say(f"edit {s['edit']}")
+    shutil.rmtree(lib / "papers" / keys[1])
+    s["remove"] = build(home, lib)
+    say(f"remove {s['remove']['wall_s']}")
+    s["orchestration_only"] = build(home, lib, "--full")
+    say(f"orchestration-only {s['orchestration_only']}")
+    s["storage_mb_final"] = {"dagster_home": _size_mb(home / "dagster_home"), "index": _size_mb(home / "index"),
+                             "artifacts": _size_mb(home / "artifacts")}
+    return s
+
+
+def render(r: dict[str, Any]) -> str:
+    lines = [f"Measured {r['date']} on {r['machine']} with `bench/scale.py --sizes {' '.join(map(str, r['sizes']))}` "
+             "(SciFact plain library, three abstracts a paper; every command a fresh process, one at a time; "
+             "load average at each step in the raw JSON).", "",
+             "| | " + " | ".join(f"{n} papers" for n in r["sizes"]) + " |", "|---|" + "---|" * len(r["sizes"])]
+
+    def row(label: str, fn) -> None:
+        lines.append(f"| {label} | " + " | ".join(fn(r["results"][str(n)]) for n in r["sizes"]) + " |")
+
+    row("full build (wall / user CPU / peak RSS)", lambda s: f"{s['full']['wall_s']} s / {s['full']['user_s']} s / "
+        f"{s['full']['rss_mb']} MB")
+    row("passages embedded", lambda s: f"{s['full']['embeddings_computed']}")
+    row("bare encode, same passages (backend, rate)", lambda s: f"{s['bare']['bare_s']} s ({s['bare']['backend']}, "
+        f"{s['bare']['per_s']}/s; model load {s['bare']['load_s']} s)")
+    row("**full build ÷ bare encode** (goal ≤ 1.15)", lambda s: f"**{s['full']['wall_s'] / s['bare']['bare_s']:.2f}x**")
+    row("orchestration per paper in the full build (goal ≤ 30 ms)", lambda s: f"{1000 * (s['full']['wall_s'] - s['bare']['bare_s'] - s['bare']['load_s']) / s['papers']:.0f} ms")
+    row("orchestration-only rebuild (`--full`, embeddings cached)", lambda s: f"{s['orchestration_only']['wall_s']} s = "
+        f"{1000 * s['orchestration_only']['wall_s'] / s['papers']:.0f} ms a paper")
+    row("no-op build (goal ≤ 1.5 s at 1,000)", lambda s: " / ".join(f"{x['wall_s']} s" for x in s["noop"]) +
+        f" (papers' events read: {s['noop'][-1]['plan']['papers_read']})")
+    row("`sheaf status` (goal ≤ 1 s)", lambda s: f"{s['status']['wall_s']} s")
+    row("one paper edited → searchable (goal ≤ 3 s)", lambda s: f"{s['edit']['searchable_s']} s (build "
+        f"{s['edit']['wall_s']} s, events read for {s['edit']['plan']['papers_read']} paper)")
+    row("one paper removed (goal ≤ 3 s)", lambda s: f"{s['remove']['wall_s']} s")
+    row("Dagster home after the first build (goal ≤ 30 KB a paper)", lambda s: f"{s['storage_mb']['dagster_home']} MB = "
+        f"{1000 * s['storage_mb']['dagster_home'] / s['papers']:.0f} KB a paper (index {s['storage_mb']['index']} MB, "
+        f"artifacts {s['storage_mb']['artifacts']} MB)")
+    row("Dagster home after all of the above", lambda s: f"{s['storage_mb_final']['dagster_home']} MB")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_bare":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("mode")
+        ap.add_argument("--home", type=Path, required=True)
+        ap.add_argument("--fraction", type=float, default=1.0)
+        a = ap.parse_args()
+        print(json.dumps(bare_main(a.home, a.fraction)))
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000])
+    ap.add_argument("--bare-fraction", type=float, default=0.25,
+                    help="share of the passages the bare encode runs on at sizes over 1,000 (scaled up)")
+    ap.add_argument("--work", type=Path)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--from-json", type=Path)
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args()
+    if args.from_json:
+        r = json.loads(args.from_json.read_text())
+    else:
+        if not SCIFACT.exists():
+            print(f"skipped: {SCIFACT} not found (the SciFact corpus of ../shared/data)", file=sys.stderr)
+            return
+        from pipeline import machine
+
+        work = args.work or Path(tempfile.mkdtemp(prefix="sheaf-bench-scale-"))
+        r = {"date": dt.date.today().isoformat(), "machine": machine(), "sizes": args.sizes, "results": {}}
+        for n in args.sizes:
+            r["results"][str(n)] = run_size(work, n, 1.0 if n <= 1000 else args.bare_fraction,
+                                            lambda m, n=n: print(f"[{n}] {m}", file=sys.stderr, flush=True))
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(r, indent=1))
+    text = render(r)
+    print(text)
+    if args.write_docs:
+        from _common import write_docs_section
+
+        write_docs_section(text, BEGIN, END, DOCS)
+
+
+if __name__ == "__main__":
+    main()
