@@ -126,6 +126,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embed
             return {}, {"passages": n, "embeddings_computed": embedded.encoded,
                         "embeddings_reused": n - embedded.encoded, "model": identity.name,
                         "model_identity": identity.key, "embed_backend": embedder.backend,
+                        "embed_device": embedder.resolved_device or "cpu",
                         "embed_ms": round(embed_s * 1000, 1)}
 
         run_per_paper(context, keys, one)

@@ -43,6 +43,13 @@ def _one_of(*choices: str) -> Callable[[str], str | None]:
     return lambda v: None if v in choices else "one of " + ", ".join(choices)
 
 
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def _device(v: str) -> str | None:
+    return None if _DEVICE.match(v) else "auto, cpu, cuda, cuda:N or mps"
+
+
 _CRON_FIELD = re.compile(r"^(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*$")
 _CRON_NAMES = re.compile(r"^[a-z]{3}(-[a-z]{3})?(,[a-z]{3}(-[a-z]{3})?)*$")
 _CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
@@ -83,6 +90,8 @@ class Settings:
                                          check=_at_least(0))
     embed_backend: str = _setting("onnx", "onnx (exported once, no torch after) | sentence-transformers",
                                   check=_one_of(*EMBED_BACKENDS))
+    embed_device: str = _setting("auto", "auto (a GPU when the machine has one) | cpu | cuda | cuda:N | mps",
+                                 check=_device)
     index_file: Path | None = _setting(None, "the index file (default <home>/index/sheaf.db)", kind=Path,
                                        optional=True)
     sqlite_busy_timeout_ms: int = _setting(10_000, "how long a SQLite writer waits for a lock",

@@ -14,6 +14,8 @@ importing this module is cheap (numpy only).
 from __future__ import annotations
 
 import os
+import platform
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +88,21 @@ class _Loaded:
         return "onnx" if self.onnx is not None else "sentence-transformers"
 
 
+#: Passages per forward pass: SHEAF_EMBED_BATCH_SIZE's default, and what a GPU gets instead of it.
+DEFAULT_BATCH = 32
+GPU_BATCH = 128
+
+
+def gpu_present() -> str | None:
+    """The GPU `SHEAF_EMBED_DEVICE=auto` picks, found without importing torch: an NVIDIA device
+    node (``cuda``) or Apple silicon (``mps``); None on a CPU-only machine."""
+    if Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia/gpus").is_dir():
+        return "cuda"
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        return "mps"
+    return None
+
+
 @dataclass
 class Embedder:
     """Loads one sentence-transformers model (offline, lazily) and embeds passages and queries.
@@ -106,7 +123,9 @@ class Embedder:
     model_name: str = DEFAULT_MODEL
     batch_size: int = 32
     overlap_tokens: int = DEFAULT_OVERLAP
-    device: str = "cpu"
+    #: auto | cpu | cuda | cuda:N | mps (`SHEAF_EMBED_DEVICE`); `resolved_device` says what ran.
+    device: str = "auto"
+    resolved_device: str | None = None
     encoded_count: int = 0
     model_calls: int = 0
     models_dir: str | None = None  # where ONNX exports live; None: sentence-transformers only
@@ -121,7 +140,7 @@ class Embedder:
             settings = get_settings()
         onnx = getattr(settings, "embed_backend", "onnx") == "onnx"
         return cls(model_name=settings.embedding_model, batch_size=settings.embed_batch_size,
-                   overlap_tokens=settings.embed_overlap_tokens,
+                   overlap_tokens=settings.embed_overlap_tokens, device=getattr(settings, "embed_device", "auto"),
                    models_dir=str(Path(settings.home) / "models") if onnx else None)
 
     # --- loading ------------------------------------------------------------------------
@@ -135,7 +154,10 @@ class Embedder:
         with self._lock:
             if self._loaded is not None:
                 return self._loaded
-            if self.models_dir is not None:
+            self.resolved_device = self.device if self.device != "auto" else (gpu_present() or "cpu")
+            if self.resolved_device != "cpu" and self.batch_size == DEFAULT_BATCH:
+                self.batch_size = GPU_BATCH  # a GPU is fed larger batches (SHEAF_EMBED_BATCH_SIZE overrides)
+            if self.models_dir is not None and self.resolved_device == "cpu":  # the export runs on the CPU
                 self._loaded = self._load_export()
             if self._loaded is None:
                 self._loaded = self._load_sentence_transformers()
@@ -166,8 +188,18 @@ class Embedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as e:  # pragma: no cover
             raise SheafError("BACKEND_UNAVAILABLE", f"sentence-transformers unavailable: {e}") from e
+        device = self.resolved_device or "cpu"
+        if device != "cpu":
+            import torch
+
+            usable = torch.cuda.is_available() if device.startswith("cuda") else torch.backends.mps.is_available()
+            if not usable:
+                raise SheafError("BACKEND_UNAVAILABLE", f"embedding device {device!r} is not usable here "
+                                 f"(torch {torch.__version__} sees no {device.split(':')[0].upper()} device)",
+                                 {"device": device, "setting": "SHEAF_EMBED_DEVICE"},
+                                 hint="set SHEAF_EMBED_DEVICE=cpu (or auto) or install a torch build for this GPU")
         try:
-            model = SentenceTransformer(target, device=self.device)
+            model = SentenceTransformer(target, device=device)
         except Exception as e:
             raise SheafError(
                 "BACKEND_UNAVAILABLE", f"cannot load embedding model {self.model_name!r} "

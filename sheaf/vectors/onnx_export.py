@@ -142,7 +142,7 @@ def export_onnx(embedder_or_model_name: "Embedder | str", out_dir: str | Path) -
     beside it, verified against sentence-transformers, then renamed)."""
     import torch
 
-    embedder = (Embedder(model_name=embedder_or_model_name)
+    embedder = (Embedder(model_name=embedder_or_model_name, device="cpu")
                 if isinstance(embedder_or_model_name, str) else embedder_or_model_name)
     ld = embedder.load()
     identity = ld.identity

@@ -96,7 +96,7 @@ class QueryEncoder:
             if self._embedder is None:
                 s = self.settings
                 self._embedder = Embedder(model_name=s.embedding_model, batch_size=int(s.embed_batch_size),
-                                          overlap_tokens=int(s.embed_overlap_tokens))
+                                          overlap_tokens=int(s.embed_overlap_tokens), device="cpu")
             return self._embedder
 
     def encode(self, text: str, identity: ModelIdentity | None = None) -> tuple[QueryVector, list[str]]:

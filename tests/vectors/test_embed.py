@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
@@ -193,3 +194,34 @@ def test_unknown_model_is_a_clear_error():
     with pytest.raises(SheafError) as ei:
         Embedder(model_name="no-such-org/no-such-model-xyz").load()
     assert ei.value.code == "BACKEND_UNAVAILABLE" and "offline" in ei.value.message
+
+
+# --- the embedding device (SHEAF_EMBED_DEVICE) --------------------------------------------------
+
+def test_embed_device_setting_is_checked():
+    from sheaf.core.settings import get_settings
+
+    assert get_settings(environ={"SHEAF_EMBED_DEVICE": "cuda:1"}).embed_device == "cuda:1"
+    with pytest.raises(SheafError) as e:
+        get_settings(environ={"SHEAF_EMBED_DEVICE": "gpu"})
+    assert e.value.code == "BAD_INPUT" and "SHEAF_EMBED_DEVICE" in e.value.message and "'gpu'" in e.value.message
+
+
+def test_auto_device_is_the_cpu_on_a_machine_without_a_gpu(embedder):
+    from sheaf.vectors.embedder import DEFAULT_BATCH, gpu_present
+
+    if gpu_present():
+        pytest.skip("this machine has a GPU")
+    embedder.load()
+    assert embedder.device == "auto" and embedder.resolved_device == "cpu" and embedder.batch_size == DEFAULT_BATCH
+
+
+def test_a_gpu_device_this_machine_lacks_is_a_clear_error():
+    from sheaf.vectors.embedder import gpu_present
+
+    if gpu_present():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(SheafError) as e:
+        Embedder(device="cuda").load()
+    assert e.value.code == "BACKEND_UNAVAILABLE" and "'cuda'" in e.value.message
+    assert e.value.details["setting"] == "SHEAF_EMBED_DEVICE" and "SHEAF_EMBED_DEVICE=cpu" in e.value.details["hint"]
