@@ -43,9 +43,10 @@ def _error_version(message: str) -> str:
     return "unreadable:" + hashlib.sha256(message.encode()).hexdigest()[:16]
 
 
-def plan_sync(instance: DagsterInstance, settings: Settings) -> SyncPlan:
-    """Compare the library folder with the instance's partitions and last observations."""
-    scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json")
+def plan_sync(instance: DagsterInstance, settings: Settings, *, write_cache: bool = True) -> SyncPlan:
+    """Compare the library folder with the instance's partitions and last observations
+    (`write_cache=False`: read-only, for `sheaf status`)."""
+    scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
     existing = set(instance.get_dynamic_partitions(papers_partitions.name))
     present = {p.key for p in scan.discovery.papers}
     observed = latest_observed_versions(instance)

@@ -73,27 +73,28 @@ def cmd_parse(args: argparse.Namespace) -> Outcome:
     return out
 
 
-def _dagster_side(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """The service module of the build commands, their settings and Definitions. Dagster is
-    imported only here: `sheaf search` and the other light commands never load it."""
+def _pipeline_service() -> Any:
+    """The service module of build/status/doctor: it reaches the Dagster side, imported only
+    here, so `sheaf search` and the other light commands never load it."""
     from sheaf.service import pipeline
 
-    overrides = {"library": args.library} if getattr(args, "library", None) else {}
-    settings = get_settings(**overrides)
-    return pipeline, settings, pipeline.definitions(settings)
+    return pipeline
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    return get_settings(**({"library": args.library} if getattr(args, "library", None) else {}))
 
 
 def cmd_build(args: argparse.Namespace) -> Outcome:
-    pipeline, settings, defs = _dagster_side(args)
-    out = pipeline.build(settings, defs, papers=args.paper, full=args.full, progress=_say(args.json))
+    pipeline, settings = _pipeline_service(), _settings(args)
+    out = pipeline.build(settings, pipeline.definitions(settings), papers=args.paper, full=args.full, progress=_say(args.json))
     if not args.json:
         render.build(out.envelope, out.view)
     return out
 
 
 def cmd_status(args: argparse.Namespace) -> Outcome:
-    pipeline, settings, defs = _dagster_side(args)
-    out = pipeline.status(settings, defs)
+    out = _pipeline_service().status(_settings(args))
     if not args.json:
         render.status(out.envelope, out.view)
     return out
@@ -107,8 +108,7 @@ def cmd_report(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_doctor(args: argparse.Namespace) -> Outcome:
-    pipeline, settings, defs = _dagster_side(args)
-    out = pipeline.doctor(settings, defs, repair=args.repair, progress=_say(args.json))
+    out = _pipeline_service().doctor(_settings(args), repair=args.repair, progress=_say(args.json))
     if not args.json:
         render.doctor(*out.view)
     return out
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             emit(error(command, "BAD_QUERY", str(e), {"hint": f"see `sheaf {command} --help`"
                                                         if command != "sheaf" else "see `sheaf --help`"}))
         else:
-            parser.print_usage(sys.stderr)
+            (e.parser or parser).print_usage(sys.stderr)
             print(f"error: {e}", file=sys.stderr)
         return 2
     try:

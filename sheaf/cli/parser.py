@@ -9,19 +9,38 @@ from sheaf.service.requests import (
     SERVED_COMMANDS, GetRequest, GrepRequest, QueryRequest, RetrieveRequest, SearchRequest, TimelineRequest,
 )
 
-__all__ = ["STAGES", "FORMATS", "UsageError", "build_parser", "request_from_args"]
+__all__ = ["STAGES", "FORMATS", "EXIT_CODES", "UsageError", "build_parser", "request_from_args"]
 
 STAGES = ("blocks", "markdown", "render-map", "tree", "units")
 FORMATS = ("auto", "paddleocr-vl", "mineru", "grobid", "docling", "pdf", "markdown")
 
 
+#: Every exit status of `sheaf` (also in the README and `sheaf --help`).
+EXIT_CODES = (
+    (0, "success (status and doctor report what they found)"),
+    (1, "build: a paper failed; doctor: issues remain; parse of a library: a paper failed"),
+    (2, "an error, with its code: BAD_INPUT (a setting or an input file), BAD_QUERY (the command\n"
+        "       line or query), INDEX_NOT_FOUND, NOT_FOUND, VECTOR_NOT_BUILT, MODEL_CHANGED, ..."),
+    (3, "INTERNAL_ERROR: a bug in sheaf (please report it)"),
+    (130, "interrupted (Ctrl-C)"),
+    (141, "the output pipe was closed (`sheaf ... | head`)"),
+)
+EPILOG = "exit codes:\n" + "\n".join(f"  {c:<4} {m}" for c, m in EXIT_CODES) + \
+    "\n\nsettings: SHEAF_* environment variables (see the README); every command checks them first."
+
+
 class UsageError(Exception):
-    """A command line argparse refused (exit 2; an envelope on stdout under --json)."""
+    """A command line argparse refused (exit 2; an envelope on stdout under --json). `parser`:
+    the (sub)command's parser, whose usage line is printed."""
+
+    def __init__(self, message: str, parser: argparse.ArgumentParser | None = None) -> None:
+        super().__init__(message)
+        self.parser = parser
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(f"{self.prog}: {message}", self)
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         # argparse's own default width, without its `import shutil` (every add_argument makes a
@@ -29,22 +48,31 @@ class _Parser(argparse.ArgumentParser):
         return self.formatter_class(prog=self.prog, width=terminal_columns(80) - 2)
 
 
-def _positive_int(text: str) -> int:
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {v}")
+def _int(text: str, minimum: int | None = None) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+    if minimum is not None and v < minimum:
+        raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {v}")
     return v
+
+
+def _year(text: str) -> int:
+    return _int(text)
+
+
+def _positive_int(text: str) -> int:
+    return _int(text, 1)
 
 
 def _nonnegative_int(text: str) -> int:
-    v = int(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {v}")
-    return v
+    return _int(text, 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="sheaf", description="Index and search a paper library.")
+    ap = _Parser(prog="sheaf", description="Index and search a paper library.", epilog=EPILOG,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("parse", help="run the transforms on one paper (or every paper of a library), no Dagster")
     p.add_argument("path", help="a paper's folder or file, or a library folder")
@@ -53,20 +81,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paper-id", default=None, help="paper key (default: from the path)")
     p.add_argument("--json", action="store_true", help="print the JSON envelope")
 
-    b = sub.add_parser("build", help="discover papers, then build every missing or stale one (Dagster)")
+    b = sub.add_parser("build", help="discover papers, then build every missing or stale one (Dagster)",
+                       epilog="exit 0: built; 1: a paper failed (`sheaf status` says why); 2: an error; 130: interrupted")
     b.add_argument("--library", default=None, help="library folder (default: SHEAF_LIBRARY)")
     b.add_argument("--paper", action="append", default=[], metavar="KEY", help="only these papers (repeatable)")
     b.add_argument("--full", action="store_true", help="rebuild every paper, changed or not")
     b.add_argument("--json", action="store_true")
 
-    st = sub.add_parser("status", help="per paper: built / stale (why) / missing / failed, and coverage")
+    st = sub.add_parser("status", help="per paper: built / stale (why) / missing / failed / removed, skipped "
+                        "folders, coverage and the next action; writes nothing",
+                        epilog="exit 0 whatever the papers' states; 2: an error (e.g. NOT_FOUND: no library folder)")
     st.add_argument("--library", default=None)
     st.add_argument("--json", action="store_true")
 
     r = sub.add_parser("report", help="library-wide report over the built artifacts (DuckDB)")
     r.add_argument("--json", action="store_true")
 
-    dr = sub.add_parser("doctor", help="cross-check library, Dagster, artifacts and index; --repair fixes drift")
+    dr = sub.add_parser("doctor", help="cross-check library, Dagster, artifacts and index; --repair fixes drift",
+                        epilog="exit 0: no issue (or only skipped folders); 1: issues remain; 2: an error")
     dr.add_argument("--library", default=None)
     dr.add_argument("--repair", action="store_true", help="rebuild only the affected papers and remove orphans")
     dr.add_argument("--json", action="store_true")

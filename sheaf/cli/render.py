@@ -152,7 +152,7 @@ def _library_table(rows: list[dict[str, Any]]) -> None:
     cols = ("paper_id", "source_format", "blocks", "sections", "body_units", "object_units", "tokens")
     heads = ("paper", "format", "blocks", "sections", "units", "objects", "tokens")
     table = [heads] + [tuple(str(r.get(c, "")) for c in cols) if "error" not in r
-                       else (r["paper_id"], "ERROR", r["error"]["message"][:60], "", "", "", "")
+                       else (r["paper_id"], "FAILED", "(below)", "", "", "", "")
                        for r in rows]
     widths = [max(len(t[i]) for t in table) for i in range(len(heads))]
     for i, t in enumerate(table):
@@ -162,6 +162,8 @@ def _library_table(rows: list[dict[str, Any]]) -> None:
     bad = [r for r in rows if "error" in r]
     warned = [r for r in rows if r.get("warnings")]
     print(f"\n{len(rows) - len(bad)} parsed, {len(bad)} failed, {len(warned)} with warnings")
+    for r in bad:  # whole: the message is the diagnosis
+        print(f"failed: {r['paper_id']}: {r['error']['message']}")
 
 
 def _print_blocks(out: Any) -> None:
@@ -209,13 +211,56 @@ def build(env: dict[str, Any], rep: Any) -> None:
             print(f"  {st.key}: {st.state}" + (f" ({st.error})" if st.error else f" ({'; '.join(st.reasons)})"))
 
 
+def _table(rows: list[tuple[str, ...]], heads: tuple[str, ...], wrap_last: bool = True) -> None:
+    """Rows under a header line, columns padded; the last column is never cut (wrapped under
+    itself when the terminal is narrow)."""
+    table = [heads] + rows
+    widths = [max(len(t[i]) for t in table) for i in range(len(heads) - 1)]
+    indent = sum(widths) + 2 * len(widths)
+    room = max(30, _width() - indent)
+    for i, t in enumerate(table):
+        lead = "  ".join(c.ljust(w) for c, w in zip(t, widths))
+        last = t[-1]
+        parts = _wrap(last, room) if wrap_last else [last]
+        print(f"{lead}  {parts[0]}".rstrip())
+        for more in parts[1:]:
+            print(" " * indent + more)
+        if i == 0:
+            print("  ".join("-" * w for w in widths) + "  " + "-" * min(room, max(len(heads[-1]), 6)))
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    words, lines, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return lines + [cur] if cur or not lines else lines
+
+
 def status(env: dict[str, Any], statuses: dict[str, Any]) -> None:
-    for st in statuses.values():
-        why = st.error or "; ".join(st.reasons)
-        print(f"{st.key:<20} {st.state:<8} {why}")
-    coverage, probe = env["data"]["coverage"], env["data"]["index"]
-    print("\ncoverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
-    print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors")))
+    """One line per paper (state and why, errors whole), the skipped folders, coverage, the
+    index, then what to do next."""
+    data = env["data"]
+    if data.get("message"):
+        print(data["message"] + "\n")
+    rows = [(st.key, st.state, st.error or "; ".join(st.reasons) or "-") for st in statuses.values()]
+    rows += [(s["folder"], "skipped", s["reason"]) for s in data.get("skipped", [])]
+    if rows:
+        _table(rows, ("paper", "state", "why"))
+    else:
+        print("the library holds no papers")
+    states = data.get("states", {})
+    print("\npapers: " + (", ".join(f"{n} {k}" for k, n in states.items()) or "none")
+          + (f"; {len(data['skipped'])} folder(s) skipped" if data.get("skipped") else ""))
+    coverage, probe = data["coverage"], data["index"]
+    print("coverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
+    print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors"))
+          + f" ({probe['path']})")
+    for a in env["next_actions"] or ["nothing to do: every paper is built (`sheaf search WORDS` to search)"]:
+        print(f"next: {a}")
 
 
 def doctor(found: Any, final: Any) -> None:

@@ -42,7 +42,7 @@ from sheaf.core.defaults import (
 )
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.core.settings import get_settings
+from sheaf.core.settings import get_settings, where
 from sheaf.search.grep import _find_spans, _page_at, term_pattern
 from sheaf.search.snippets import (
     SUMMARY_CHARS,
@@ -198,6 +198,11 @@ class Retriever:
         a readable Sheaf index: BACKEND_UNAVAILABLE. The engines, when given, answer lexical
         rankings and vector searches from memory (a warm server's)."""
         s = settings if settings is not None else get_settings()
+        if not Path(s.index_path).exists():
+            raise SheafError("INDEX_NOT_FOUND", f"no index at {s.index_path} (looked at {where(s, 'index')})",
+                             {"path": str(Path(s.index_path).absolute()), "home": str(Path(s.home).absolute())},
+                             hint="run `sheaf build` to make it, or point SHEAF_HOME (or SHEAF_INDEX_FILE) at "
+                                  "the folder holding the index you built")
         index = SqliteIndex.open(s.index_path, readonly=True, busy_timeout_ms=s.sqlite_busy_timeout_ms,
                                  lexical_engine=lexical_engine, vector_engine=vector_engine)
         return cls(index, s, query_encoder=query_encoder)
