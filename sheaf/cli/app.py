@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
         return 2
     try:
+        get_settings()  # every SHEAF_* value checked before any command starts (BAD_INPUT names it)
         out = COMMANDS[args.command](args)
     except SheafError as e:
         out = Outcome(error(args.command, e.code, e.message, e.details), 2)

@@ -70,6 +70,26 @@ def _nonnegative_int(text: str) -> int:
     return _int(text, 0)
 
 
+def _score(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    """The metadata filters of search and retrieve (from the library's Zotero export)."""
+    p.add_argument("--year-from", type=_year, default=None, metavar="Y", help="only papers of year Y or later")
+    p.add_argument("--year-to", type=_year, default=None, metavar="Y", help="only papers of year Y or earlier")
+    p.add_argument("--domain", action="append", default=[], metavar="D",
+                   help="only this domain: a PaperForge export's file name (repeatable)")
+    p.add_argument("--collection", action="append", default=[], metavar="C",
+                   help="only papers in this Zotero collection or below it, e.g. Ecology (repeatable)")
+    p.add_argument("--author", action="append", default=[], metavar="NAME",
+                   help="only papers with an author of this name, any case or accents: muller finds Müller "
+                        "(repeatable)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="sheaf", description="Index and search a paper library.", epilog=EPILOG,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,9 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("query", nargs="+", help="words, a phrase in quotes, or a code (SPG-302)")
     se.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT,
                     help=f"papers to return (default {DEFAULT_LIMIT})")
-    se.add_argument("--year-from", type=int, default=None, metavar="Y")
-    se.add_argument("--year-to", type=int, default=None, metavar="Y")
-    se.add_argument("--domain", action="append", default=[], metavar="D", help="only this domain (repeatable)")
+    _filters(se)
     se.add_argument("--json", action="store_true")
 
     rt = sub.add_parser("retrieve", help="the best passages (units) for a question: lexical, semantic or hybrid")
@@ -123,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("--paper", action="append", default=[], metavar="KEY", help="only this paper (repeatable)")
     rt.add_argument("--kind", choices=KINDS, default="all",
                     help="body text, figures/tables, or both (default)")
+    _filters(rt)
+    rt.add_argument("--min-score", type=_score, default=None, metavar="S",
+                    help="only matches scoring S or more (bm25 with --mode lexical, cosine with semantic, "
+                         "rrf with hybrid)")
     rt.add_argument("--full", action="store_true", help="whole unit text instead of a snippet")
     rt.add_argument("--json", action="store_true")
 
@@ -182,10 +204,13 @@ def request_from_args(args: argparse.Namespace) -> QueryRequest:
     c = args.command
     if c == "search":
         return SearchRequest(" ".join(args.query), limit=args.limit, year_from=args.year_from,
-                             year_to=args.year_to, domain=tuple(args.domain))
+                             year_to=args.year_to, domain=tuple(args.domain), author=tuple(args.author),
+                             collection=tuple(args.collection))
     if c == "retrieve":
         return RetrieveRequest(" ".join(args.query), mode=args.mode, limit=args.limit, per_paper=args.per_paper,
-                               paper=tuple(args.paper), kind=args.kind, full=args.full)
+                               paper=tuple(args.paper), kind=args.kind, full=args.full, year_from=args.year_from,
+                               year_to=args.year_to, domain=tuple(args.domain), author=tuple(args.author),
+                               collection=tuple(args.collection), min_score=args.min_score)
     if c == "get":
         return GetRequest(tuple(args.ids))
     if c == "timeline":

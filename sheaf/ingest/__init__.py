@@ -64,9 +64,12 @@ def find_input(paper_id: str, path: Path, fmt: str = "auto") -> tuple[Path, str]
     if fmt != "auto" and path.is_file():
         return path, fmt
     problems = [p for p in (_json_problem(c, path) for c in candidates[:5]) if p]
-    if problems:  # a file that would be an output but cannot be read: say what is wrong with it
-        raise IngestError(paper_id, str(path), "; ".join(problems))
+    broken = [p for p in problems if " is valid JSON " not in p]
+    if broken:  # a file that would be an output but cannot be read: say what is wrong with it
+        raise IngestError(paper_id, str(path), "; ".join(broken))
     what = f"{fmt} input" if fmt != "auto" else "recognised OCR/layout output (result.json, content_list.json, .tei.xml, .docling.json, .md or .pdf)"
+    if problems:
+        raise IngestError(paper_id, str(path), f"found no {what}: {'; '.join(problems)}")
     among = ""
     if path.is_dir() and candidates:  # name the files that were looked at
         names = [str(p.relative_to(path)) for p in candidates[:5]]
@@ -93,7 +96,7 @@ def _json_problem(file: Path, folder: Path) -> str | None:
     except (OSError, RecursionError, ValueError) as e:
         return f"{name}: cannot be read ({e})"
     if file.name == "result.json":
-        return (f"{name}: valid JSON but not PaddleOCR-VL output (no 'layoutParsingResults'"
+        return (f"{name} is valid JSON but not PaddleOCR-VL output (no 'layoutParsingResults'"
                 f"{'' if isinstance(data, (dict, list)) else '; not an object or a list'})")
     return None
 

@@ -106,9 +106,8 @@ def status(settings: Any) -> Outcome:
     anything: built / stale (why) / missing / failed / removed, the skipped folders, coverage,
     the index probe and the next action (`view`: the statuses by key). No Dagster home yet:
     every paper is missing ("no build yet")."""
-    pipelines = _pipelines()
-
     _require_library(settings)
+    pipelines = _pipelines()
     defs, instance, built_before = pipelines.entry.read_side(settings)
     plan = pipelines.sync.plan_sync(instance, settings, write_cache=False)
     present = [p.key for p in plan.scan.discovery.papers]
