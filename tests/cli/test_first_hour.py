@@ -293,3 +293,19 @@ def test_readme_and_help_cover_settings_and_exit_codes():
     assert not [d for d in docs + [readme] if re.search(r"DESIGN §", d)]
     help_ = sheaf(dict(os.environ), "--help")
     assert "exit codes:" in help_.stdout and all(f"  {code} " in help_.stdout for code, _ in EXIT_CODES)
+
+
+def test_strong_semantic_and_hybrid_matches(sample_index, tmp_path):
+    """The line where strong matches end, for the semantic and hybrid legs (in process: the
+    session's loaded model embeds the query)."""
+    from sheaf.core.settings import get_settings
+    from sheaf.search.retriever import Retriever
+
+    settings = get_settings(index_file=sample_index.path, home=tmp_path / "home", library=sample_index.library)
+    with Retriever.open(settings, query_encoder=sample_index.query_encoder) as r:
+        for mode, kind in (("semantic", "cosine"), ("hybrid", "rrf")):
+            d = r.retrieve("how does snow melt timing affect pollinators", mode=mode).data
+            strong = [m["strong"] for m in d["matches"]]
+            assert d["score_kind"] == kind and strong == sorted(strong, reverse=True), (mode, strong)
+            assert {m["zotero_key"] for m in d["matches"] if m["strong"]} == {"W6TB4YRS"}, mode
+            assert 0 < d["strong_matches"] < len(d["matches"])
