@@ -3,7 +3,6 @@
 Writers go through the index backend (`sheaf.store.backend.IndexBackend`: one transaction per
 paper) and share the `sheaf_index` pool, so two runs never write the SQLite file at once.
 """
-import hashlib
 import time
 from dataclasses import replace
 from typing import Any
@@ -16,7 +15,7 @@ from assets.resources import SheafConfig
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
 from sheaf.ingest.library import discover
-from sheaf.ingest.metadata import load_metadata_files
+from sheaf.ingest.metadata import export_files_metadata, export_hash
 from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.vectors.embedder import Embedder
@@ -144,10 +143,7 @@ def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> Mate
     """Paper metadata from the library's Better BibTeX / CSL-JSON exports: the papers table and its FTS."""
     settings = sheaf.settings()
     files = discover(settings.library).metadata_files
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
-    load = load_metadata_files(files)
+    load = export_files_metadata(files)
     # Papers the export no longer lists lose their metadata, but only when every export file
     # was read: an unreadable or missing export (mid-rewrite by Zotero) must not strip the index.
     unread = [w for w in load.warnings if w.item == "-"]
@@ -165,7 +161,7 @@ def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> Mate
         context.log.warning(str(w))
     return MaterializeResult(metadata={
         "export_files": MetadataValue.json([str(f) for f in files]),
-        "export_hash": h.hexdigest(), "papers": len(load.papers), **stats,
+        "export_hash": export_hash(files), "papers": len(load.papers), **stats,
         "skipped_non_papers": load.skipped_non_papers,
         "warnings": MetadataValue.json([str(w) for w in load.warnings][:50]),
     })

@@ -6,7 +6,6 @@ hands it to each of its runs as the `embedder` resource (`assets.resources`).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from pipelines.sync import SyncPlan, apply_sync, plan_sync
 from sheaf.core.envelope import SheafError
 from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
+from sheaf.ingest.metadata import export_hash
 from sheaf.store.sqlite.integrity import storage_problem
 from sheaf.vectors.embedder import Embedder
 
@@ -127,10 +127,7 @@ def run_chain(instance: DagsterInstance, defs: Definitions, keys: list[str], sta
 
 
 def _export_hash(settings: Settings, plan: SyncPlan) -> str:
-    h = hashlib.sha256()
-    for f in plan.scan.discovery.metadata_files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
+    return export_hash(plan.scan.discovery.metadata_files)
 
 
 def build(settings: Settings, defs: Definitions, papers: list[str] | None = None, full: bool = False,

@@ -29,7 +29,7 @@ from pipelines.reliability import (
 )
 from pipelines.state import latest_events, latest_observed_versions
 from pipelines.sync import remove_paper_everywhere
-from sheaf.core.models import valid_paper_key
+from sheaf.core.models import paper_key_problem, valid_paper_key
 from sheaf.ingest.library import discover
 from sheaf.store.artifacts import dict_hash, table_hash
 from sheaf.store.sqlite.index import collections, open_index
@@ -106,8 +106,9 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
     lib = discover(settings.library) if Path(settings.library).is_dir() else None
     library_keys = {p.key for p in lib.papers} if lib else set()
     for k in (lib.invalid_keys if lib else ()):
-        d.add("invalid_key", f"library folder {k!r} is not a safe paper key", "a folder name with path "
-              "characters or '..' (refused so it cannot escape the data folder)", "none: rename the folder")
+        d.add("invalid_key", f"library folder {k!r} is not a valid paper key",
+              f"{paper_key_problem(k)}; the folder is skipped", "none: rename the folder to the paper's "
+              "Zotero item key")
     partitions = list(instance.get_dynamic_partitions(papers_partitions.name))
     part_set = set(partitions)
     for k in sorted(library_keys - part_set):

@@ -5,19 +5,39 @@ warnings are silenced first, then the definitions are imported and built.
 """
 from __future__ import annotations
 
-from dagster import Definitions
+import os
+
+from dagster import DagsterInstance, Definitions
 
 from pipelines.build import ensure_dagster_home
 from pipelines.dagster_private import quiet_dagster_warnings
 from sheaf.core.settings import Settings
 
 
-def dagster_side(settings: Settings) -> Definitions:
-    """Quiet Dagster's warnings, make sure the Dagster home exists (DAGSTER_HOME set), and
-    return the Definitions of `settings`' home and library."""
+def _definitions(settings: Settings) -> Definitions:
     quiet_dagster_warnings()
     # Imported only now: defining the assets emits the Beta/Preview warnings silenced above.
     from pipelines.definitions import build_definitions
 
-    ensure_dagster_home(settings)
     return build_definitions(home=str(settings.home), library=str(settings.library))
+
+
+def dagster_side(settings: Settings) -> Definitions:
+    """Quiet Dagster's warnings, make sure the Dagster home exists (DAGSTER_HOME set), and
+    return the Definitions of `settings`' home and library."""
+    defs = _definitions(settings)
+    ensure_dagster_home(settings)
+    return defs
+
+
+def read_side(settings: Settings) -> tuple[Definitions, DagsterInstance, bool]:
+    """The Definitions and an instance for a read-only command (`sheaf status`, `sheaf doctor`
+    without --repair), creating nothing on disk: (defs, instance, built) where `built` is
+    False when the Dagster home does not exist yet (then the instance is an empty, in-memory
+    one: every paper reads as never built)."""
+    defs = _definitions(settings)
+    home = settings.dagster_home
+    if not home.is_dir():
+        return defs, DagsterInstance.ephemeral(), False
+    os.environ["DAGSTER_HOME"] = str(home)
+    return defs, DagsterInstance.get(), True

@@ -46,11 +46,13 @@ def _error_version(message: str) -> str:
     return "unreadable:" + hashlib.sha256(message.encode()).hexdigest()[:16]
 
 
-def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[str, str] | None = None) -> SyncPlan:
+def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[str, str] | None = None, *,
+              write_cache: bool = True) -> SyncPlan:
     """Compare the library folder with the instance's partitions and last observations
     (`observed`: those versions, when the caller knows them from a current record,
-    `pipelines.record`; else every paper's latest observation is read)."""
-    scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json")
+    `pipelines.record`; else every paper's latest observation is read; `write_cache=False`:
+    read-only, for `sheaf status`)."""
+    scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
     existing = set(instance.get_dynamic_partitions(papers_partitions.name))
     present = {p.key for p in scan.discovery.papers}
     observed = observed if observed is not None else latest_observed_versions(instance)

@@ -74,21 +74,23 @@ def cmd_parse(args: argparse.Namespace) -> Outcome:
     return out
 
 
-def _dagster_side(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """The service module of the build commands, their settings and Definitions. Dagster is
-    imported only here: `sheaf search` and the other light commands never load it."""
+def _pipeline_service() -> Any:
+    """The service module of build/status/doctor: it reaches the Dagster side, imported only
+    here, so `sheaf search` and the other light commands never load it."""
     from sheaf.service import pipeline
 
-    overrides = {"library": args.library} if getattr(args, "library", None) else {}
-    settings = get_settings(**overrides)
-    return pipeline, settings, pipeline.definitions(settings)
+    return pipeline
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    return get_settings(**({"library": args.library} if getattr(args, "library", None) else {}))
 
 
 def cmd_build(args: argparse.Namespace) -> Outcome:
-    pipeline, settings, defs = _dagster_side(args)
+    pipeline, settings = _pipeline_service(), _settings(args)
     with BuildView(json_only=args.json, events=args.events) as view:
-        out = pipeline.build(settings, defs, papers=args.paper, full=args.full, progress=view.line,
-                             events=view.event)
+        out = pipeline.build(settings, pipeline.definitions(settings), papers=args.paper, full=args.full,
+                             progress=view.line, events=view.event)
     if not args.json and not args.events:
         render.build(out.envelope, out.view)
     return out
@@ -105,8 +107,7 @@ def cmd_stop(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_status(args: argparse.Namespace) -> Outcome:
-    pipeline, settings, defs = _dagster_side(args)
-    out = pipeline.status(settings, defs)
+    out = _pipeline_service().status(_settings(args))
     if not args.json:
         render.status(out.envelope, out.view)
         render.build_state(out.envelope["data"]["build_state"])
@@ -121,8 +122,7 @@ def cmd_report(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_doctor(args: argparse.Namespace) -> Outcome:
-    pipeline, settings, defs = _dagster_side(args)
-    out = pipeline.doctor(settings, defs, repair=args.repair, progress=_say(args.json))
+    out = _pipeline_service().doctor(_settings(args), repair=args.repair, progress=_say(args.json))
     if not args.json:
         render.doctor(*out.view)
     return out
@@ -184,10 +184,11 @@ def main(argv: list[str] | None = None) -> int:
                                                                  if command != "sheaf" else "see `sheaf --help`"}),
                     argv)
         else:
-            parser.print_usage(sys.stderr)
+            (e.parser or parser).print_usage(sys.stderr)
             print(f"error: {e}", file=sys.stderr)
         return 2
     try:
+        get_settings()  # every SHEAF_* value checked before any command starts (BAD_INPUT names it)
         out = COMMANDS[args.command](args)
     except SheafError as e:
         out = Outcome(error(args.command, e.code, e.message, e.details), 2)

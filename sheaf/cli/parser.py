@@ -9,19 +9,38 @@ from sheaf.service.requests import (
     SERVED_COMMANDS, GetRequest, GrepRequest, QueryRequest, RetrieveRequest, SearchRequest, TimelineRequest,
 )
 
-__all__ = ["STAGES", "FORMATS", "UsageError", "build_parser", "request_from_args"]
+__all__ = ["STAGES", "FORMATS", "EXIT_CODES", "UsageError", "build_parser", "request_from_args"]
 
 STAGES = ("blocks", "markdown", "render-map", "tree", "units")
 FORMATS = ("auto", "paddleocr-vl", "mineru", "grobid", "docling", "pdf", "markdown")
 
 
+#: Every exit status of `sheaf` (also in the README and `sheaf --help`).
+EXIT_CODES = (
+    (0, "success (status and doctor report what they found)"),
+    (1, "build: a paper failed; doctor: issues remain; parse of a library: a paper failed"),
+    (2, "an error, with its code: BAD_INPUT (a setting or an input file), BAD_QUERY (the command\n"
+        "       line or query), INDEX_NOT_FOUND, NOT_FOUND, VECTOR_NOT_BUILT, MODEL_CHANGED, ..."),
+    (3, "INTERNAL_ERROR: a bug in sheaf (please report it)"),
+    (130, "interrupted (Ctrl-C)"),
+    (141, "the output pipe was closed (`sheaf ... | head`)"),
+)
+EPILOG = "exit codes:\n" + "\n".join(f"  {c:<4} {m}" for c, m in EXIT_CODES) + \
+    "\n\nsettings: SHEAF_* environment variables (see the README); every command checks them first."
+
+
 class UsageError(Exception):
-    """A command line argparse refused (exit 2; an envelope on stdout under --json)."""
+    """A command line argparse refused (exit 2; an envelope on stdout under --json). `parser`:
+    the (sub)command's parser, whose usage line is printed."""
+
+    def __init__(self, message: str, parser: argparse.ArgumentParser | None = None) -> None:
+        super().__init__(message)
+        self.parser = parser
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(f"{self.prog}: {message}", self)
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         # argparse's own default width, without its `import shutil` (every add_argument makes a
@@ -29,22 +48,51 @@ class _Parser(argparse.ArgumentParser):
         return self.formatter_class(prog=self.prog, width=terminal_columns(80) - 2)
 
 
-def _positive_int(text: str) -> int:
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {v}")
+def _int(text: str, minimum: int | None = None) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+    if minimum is not None and v < minimum:
+        raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {v}")
     return v
+
+
+def _year(text: str) -> int:
+    return _int(text)
+
+
+def _positive_int(text: str) -> int:
+    return _int(text, 1)
 
 
 def _nonnegative_int(text: str) -> int:
-    v = int(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {v}")
-    return v
+    return _int(text, 0)
+
+
+def _score(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    """The metadata filters of search and retrieve (from the library's Zotero export)."""
+    p.add_argument("--year-from", type=_year, default=None, metavar="Y", help="only papers of year Y or later")
+    p.add_argument("--year-to", type=_year, default=None, metavar="Y", help="only papers of year Y or earlier")
+    p.add_argument("--domain", action="append", default=[], metavar="D",
+                   help="only this domain: a PaperForge export's file name (repeatable)")
+    p.add_argument("--collection", action="append", default=[], metavar="C",
+                   help="only papers in this Zotero collection or below it, e.g. Ecology (repeatable)")
+    p.add_argument("--author", action="append", default=[], metavar="NAME",
+                   help="only papers with an author of this name, any case or accents: muller finds Müller "
+                        "(repeatable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="sheaf", description="Index and search a paper library.")
+    ap = _Parser(prog="sheaf", description="Index and search a paper library.", epilog=EPILOG,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("parse", help="run the transforms on one paper (or every paper of a library), no Dagster")
     p.add_argument("path", help="a paper's folder or file, or a library folder")
@@ -53,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paper-id", default=None, help="paper key (default: from the path)")
     p.add_argument("--json", action="store_true", help="print the JSON envelope")
 
-    b = sub.add_parser("build", help="discover papers, then build every missing or stale one (Dagster)")
+    b = sub.add_parser("build", help="discover papers, then build every missing or stale one (Dagster)",
+                       epilog="exit 0: built; 1: a paper failed (`sheaf status` says why); 2: an error; 130: interrupted")
     b.add_argument("--library", default=None, help="library folder (default: SHEAF_LIBRARY)")
     b.add_argument("--paper", action="append", default=[], metavar="KEY", help="only these papers (repeatable)")
     b.add_argument("--full", action="store_true", help="rebuild every paper, changed or not")
@@ -66,14 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="give up (TIMEOUT) after S seconds (default 300)")
     sp.add_argument("--json", action="store_true")
 
-    st = sub.add_parser("status", help="per paper: built / stale (why) / missing / failed, and coverage")
+    st = sub.add_parser("status", help="per paper: built / stale (why) / missing / failed / removed, skipped "
+                        "folders, coverage and the next action; writes nothing",
+                        epilog="exit 0 whatever the papers' states; 2: an error (e.g. NOT_FOUND: no library folder)")
     st.add_argument("--library", default=None)
     st.add_argument("--json", action="store_true")
 
     r = sub.add_parser("report", help="library-wide report over the built artifacts (DuckDB)")
     r.add_argument("--json", action="store_true")
 
-    dr = sub.add_parser("doctor", help="cross-check library, Dagster, artifacts and index; --repair fixes drift")
+    dr = sub.add_parser("doctor", help="cross-check library, Dagster, artifacts and index; --repair fixes drift",
+                        epilog="exit 0: no issue (or only skipped folders); 1: issues remain; 2: an error")
     dr.add_argument("--library", default=None)
     dr.add_argument("--repair", action="store_true", help="rebuild only the affected papers and remove orphans")
     dr.add_argument("--json", action="store_true")
@@ -82,9 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("query", nargs="+", help="words, a phrase in quotes, or a code (SPG-302)")
     se.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT,
                     help=f"papers to return (default {DEFAULT_LIMIT})")
-    se.add_argument("--year-from", type=int, default=None, metavar="Y")
-    se.add_argument("--year-to", type=int, default=None, metavar="Y")
-    se.add_argument("--domain", action="append", default=[], metavar="D", help="only this domain (repeatable)")
+    _filters(se)
     se.add_argument("--json", action="store_true")
 
     rt = sub.add_parser("retrieve", help="the best passages (units) for a question: lexical, semantic or hybrid")
@@ -98,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("--paper", action="append", default=[], metavar="KEY", help="only this paper (repeatable)")
     rt.add_argument("--kind", choices=KINDS, default="all",
                     help="body text, figures/tables, or both (default)")
+    _filters(rt)
+    rt.add_argument("--min-score", type=_score, default=None, metavar="S",
+                    help="only matches scoring S or more (bm25 with --mode lexical, cosine with semantic, "
+                         "rrf with hybrid)")
     rt.add_argument("--full", action="store_true", help="whole unit text instead of a snippet")
     rt.add_argument("--json", action="store_true")
 
@@ -157,10 +211,13 @@ def request_from_args(args: argparse.Namespace) -> QueryRequest:
     c = args.command
     if c == "search":
         return SearchRequest(" ".join(args.query), limit=args.limit, year_from=args.year_from,
-                             year_to=args.year_to, domain=tuple(args.domain))
+                             year_to=args.year_to, domain=tuple(args.domain), author=tuple(args.author),
+                             collection=tuple(args.collection))
     if c == "retrieve":
         return RetrieveRequest(" ".join(args.query), mode=args.mode, limit=args.limit, per_paper=args.per_paper,
-                               paper=tuple(args.paper), kind=args.kind, full=args.full)
+                               paper=tuple(args.paper), kind=args.kind, full=args.full, year_from=args.year_from,
+                               year_to=args.year_to, domain=tuple(args.domain), author=tuple(args.author),
+                               collection=tuple(args.collection), min_score=args.min_score)
     if c == "get":
         return GetRequest(tuple(args.ids))
     if c == "timeline":

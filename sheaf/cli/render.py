@@ -25,6 +25,10 @@ def _fit(s: str, n: int) -> str:
     return s if len(s) <= n else s[: max(0, n - 1)] + "…"
 
 
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _score(v: Any) -> str:
     return "" if v is None else (f"{v:.4f}" if abs(v) < 10 else f"{v:.2f}")
 
@@ -45,12 +49,35 @@ def error(env: dict[str, Any]) -> None:
 
 # --- query commands ------------------------------------------------------------------------------
 
-def _compact_line(m: dict[str, Any], width: int) -> str:
-    head = f"[{m['short_id'] or '-'}] {m['zotero_key']} {m['year'] or '----'} | "
-    path = _fit(" > ".join(m["section_path"]) or m["heading"] or "", 38)
-    tail = f"  {_score(m['score'])}"
-    room = max(20, width - len(head) - len(path) - len(tail) - 3)
-    return f"{head}{path} | {_fit(m['summary'], room)}{tail}"
+_KIND = {"body": "body", "backmatter": "backmatter", "figure": "figure", "table": "table", "metadata": "metadata"}
+_WEAK_LINE = "  ·· weaker matches below: {why} ··"
+
+
+def _score_cell(m: dict[str, Any], kind: str) -> str:
+    return f"{kind} {_score(m['score'])}" if m.get("score") is not None else ""
+
+
+def _wrapped(text: str, indent: int, width: int) -> list[str]:
+    """`text` on as many lines as it needs at `indent` (never cut: a hit stays whole)."""
+    return [" " * indent + line for line in _wrap(" ".join(text.split()), max(30, width - indent))]
+
+
+def _weak_separator(data: dict[str, Any], i: int, why: str) -> None:
+    """The line where the strong matches end (only when some came before)."""
+    ms = data["matches"]
+    if 0 < i and ms[i - 1].get("strong", True) and not ms[i].get("strong", True):
+        print(_WEAK_LINE.format(why=why))
+
+
+def _retrieve_line(i: int, m: dict[str, Any], kind: str, width: int) -> None:
+    """Two lines and more: rank, short id, paper, year, unit kind, labelled score, title; then
+    the section and the summary, wrapped, never cut."""
+    head = (f"{i:>2}. [{m['short_id'] or '-'}] {m['zotero_key']} {m['year'] or '----'} "
+            f"{_KIND.get(m['source'], m['source']):<10} {_score_cell(m, kind):<12} ")
+    print(head + _fit(m.get("title") or "(untitled)", max(20, width - len(head))))
+    where = " > ".join(m["section_path"]) or m["heading"] or ""
+    for line in _wrapped(f"{where}: {m['summary']}" if where else m["summary"], 6, width):
+        print(line)
 
 
 def _print_full(m: dict[str, Any], marker: str = "") -> None:
@@ -65,22 +92,33 @@ def _print_full(m: dict[str, Any], marker: str = "") -> None:
 
 def _search(data: dict[str, Any]) -> None:
     width = _width()
+    kind = data.get("score_kind", "rrf")
+    print(f" #  paper     year  first author     {kind + ' score':<12} title")
+    print("    " + "evidence: the field or section that matched, and its words")
     for i, m in enumerate(data["matches"], start=1):
+        _weak_separator(data, i - 1, "they hold only some of the words")
         who = (m["first_author"] or "").split(" ")[-1]
-        head = f"{i:>2}. {m['zotero_key']}  {m['year'] or '----'}  {who}  "
-        tail = f"  {_score(m['score'])}"
-        print(head + _fit(m["title"] or "(untitled)", width - len(head) - len(tail)) + tail)
+        head = f"{i:>2}. {m['zotero_key']}  {m['year'] or '----'}  {_fit(who, 15):<15}  {_score_cell(m, kind):<12} "
+        print(head + _fit(m["title"] or "(untitled)", max(20, width - len(head))))
         where = m["heading"] + (f" [{m['short_id']}]" if m["short_id"] else "")
-        print("      " + _fit(f"{where}: {m['text']}", width - 6))
+        for line in _wrapped(f"{where}: {m['text']}", 6, width):
+            print(line)
 
 
 def _retrieve(data: dict[str, Any]) -> None:
     width = _width()
-    for m in data["matches"]:
-        if data.get("full"):
+    kind = data.get("score_kind") or "score"
+    if data.get("full"):
+        for m in data["matches"]:
             _print_full(m)
-        else:
-            print(_compact_line(m, width))
+        return
+    print(f" #  short id   paper    year kind       {kind + ' score':<12} title")
+    print("      section: summary")
+    why = {"lexical": "their units hold only some of the words"}.get(
+        data.get("mode"), "not every word, and further in meaning than the first")
+    for i, m in enumerate(data["matches"], start=1):
+        _weak_separator(data, i - 1, why)
+        _retrieve_line(i, m, kind, width)
 
 
 def _get(data: dict[str, Any]) -> None:
@@ -101,8 +139,14 @@ def _grep(data: dict[str, Any]) -> None:
         page = f"p.{m['page']}" if m["page"] is not None else _pages(m) or "p.?"
         head = (f"[{m['short_id']}] {m['zotero_key']} {page} {m['field']}:{m['char_start']}-{m['char_end']}"
                 f"  {m['span']!r}  ")
-        print(head + _fit(m["text"], width - len(head)))
-    print(f"\n{len(data['matches'])} occurrences in {data['papers_with_hits']} papers; spellings: "
+        if len(head) + len(m["text"]) <= width:
+            print(head + m["text"])
+        else:  # the context on its own lines: the hit is never cut
+            print(head.rstrip())
+            for line in _wrapped(m["text"], 4, width):
+                print(line)
+    n, p = len(data["matches"]), data["papers_with_hits"]
+    print(f"\n{_n(n, 'occurrence')} in {_n(p, 'paper')}; spellings: "
           + ", ".join(f"{k!r} x{v}" for k, v in data["variants"].items()))
 
 
@@ -152,7 +196,7 @@ def _library_table(rows: list[dict[str, Any]]) -> None:
     cols = ("paper_id", "source_format", "blocks", "sections", "body_units", "object_units", "tokens")
     heads = ("paper", "format", "blocks", "sections", "units", "objects", "tokens")
     table = [heads] + [tuple(str(r.get(c, "")) for c in cols) if "error" not in r
-                       else (r["paper_id"], "ERROR", r["error"]["message"][:60], "", "", "", "")
+                       else (r["paper_id"], "FAILED", "(below)", "", "", "", "")
                        for r in rows]
     widths = [max(len(t[i]) for t in table) for i in range(len(heads))]
     for i, t in enumerate(table):
@@ -162,6 +206,8 @@ def _library_table(rows: list[dict[str, Any]]) -> None:
     bad = [r for r in rows if "error" in r]
     warned = [r for r in rows if r.get("warnings")]
     print(f"\n{len(rows) - len(bad)} parsed, {len(bad)} failed, {len(warned)} with warnings")
+    for r in bad:  # whole: the message is the diagnosis
+        print(f"failed: {r['paper_id']}: {r['error']['message']}")
 
 
 def _print_blocks(out: Any) -> None:
@@ -209,13 +255,56 @@ def build(env: dict[str, Any], rep: Any) -> None:
             print(f"  {st.key}: {st.state}" + (f" ({st.error})" if st.error else f" ({'; '.join(st.reasons)})"))
 
 
+def _table(rows: list[tuple[str, ...]], heads: tuple[str, ...], wrap_last: bool = True) -> None:
+    """Rows under a header line, columns padded; the last column is never cut (wrapped under
+    itself when the terminal is narrow)."""
+    table = [heads] + rows
+    widths = [max(len(t[i]) for t in table) for i in range(len(heads) - 1)]
+    indent = sum(widths) + 2 * len(widths)
+    room = max(30, _width() - indent)
+    for i, t in enumerate(table):
+        lead = "  ".join(c.ljust(w) for c, w in zip(t, widths))
+        last = t[-1]
+        parts = _wrap(last, room) if wrap_last else [last]
+        print(f"{lead}  {parts[0]}".rstrip())
+        for more in parts[1:]:
+            print(" " * indent + more)
+        if i == 0:
+            print("  ".join("-" * w for w in widths) + "  " + "-" * min(room, max(len(heads[-1]), 6)))
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    words, lines, cur = text.split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    return lines + [cur] if cur or not lines else lines
+
+
 def status(env: dict[str, Any], statuses: dict[str, Any]) -> None:
-    for st in statuses.values():
-        why = st.error or "; ".join(st.reasons)
-        print(f"{st.key:<20} {st.state:<8} {why}")
-    coverage, probe = env["data"]["coverage"], env["data"]["index"]
-    print("\ncoverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
-    print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors")))
+    """One line per paper (state and why, errors whole), the skipped folders, coverage, the
+    index, then what to do next."""
+    data = env["data"]
+    if data.get("message"):
+        print(data["message"] + "\n")
+    rows = [(st.key, st.state, st.error or "; ".join(st.reasons) or "-") for st in statuses.values()]
+    rows += [(s["folder"], "skipped", s["reason"]) for s in data.get("skipped", [])]
+    if rows:
+        _table(rows, ("paper", "state", "why"))
+    else:
+        print("the library holds no papers")
+    states = data.get("states", {})
+    print("\npapers: " + (", ".join(f"{n} {k}" for k, n in states.items()) or "none")
+          + (f"; {len(data['skipped'])} folder(s) skipped" if data.get("skipped") else ""))
+    coverage, probe = data["coverage"], data["index"]
+    print("coverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
+    print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors"))
+          + f" ({probe['path']})")
+    for a in env["next_actions"] or ["nothing to do: every paper is built (`sheaf search WORDS` to search)"]:
+        print(f"next: {a}")
 
 
 def build_state(bs: dict[str, Any]) -> None:

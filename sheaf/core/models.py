@@ -42,6 +42,23 @@ def valid_paper_key(key: str) -> bool:
     return bool(PAPER_KEY_RE.fullmatch(key)) and ".." not in key and key not in {".", ""}
 
 
+_CHAR_NAMES = {" ": "a space", "/": "a slash", "\\": "a backslash", "\t": "a tab", ":": "a colon"}
+
+
+def paper_key_problem(key: str) -> str | None:
+    """Why `key` is not a valid paper key, in words ("it contains a space"), or None when it is.
+    A paper key is the Zotero item key: letters, digits, '.', '_' and '-' only, no '..'."""
+    if valid_paper_key(key):
+        return None
+    if key in {".", ""}:
+        return "it is empty or '.'"
+    if ".." in key:
+        return "it contains '..'"
+    bad = list(dict.fromkeys(c for c in key if not PAPER_KEY_RE.fullmatch(c)))
+    names = [_CHAR_NAMES.get(c, repr(c)) for c in bad[:3]]
+    return f"it contains {' and '.join(names)} (a paper key has only letters, digits, '.', '_' and '-')"
+
+
 class IngestError(Exception):
     """A paper's input could not be read; names the paper, the file and the problem."""
 

@@ -180,6 +180,33 @@ def get_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> 
     return Settings(**values)
 
 
+def _is_set(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    return _sheaf_env(os.environ if environ is None else environ).get(variable(name).lower())
+
+
+def where(settings: Settings, what: str, environ: Mapping[str, str] | None = None) -> str:
+    """Where `what` ("index", "home" or "library") was looked for and why, for error messages:
+    the absolute path, and which variable (or default) gave it, relative to which folder.
+
+    >>> where(get_settings({}), "index")  # doctest: +SKIP
+    "/tmp/data/index/sheaf.db: SHEAF_HOME is not set, so the home is ./data in the current folder (/tmp)"
+    """
+    path = {"index": settings.index_path, "home": settings.home, "library": settings.library}[what]
+    cwd = os.getcwd()
+    rel = f" in the current folder ({cwd})" if not Path(path).is_absolute() else ""
+    if what == "index" and settings.index_file is not None:
+        why = f"set by SHEAF_INDEX_FILE{rel}"
+    elif what == "library":
+        why = (f"set by SHEAF_LIBRARY (or --library){rel}" if _is_set("library", environ) or
+               settings.library != Path("data/sample-library")
+               else f"SHEAF_LIBRARY is not set, so the library is ./data/sample-library{rel}")
+    elif _is_set("home", environ):
+        why = f"SHEAF_HOME={_is_set('home', environ)}{rel}"
+    else:
+        why = f"SHEAF_HOME is not set, so the home is ./data{rel}"
+    return f"{Path(path).absolute()}: {why}"
+
+
 def describe() -> list[dict[str, Any]]:
     """Every setting: variable, default and meaning (for `--help` and the docs)."""
     return [{"variable": variable(f.name), "default": None if f.default is None else str(f.default),

@@ -63,12 +63,46 @@ def find_input(paper_id: str, path: Path, fmt: str = "auto") -> tuple[Path, str]
                 return p, name
     if fmt != "auto" and path.is_file():
         return path, fmt
+    problems = [p for p in (_json_problem(c, path) for c in candidates[:5]) if p]
+    broken = [m for bad, m in problems if bad]
+    if broken:  # a file that would be an output but cannot be read: say what is wrong with it
+        raise IngestError(paper_id, str(path), "; ".join(broken))
     what = f"{fmt} input" if fmt != "auto" else "recognised OCR/layout output (result.json, content_list.json, .tei.xml, .docling.json, .md or .pdf)"
+    if problems:
+        raise IngestError(paper_id, str(path), f"found no {what}: {'; '.join(m for _, m in problems)}")
     among = ""
     if path.is_dir() and candidates:  # name the files that were looked at
         names = [str(p.relative_to(path)) for p in candidates[:5]]
         among = f" among {', '.join(names)}" + (f" and {len(candidates) - 5} more" if len(candidates) > 5 else "")
+    elif path.is_dir():
+        among = ": the folder is empty"
     raise IngestError(paper_id, str(path), f"found no {what}{among}")
+
+
+def _json_problem(file: Path, folder: Path) -> tuple[bool, str] | None:
+    """What is wrong with a `.json` file no adapter took: (True, "result.json: invalid JSON at
+    line 3 column 5 (Expecting value)") when it cannot be read, (False, why it is no known
+    output) for an empty file or a `result.json` of another shape, else None."""
+    if not file.name.lower().endswith(".json"):
+        return None
+    import json  # only on this failure path
+
+    name = str(file.relative_to(folder)) if folder.is_dir() else file.name
+    try:
+        text = file.read_bytes().decode("utf-8-sig")
+        if not text.strip():
+            return False, f"{name} is empty"
+        data = json.loads(text)
+    except UnicodeDecodeError as e:
+        return True, f"{name}: not UTF-8 text (invalid byte at offset {e.start})"
+    except json.JSONDecodeError as e:
+        return True, f"{name}: invalid JSON at line {e.lineno} column {e.colno} ({e.msg})"
+    except (OSError, RecursionError, ValueError) as e:
+        return True, f"{name}: cannot be read ({e})"
+    if file.name == "result.json":
+        return False, (f"{name} is valid JSON but not PaddleOCR-VL output (no 'layoutParsingResults'"
+                       f"{'' if isinstance(data, (dict, list)) else '; not an object or a list'})")
+    return None
 
 
 _KNOWN_SUFFIXES = (".tei.xml", ".docling.json", ".json", ".xml", ".pdf", ".md", ".markdown")

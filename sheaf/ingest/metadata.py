@@ -8,6 +8,7 @@ position) in the warnings and skipped; it never stops the load.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -431,3 +432,26 @@ def load_library_metadata(library: str | Path) -> MetadataLoad:
     if lj.is_file():
         return load_metadata_file(lj, domain=None)
     return MetadataLoad((), ())
+
+
+#: Part of `export_hash`: bump it when the same export files load differently (2: a plain
+#: library's papers have no domain, instead of "library" from the file name).
+METADATA_RULES = "2"
+
+
+def export_files_metadata(files: Iterable[str | Path]) -> MetadataLoad:
+    """The metadata of a library's export files as discovery lists them: PaperForge exports
+    give their file stem as the domain; a plain library's `library.json` gives none (its
+    Better BibTeX collections are the filter there: `--collection`)."""
+    paths = [Path(f) for f in files]
+    plain = len(paths) == 1 and paths[0].name == "library.json" and paths[0].parent.name != "exports"
+    return load_metadata_files(paths, domain=None) if plain else load_metadata_files(paths)
+
+
+def export_hash(files: Iterable[str | Path]) -> str:
+    """What the loaded metadata depends on: the export files' names and bytes, and the rules."""
+    h = hashlib.sha256(f"rules={METADATA_RULES}\0".encode())
+    for f in files:
+        f = Path(f)
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()

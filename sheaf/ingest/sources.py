@@ -26,8 +26,9 @@ class SourceScan:
     hashed: int  # papers whose bytes were read this time
 
 
-def scan_sources(library: Path, cache_file: Path | None = None) -> SourceScan:
-    """Hash every paper's OCR output, re-reading only files whose size or mtime changed."""
+def scan_sources(library: Path, cache_file: Path | None = None, *, write_cache: bool = True) -> SourceScan:
+    """Hash every paper's OCR output, re-reading only files whose size or mtime changed.
+    `write_cache=False` (`sheaf status`): the stat cache is read, never written."""
     disc = discover(library)
     cache: dict[str, list] = {}
     if cache_file and cache_file.exists():
@@ -57,7 +58,7 @@ def scan_sources(library: Path, cache_file: Path | None = None) -> SourceScan:
             errors[p.key] = str(e)
         except OSError as e:
             errors[p.key] = f"paper {p.key}: {e}"
-    if cache_file and new_cache != cache:
+    if cache_file and write_cache and new_cache != cache:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache_file.parent, prefix=".stats.")
         with os.fdopen(fd, "w") as f:

@@ -42,7 +42,8 @@ from sheaf.core.defaults import (
 )
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.core.settings import get_settings
+from sheaf.core.settings import get_settings, where
+from sheaf.core.text import fold, fold_same_length
 from sheaf.search.grep import _find_spans, _page_at, term_pattern
 from sheaf.search.snippets import (
     SUMMARY_CHARS,
@@ -87,6 +88,12 @@ BODY_WEIGHTS = (2.0, 1.0, 2.0)
 OBJECT_WEIGHTS = (3.0, 2.0, 1.0, 0.5, 2.0)
 
 Unit = BodyUnit | ObjectUnit
+#: What a match's `score` is, per retrieve mode (`search` fuses ranks: rrf).
+SCORE_KINDS = {"lexical": "bm25", "semantic": "cosine", "hybrid": "rrf"}
+#: A semantic match is *strong* when its cosine is within this of the best match's, and at
+#: least SEMANTIC_STRONG_MIN; a lexical one when its unit holds every word of the query.
+SEMANTIC_STRONG_GAP = 0.15
+SEMANTIC_STRONG_MIN = 0.25
 _LEG_PREF = {"body": 0, "object": 1, "metadata": 2}  # the snippet's source when ranks tie
 
 
@@ -162,6 +169,11 @@ def _heading(u: Unit) -> str:
     return u.section_path[-1] if u.section_path else ""
 
 
+def _is_backmatter(unit_id: str) -> bool:
+    """A back-matter unit (acknowledgments, data availability, ...): `{paper}:body:{node}:backmatter[...]`."""
+    return ":backmatter" in unit_id
+
+
 def _positive(name: str, value: int, minimum: int = 1) -> int:
     if not isinstance(value, int) or value < minimum:
         raise SheafError("BAD_QUERY", f"{name} must be an integer >= {minimum}, not {value!r}",
@@ -198,6 +210,11 @@ class Retriever:
         a readable Sheaf index: BACKEND_UNAVAILABLE. The engines, when given, answer lexical
         rankings and vector searches from memory (a warm server's)."""
         s = settings if settings is not None else get_settings()
+        if not Path(s.index_path).exists():
+            raise SheafError("INDEX_NOT_FOUND", f"no index at {s.index_path} (looked at {where(s, 'index')})",
+                             {"path": str(Path(s.index_path).absolute()), "home": str(Path(s.home).absolute())},
+                             hint="run `sheaf build` to make it, or point SHEAF_HOME (or SHEAF_INDEX_FILE) at "
+                                  "the folder holding the index you built")
         index = SqliteIndex.open(s.index_path, readonly=True, busy_timeout_ms=s.sqlite_busy_timeout_ms,
                                  lexical_engine=lexical_engine, vector_engine=vector_engine)
         return cls(index, s, query_encoder=query_encoder)
@@ -285,10 +302,28 @@ class Retriever:
         known = self.index.known_papers(keys)
         missing = [k for k in keys if k not in known]
         if missing:
-            raise SheafError("NOT_FOUND", f"paper {', '.join(missing)} is not in the index",
-                             {"papers": missing}, hint="check the key (sheaf search finds papers), "
-                             "or build the index (sheaf build)")
+            by_fold = {p.casefold(): p for p in self._indexed_papers()}
+            close = {k: by_fold[k.casefold()] for k in missing if k.casefold() in by_fold}
+            hint = ("did you mean " + ", ".join(f"--paper {v}" for v in close.values()) + "? (paper keys are "
+                    "case-sensitive)") if close else \
+                "check the key (the Zotero item key: `sheaf search` finds papers), or build the index (sheaf build)"
+            raise SheafError("NOT_FOUND", f"paper {', '.join(missing)} is not in the index"
+                             + (f"; did you mean {', '.join(close.values())}?" if close else ""),
+                             {"papers": missing, "suggestions": close}, hint=hint)
         return keys
+
+    def _not_a_unit(self, refs: Sequence[str]) -> SheafError:
+        """NOT_FOUND for unit ids that do not exist, saying so when one is a paper key."""
+        refs = list(refs)
+        papers = self.index.known_papers([r.strip() for r in refs])
+        if papers:
+            key = sorted(papers)[0]
+            return SheafError("NOT_FOUND", f"no unit with id {', '.join(refs)}: {key} is a paper key, not a unit's "
+                              "short id", {"ids": refs, "papers": sorted(papers)},
+                              hint=f"`sheaf retrieve QUERY --paper {key}` gives that paper's best passages "
+                                   "(with their short ids)")
+        return SheafError("NOT_FOUND", f"no unit with id {', '.join(refs)}", {"ids": refs},
+                          hint="short ids come from `sheaf retrieve`; they change when a paper is rebuilt")
 
     # --- matches ----------------------------------------------------------------------------
 
@@ -319,7 +354,8 @@ class Retriever:
     def _lexical_units(self, query: str, kinds: Sequence[str], n: int, paper_ids: Sequence[str] | None,
                        index: IndexBackend | None = None) -> tuple[list[FtsHit], bool, bool]:
         """Best units for the query: those with every word first (bm25), then those with some
-        of them. Returns (hits, exhausted, relaxed). `index`: another handle on the index."""
+        of them. Returns (hits, exhausted, relaxed, refs of the hits holding every word).
+        `index`: another handle on the index."""
         ix = self.index if index is None else index
         and_q, or_q = self._matches(query)
         scopes = [("body", BODY_WEIGHTS)] * ("body" in kinds) + [("object", OBJECT_WEIGHTS)] * ("object" in kinds)
@@ -338,6 +374,7 @@ class Retriever:
             return hits, complete
 
         hits, complete = run(and_q)
+        every = {h.ref for h in hits}
         relaxed = False
         if or_q != and_q and len(hits) <= n:  # room left: units with some of the words follow
             more, complete = run(or_q)
@@ -345,7 +382,7 @@ class Retriever:
             extra = [h for h in more if h.ref not in seen]
             relaxed = not hits and bool(extra)
             hits = hits + extra
-        return hits[:n], complete and len(hits) <= n, relaxed
+        return hits[:n], complete and len(hits) <= n, relaxed, every
 
     def _lexical_in_background(self, query: str, kinds: Sequence[str], n: int,
                                paper_ids: Sequence[str] | None) -> "_Background | None":
@@ -427,9 +464,15 @@ class Retriever:
 
     def retrieve(self, query: str, *, mode: str = "hybrid", limit: int = DEFAULT_LIMIT,
                  per_paper: int = DEFAULT_PER_PAPER, papers: Sequence[str] | None = None,
-                 kind: str = "all", full: bool = False, fetch: int | None = None) -> Result:
+                 kind: str = "all", full: bool = False, fetch: int | None = None, year_from: int | None = None,
+                 year_to: int | None = None, domains: Sequence[str] | None = None,
+                 authors: Sequence[str] | None = None, collections: Sequence[str] | None = None,
+                 min_score: float | None = None) -> Result:
         """Unit-level retrieval (see the module docstring). `per_paper` 0 means no cap;
-        `fetch` is the first number of candidates per leg (times four until `limit` is met)."""
+        `fetch` is the first number of candidates per leg (times four until `limit` is met);
+        the metadata filters as `search`'s; `min_score`: only matches scoring that or more (in
+        the mode's score: bm25, cosine or rrf). Every match says whether it is `strong` (its
+        unit holds every word of the query, or its cosine is near the best one's)."""
         if mode not in MODES:
             raise SheafError("BAD_QUERY", f"mode must be one of {', '.join(MODES)}", {"mode": mode})
         if kind not in KINDS:
@@ -440,12 +483,22 @@ class Retriever:
             raise SheafError("BAD_QUERY", "the query is empty", hint="give a question or some words")
         kinds = ("body", "object") if kind == "all" else (kind,)
         paper_ids = self._require_papers(papers)
+        filtered, filter_warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections)
+        if filtered is not None:
+            paper_ids = filtered if paper_ids is None else [k for k in paper_ids if k in set(filtered)]
         if mode != "semantic":
             self._matches(query)  # BAD_QUERY before any model is loaded
         elif not _WORD_RE.search(unicodedata.normalize("NFKC", query)):
             raise SheafError("BAD_QUERY", "the query holds no word", {"query": query},
                              hint="ask with words: punctuation alone has no meaning to embed")
-        warnings: list[str] = []
+        warnings: list[str] = list(filter_warnings)
+        if paper_ids == []:  # the filters leave no paper: nothing to rank
+            res = Result({"query": query, "mode": mode, "limit": limit, "per_paper": per_paper, "kind": kind,
+                          "papers": list(papers or []), "filters": filters, "full": full,
+                          "score_kind": SCORE_KINDS[mode], "strong_matches": 0, "matches": [],
+                          "engines": self.engines()}, warnings)
+            self._nothing_found(res, semantic=mode != "lexical", filtered=True)
+            return res
         n = max(fetch or 0, 1) if fetch else max(limit * max(per_paper, 1) * 3, 30)
         pending = None
         if mode == "hybrid":  # the lexical leg's first round runs while the query is encoded
@@ -461,6 +514,8 @@ class Retriever:
                 raise
             warnings += w
         relaxed = False
+        every_word: set[str] = set()
+        dropped: dict[str, int] = {}
         while True:
             legs: dict[str, list[tuple[str, str, float]]] = {}
             exhausted = True
@@ -472,10 +527,10 @@ class Retriever:
                     sem_done = e
             if mode != "semantic":
                 if pending is not None:
-                    lex, ex, relaxed = pending.result()
+                    lex, ex, relaxed, every_word = pending.result()
                     pending = None
                 else:
-                    lex, ex, relaxed = self._lexical_units(query, kinds, n, paper_ids)
+                    lex, ex, relaxed, every_word = self._lexical_units(query, kinds, n, paper_ids)
                 legs["lexical"] = [(h.ref, h.paper_id, h.score) for h in lex]
                 exhausted &= ex
             if isinstance(sem_done, Exception):
@@ -487,12 +542,17 @@ class Retriever:
                 ordinals = {u: o for u, _, _, o in sem}
                 exhausted &= ex
             fused = self._fuse(legs, mode)
-            picked = self._cap(fused, per_paper, limit)
-            if len(picked) >= limit or exhausted:
+            if min_score is not None:
+                fused = [c for c in fused if c["score"] >= min_score]
+            dropped = {}
+            picked = self._cap(fused, per_paper, limit, dropped)
+            if len(picked) >= limit or exhausted or self._below(min_score, mode, legs, n):
                 break
             n *= 4
         units = self._units([c["unit_id"] for c in picked])
         passage_starts = self._passage_starts(qv, ordinals, picked) if qv is not None else {}
+        sem_scores = [c["legs"]["semantic"]["score"] for c in picked if c["legs"].get("semantic")]
+        strong_cos = max(max(sem_scores, default=1.0) - SEMANTIC_STRONG_GAP, SEMANTIC_STRONG_MIN)
         matches = []
         for c in picked:
             u = units.get(c["unit_id"])
@@ -502,11 +562,21 @@ class Retriever:
             shown = text if full else make_snippet(text, query, start_hint=passage_starts.get(u.unit_id, 0))
             m = self._match(u, score=c["score"], text=shown, query=query, full=full, full_text=text)
             m["legs"] = c["legs"]
+            sem = c["legs"].get("semantic")
+            m["strong"] = (c["legs"].get("lexical") is not None and c["unit_id"] in every_word) or \
+                (sem is not None and sem["score"] >= strong_cos)
             matches.append(m)
         if relaxed:
             warnings.append("no unit contains every word of the query; these contain some of them")
+        capped = {k: v for k, v in dropped.items() if v}
+        if per_paper and capped and len(matches) < limit:
+            warnings.append(f"{len(matches)} of the {limit} asked for: --per-paper {per_paper} left out "
+                            + ", ".join(f"{v} more unit{'s' if v != 1 else ''} of {k}" for k, v in sorted(capped.items()))
+                            + " (--per-paper 0 shows every unit)")
         data = {"query": query, "mode": mode, "limit": limit, "per_paper": per_paper, "kind": kind,
-                "papers": list(paper_ids or []), "full": full, "matches": matches}
+                "papers": list(papers or []), "filters": filters, "full": full,
+                "score_kind": SCORE_KINDS[mode], "strong_matches": sum(1 for m in matches if m["strong"]),
+                "capped": capped, "matches": matches}
         if mode == "hybrid":
             data["fusion"] = {"method": "rrf", "k": HYBRID_RRF_K}
         if qv is not None:
@@ -515,7 +585,7 @@ class Retriever:
         data["engines"] = self.engines()
         res = Result(data, warnings)
         if not matches:
-            self._nothing_found(res, semantic=mode != "lexical")
+            self._nothing_found(res, semantic=mode != "lexical", filtered=filtered is not None)
         else:
             res.next_actions.append("sheaf get SHORT_ID... for whole units; sheaf timeline SHORT_ID for "
                                     "the units around one")
@@ -541,11 +611,27 @@ class Retriever:
             c["unit_id"]))
 
     @staticmethod
-    def _cap(cands: list[dict[str, Any]], per_paper: int, limit: int) -> list[dict[str, Any]]:
+    def _below(min_score: float | None, mode: str, legs: dict[str, list[tuple[str, str, float]]], n: int) -> bool:
+        """True when fetching more candidates cannot add one scoring `min_score` or more (the
+        legs are in score order; a hybrid score is at most 2 / (k + rank))."""
+        if min_score is None:
+            return False
+        if mode == "hybrid":
+            return 2.0 / (HYBRID_RRF_K + n) < min_score
+        leg = legs.get("lexical" if mode == "lexical" else "semantic") or []
+        return bool(leg) and min(s for _, _, s in leg) < min_score
+
+    @staticmethod
+    def _cap(cands: list[dict[str, Any]], per_paper: int, limit: int,
+             dropped: dict[str, int] | None = None) -> list[dict[str, Any]]:
+        """The first `limit` candidates, at most `per_paper` of one paper (`dropped`: how many
+        each paper had past its cap before the limit was reached)."""
         per: dict[str, int] = {}
         out = []
         for c in cands:
             if per_paper and per.get(c["paper_id"], 0) >= per_paper:
+                if dropped is not None:
+                    dropped[c["paper_id"]] = dropped.get(c["paper_id"], 0) + 1
                 continue
             per[c["paper_id"]] = per.get(c["paper_id"], 0) + 1
             out.append(c)
@@ -581,27 +667,55 @@ class Retriever:
 
     # --- search (paper level) ----------------------------------------------------------------
 
+    def _filter_papers(self, year_from: int | None, year_to: int | None, domains: Sequence[str] | None,
+                       authors: Sequence[str] | None, collections: Sequence[str] | None
+                       ) -> tuple[list[str] | None, list[str], dict[str, Any]]:
+        """(the papers passing the metadata filters, None without filters; warnings about
+        filter values no paper has; the filters as the envelope shows them). An inverted year
+        range: BAD_QUERY."""
+        filters = {"year_from": year_from, "year_to": year_to, "domain": list(domains) if domains else None,
+                   "author": list(authors) if authors else None,
+                   "collection": list(collections) if collections else None}
+        if year_from is not None and year_to is not None and year_from > year_to:
+            raise SheafError("BAD_QUERY", f"--year-from {year_from} is after --year-to {year_to}: no year "
+                             "can pass both", {"year_from": year_from, "year_to": year_to},
+                             hint=f"swap them: --year-from {year_to} --year-to {year_from}")
+        if year_from is None and year_to is None and not domains and not authors and not collections:
+            return None, [], filters
+        warnings: list[str] = []
+        paper_ids = self.index.papers_where(year_min=year_from, year_max=year_to,
+                                            domains=list(domains) if domains else None,
+                                            collections=list(collections) if collections else None,
+                                            authors=list(authors) if authors else None)
+        if domains:
+            known = self._memoized("domains", self.index.domains)
+            unknown = [d for d in domains if d not in known]
+            if unknown:
+                warnings.append(f"no paper has domain {', '.join(map(repr, unknown))}"
+                                + (f"; domains: {', '.join(sorted(known))}" if known else
+                                   "; the library has no domains (--collection filters by Zotero collection)"))
+        if collections:
+            known_c = self._memoized("collection_names", self.index.collection_names)
+            folded = {fold(k) for k in known_c}
+            unknown = [c for c in collections if fold(c.strip("/").split("/")[-1].strip()) not in folded]
+            if unknown:
+                warnings.append(f"no paper is in collection {', '.join(map(repr, unknown))}"
+                                + (f"; collections: {', '.join(sorted(known_c))}" if known_c else
+                                   "; the library's export has no collections"))
+        return paper_ids, warnings, filters
+
     def search(self, query: str, *, limit: int = DEFAULT_LIMIT, year_from: int | None = None,
-               year_to: int | None = None, domains: Sequence[str] | None = None) -> Result:
-        """Papers for a lexical query over metadata and full text; one match per paper."""
+               year_to: int | None = None, domains: Sequence[str] | None = None,
+               authors: Sequence[str] | None = None, collections: Sequence[str] | None = None) -> Result:
+        """Papers for a lexical query over metadata and full text; one match per paper. The
+        snippet is the paper's best evidence, body text before back matter (acknowledgments,
+        data availability, ...) when both hold the words."""
         _positive("--limit", limit)
         if not (query or "").strip():
             raise SheafError("BAD_QUERY", "the query is empty", hint="give some words to search for")
         and_q, or_q = self._matches(query)
-        filters = {"year_from": year_from, "year_to": year_to, "domain": list(domains) if domains else None}
-        paper_ids = None
-        warnings: list[str] = []
+        paper_ids, warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections)
         actions: list[str] = []
-        if year_from is not None or year_to is not None or domains:
-            paper_ids = self.index.papers_where(year_min=year_from, year_max=year_to,
-                                                domains=list(domains) if domains else None)
-            if domains:
-                known = self._memoized("domains", self.index.domains)
-                unknown = [d for d in domains if d not in known]
-                if unknown:
-                    warnings.append(f"no paper has domain {', '.join(map(repr, unknown))}"
-                                    + (f"; domains: {', '.join(sorted(known))}" if known else
-                                       "; the library has no domains"))
         n = max(200, limit * 10)
         relaxed = False
         legs = self._paper_legs(and_q, n, paper_ids) if paper_ids != [] else {}
@@ -618,6 +732,9 @@ class Retriever:
                 if c["best"] is None or (rank, _LEG_PREF[leg]) < (c["best"][1], _LEG_PREF[c["best"][0]]):
                     c["best"] = (leg, rank, h.ref)
         ranked = sorted(fused.values(), key=lambda c: (-c["score"], c["paper_id"]))[:limit]
+        for c in ranked:
+            if c["best"][0] == "body" and _is_backmatter(c["best"][2]):
+                c["best"] = self._body_evidence(c, or_q if relaxed else and_q)
         self.papers(c["paper_id"] for c in ranked)
         best_units = self._units([c["best"][2] for c in ranked if c["best"][0] != "metadata"])
         matches = []
@@ -635,13 +752,26 @@ class Retriever:
             matches.append(m)
         if relaxed:
             warnings.append("no paper contains every word of the query; these contain some of them")
+        for m in matches:
+            m["strong"] = not relaxed
         res = Result({"query": query, "filters": filters, "fusion": {"method": "rrf", "k": RRF_K},
+                      "score_kind": "rrf", "strong_matches": 0 if relaxed else len(matches),
                       "matches": matches, "engines": self.engines()}, warnings, actions)
         if not matches:
             self._nothing_found(res, semantic=False, filtered=paper_ids is not None)
         else:
             res.next_actions.append("sheaf retrieve QUERY --paper KEY for the best passages of one paper")
         return res
+
+    def _body_evidence(self, c: dict[str, Any], match: str) -> tuple[str, int, str]:
+        """A paper's best evidence other than back matter: its best body unit outside back
+        matter holding the words, else its object hit, else the back-matter unit it had."""
+        hits = self.index.lexical_units("body", match, limit=50, paper_ids=[c["paper_id"]], weights=BODY_WEIGHTS)
+        body = next((h for h in hits if not _is_backmatter(h.ref)), None)
+        if body is not None:
+            return ("body", c["best"][1], body.ref)
+        obj = c["legs"].get("object")
+        return ("object", obj["rank"], obj["ref"]) if obj else c["best"]
 
     def _paper_legs(self, match: str, n: int, paper_ids: Sequence[str] | None) -> dict[str, list[FtsHit]]:
         return {
@@ -653,14 +783,16 @@ class Retriever:
     def _metadata_match(self, paper_id: str, score: float, query: str) -> dict[str, Any]:
         r = self.index.paper_text(paper_id)
         title, abstract = (r["title"], r["abstract"]) if r else ("", "")
-        pat = _highlight_re(query)
+        pat = _highlight_re(fold_same_length(query))
+
+        def has(value: str | None) -> bool:  # accents folded: "Muller" is found in "Müller"
+            return bool(value and pat and pat.search(fold_same_length(value)))
+
         field_name, text = "Title", title
-        if abstract and pat and pat.search(abstract) and not (pat.search(title or "")):
-            field_name, text = "Abstract", abstract
-        elif r and pat and not pat.search(title or ""):
-            authors = "; ".join(r["authors"])
-            for name, value in (("Authors", authors), ("Journal", r["journal"])):
-                if value and pat.search(value):
+        if r and not has(title):
+            fields = (("Abstract", abstract), ("Authors", "; ".join(r["authors"])), ("Journal", r["journal"]))
+            for name, value in fields:
+                if has(value):
                     field_name, text = name, value
                     break
         m = self._paper_fields(paper_id)
@@ -717,7 +849,7 @@ class Retriever:
         if indexed == 0:
             acts.append("the index holds no papers: run `sheaf build`")
         if filtered:
-            acts.append("drop or widen the filters (--year-from, --year-to, --domain)")
+            acts.append("drop or widen the filters (--year-from, --year-to, --domain, --collection, --author)")
         acts.append("try other or fewer words" + ("" if semantic else ", or `sheaf retrieve QUERY "
                                                    "--mode semantic` for passages by meaning"))
 
@@ -738,8 +870,7 @@ class Retriever:
             u = self._unit(r)
             (found.append(u) if u is not None else missing.append(r))
         if not found:
-            raise SheafError("NOT_FOUND", f"no unit with id {', '.join(missing)}", {"ids": missing},
-                             hint="short ids come from `sheaf retrieve`; they change when a paper is rebuilt")
+            raise self._not_a_unit(missing)
         matches = [self._match(u, score=None, text=_unit_text(u), full=True) for u in found]
         warnings = [f"no unit with id {r}" for r in missing]
         return Result({"ids": refs, "missing": missing, "matches": matches}, warnings,
@@ -750,8 +881,9 @@ class Retriever:
         _positive("--window", window, 0)
         u = self._unit(ref)
         if u is None:
-            raise SheafError("NOT_FOUND", f"no unit with id {ref}", {"id": ref},
-                             hint="short ids come from `sheaf retrieve`; they change when a paper is rebuilt")
+            e = self._not_a_unit([ref])
+            e.details["id"] = ref
+            raise e
         body, objects = self.index.paper_units(u.paper_id)
         order = reading_order(body, objects)
         pos = next(i for i, x in enumerate(order) if x.unit_id == u.unit_id)

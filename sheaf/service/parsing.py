@@ -1,11 +1,12 @@
 """`sheaf parse`: the transforms on one paper (or every paper of a library), no Dagster."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import SheafError, ok
-from sheaf.core.models import IngestError
+from sheaf.core.models import IngestError, paper_key_problem
 from sheaf.ingest.library import discover
 from sheaf.service.requests import Outcome
 from sheaf.transform.chain import process_paper
@@ -48,8 +49,9 @@ def parse(path: Path | str, *, fmt: str = "auto", stage: str = "units", paper_id
     of a library folder (exit 1 when one failed)."""
     path = Path(path)
     if not path.exists():
-        raise SheafError("NOT_FOUND", f"no such file or folder: {path}",
-                         {"path": str(path)}, hint="give a paper's folder or file, or a library folder")
+        rel = "" if path.is_absolute() else f" (looked at {path.absolute()}, relative to the current folder {os.getcwd()})"
+        raise SheafError("NOT_FOUND", f"no such file or folder: {path}{rel}",
+                         {"path": str(path.absolute())}, hint="give a paper's folder or file, or a library folder")
     lib = discover(path) if path.is_dir() else None
     if lib is not None and lib.papers:  # a whole library: one summary row per paper
         rows: list[dict[str, Any]] = []
@@ -58,7 +60,7 @@ def parse(path: Path | str, *, fmt: str = "auto", stage: str = "units", paper_id
                 rows.append(paper_summary(process_paper(p.path, p.key, fmt, token_cap)))
             except IngestError as e:
                 rows.append({"paper_id": p.key, "error": e.to_dict()})
-        warnings = [f"invalid paper key refused: {k!r}" for k in lib.invalid_keys]
+        warnings = [f"folder {k!r} skipped: not a valid paper key: {paper_key_problem(k)}" for k in lib.invalid_keys]
         failed = sum(1 for r in rows if "error" in r)
         env = ok("parse", {"library": str(path), "layout": lib.layout, "papers": rows}, count=len(rows),
                  warnings=warnings + [f"{r['paper_id']}: {r['error']['message']}" for r in rows if "error" in r])

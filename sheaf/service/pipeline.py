@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError, ok
+from sheaf.core.models import paper_key_problem
 from sheaf.core.progress import stop_on_sigterm
-from sheaf.ingest.library import discover
+from sheaf.core.settings import where
 from sheaf.service.build_state import verdict
 from sheaf.service.requests import Outcome
 from sheaf.store.sqlite.index import collections, open_index
@@ -29,7 +30,7 @@ Events = Callable[[dict[str, Any]], None]
 
 def _pipelines() -> Any:
     """The Dagster side (`pipelines`), imported when one of these commands runs, never before."""
-    import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.live, pipelines.planner, pipelines.record, pipelines.state  # noqa: E401,E501
+    import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.live, pipelines.planner, pipelines.record, pipelines.state, pipelines.sync  # noqa: E401,E501
 
     return pipelines
 
@@ -57,9 +58,7 @@ def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bo
     at the next paper boundary, as the first Ctrl-C does."""
     pipelines = _pipelines()
 
-    if not settings.library.is_dir():
-        raise SheafError("NOT_FOUND", f"library folder not found: {settings.library}",
-                         {"library": str(settings.library)}, hint="pass --library PATH or set SHEAF_LIBRARY")
+    _require_library(settings)
     with stop_on_sigterm():
         rep = pipelines.build.build(settings, defs, papers=papers or None, full=full, progress=progress,
                                     events=events)
@@ -77,30 +76,85 @@ def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bo
     return Outcome(env, 130 if rep.interrupted else (1 if failed else 0), rep)
 
 
-def status(settings: Any, defs: Any) -> Outcome:
-    """Per paper: built / stale (why) / missing / failed, coverage and the index probe (`view`:
-    the statuses by key)."""
-    pipelines = _pipelines()
+def _require_library(settings: Any) -> None:
+    if not settings.library.is_dir():
+        raise SheafError("NOT_FOUND", f"library folder not found: {settings.library} "
+                         f"(looked at {where(settings, 'library')})",
+                         {"library": str(settings.library.absolute())},
+                         hint="pass --library PATH or set SHEAF_LIBRARY to your library folder")
 
-    instance = pipelines.build.get_instance(settings)
+
+def _papers(n: int) -> str:
+    return "paper" if n == 1 else "papers"
+
+
+def _status_actions(states: dict[str, int], statuses: dict[str, Any], skipped: list[dict[str, str]],
+                    built_before: bool) -> list[str]:
+    """What to do next, most useful first (the text view ends with these)."""
+    acts: list[str] = []
+    todo = {k: states.get(k, 0) for k in ("missing", "stale", "removed")}
+    retry = sum(1 for st in statuses.values() if st.state == "failed" and st.reasons)
+    if not built_before:
+        acts.append(f"no build yet in this home: run `sheaf build` to build the {todo['missing']} papers")
+    elif any(todo.values()) or retry:
+        what = [f"{n} {k}" for k, n in (("missing", todo["missing"]), ("stale", todo["stale"]),
+                                         ("changed failed", retry)) if n]
+        parts = [f"build {' and '.join(what)} {_papers(sum((todo['missing'], todo['stale'], retry)))}"] if what else []
+        parts += [f"drop {todo['removed']} removed {_papers(todo['removed'])}"] if todo["removed"] else []
+        acts.append(f"run `sheaf build` to {' and '.join(parts)}")
+    if states.get("failed", 0) > retry:
+        acts.append("fix the failed papers' files (`sheaf parse <paper folder>` shows why), then run `sheaf build`")
+    if skipped:
+        acts.append("rename the skipped folders to the paper's Zotero item key")
+    return acts
+
+
+def status(settings: Any) -> Outcome:
+    """Per paper of the library, read as the build's discovery reads it and without writing
+    anything: built / stale (why) / missing / failed / removed, the skipped folders, coverage,
+    the index probe and the next action (`view`: the statuses by key). No Dagster home yet:
+    every paper is missing ("no build yet")."""
+    _require_library(settings)
+    pipelines = _pipelines()
+    defs, instance, built_before = pipelines.entry.read_side(settings)
     chain = pipelines.planner.chain_of(defs)
-    record = pipelines.record.load_record(instance, chain)  # current: no paper's events are read
-    observed = record.versions if record is not None else pipelines.state.latest_observed_versions(instance)
-    keys = list(instance.get_dynamic_partitions("papers"))
-    statuses, _ = pipelines.record.statuses_from(instance, chain, keys, observed, record)
-    library = discover(settings.library).papers if settings.library.is_dir() else ()
-    coverage = {"library": len(library), "partitions": len(statuses),
+    # The last build's record, while current (pipelines/record.py): no paper's events are read
+    # for the papers whose OCR hash it holds; edited and new papers are read from their events.
+    record = pipelines.record.load_record(instance, chain) if built_before else None
+    plan = pipelines.sync.plan_sync(instance, settings, observed=record.versions if record is not None else None,
+                                    write_cache=False)
+    present = [p.key for p in plan.scan.discovery.papers]
+    statuses, _ = pipelines.record.statuses_from(instance, chain, present, plan.versions, record)
+    for key, problem in plan.errors.items():  # the build will fail it: say why now
+        st = statuses[key]
+        if st.state != "failed" or "OCR changed" in st.reasons:
+            head = f"paper {key} ("
+            if problem.startswith(head) and "): " in problem:  # the key is on the line already
+                problem = problem.split("): ", 1)[1]
+            st.reasons.append(f"cannot be read: {problem}")
+    for key in plan.removed:
+        statuses[key] = pipelines.planner.PaperStatus(
+            key, "removed", ["removed from the library (run `sheaf build` to drop it from the index)"])
+    skipped = [{"folder": name, "reason": f"not a valid paper key: {paper_key_problem(name)}"}
+               for name in plan.invalid_keys]
+    states: dict[str, int] = {}
+    for st in statuses.values():
+        states[st.state] = states.get(st.state, 0) + 1
+    coverage = {"library": len(present), "partitions": len(present) - len(plan.added) + len(plan.removed),
                 "parsed": sum(1 for s in statuses.values() if s.metadata.get("body_units") is not None),
-                "built": sum(1 for s in statuses.values() if s.state == "built")}
+                "built": states.get("built", 0)}
     probe = index_probe(settings)
     coverage.update({k: probe[k] for k in ("indexed", "embedded") if k in probe})
-    actions = ["run `sheaf build`"] if any(s.state != "built" for s in statuses.values()) or \
-        coverage["library"] > coverage["partitions"] else []
+    data = {"library": str(settings.library), "home": str(settings.home), "built_before": built_before,
+            "papers": [status_dict(s) for s in statuses.values()], "states": states, "skipped": skipped,
+            "coverage": coverage, "index": probe}
     live = pipelines.live.build_state(settings, instance)
-    env = ok("status", {"papers": [status_dict(s) for s in statuses.values()], "coverage": coverage,
-                        "index": probe, "build_state": live,
-                        **verdict((s.state for s in statuses.values()), coverage, probe, live)},
-             count=len(statuses), next_actions=actions)
+    data.update(build_state=live, **verdict((s.state for s in statuses.values()), coverage, probe, live))
+    if not built_before:
+        data["message"] = f"no build yet in the home {settings.home} ({where(settings, 'home')})"
+    warnings = [f"{s['folder']!r} skipped: {s['reason']}" for s in skipped]
+    env = ok("status", data, count=len(statuses), warnings=warnings,
+             next_actions=_status_actions(states, statuses, skipped, built_before))
     return Outcome(env, 0, statuses)
 
 
@@ -144,13 +198,17 @@ def index_probe(settings: Any) -> dict[str, Any]:
         conn.close()
 
 
-def doctor(settings: Any, defs: Any, *, repair: bool = False, progress: Progress = _quiet) -> Outcome:
+def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) -> Outcome:
     """Cross-check library ↔ partitions ↔ artifacts ↔ index ↔ materialization metadata; with
     `repair`, fix the drift and check again (`view`: the diagnoses before and after; exit 1 while
-    an issue remains)."""
+    an issue remains). Without `repair` it writes nothing (no Dagster home is made)."""
     pipelines = _pipelines()
 
-    instance = pipelines.build.get_instance(settings)
+    if repair:
+        defs = definitions(settings)
+        instance = pipelines.build.get_instance(settings)
+    else:
+        defs, instance, _ = pipelines.entry.read_side(settings)
     found = pipelines.doctor.diagnose(settings, defs, instance)
     data: dict[str, Any] = {"library": str(settings.library), "before": found.to_dict()}
     final = found

@@ -32,6 +32,7 @@ class Outcome(NamedTuple):
 
 _STR, _INT, _OPT_INT, _BOOL, _STRS, _STRS1 = "a string", "an integer", "an integer or null", "a boolean", \
     "a list of strings", "a non-empty list of strings"
+_OPT_NUM = "a number or null"
 
 
 def _bad(command: str, message: str, name: str | None = None) -> SheafError:
@@ -57,6 +58,8 @@ def _checked(command: str, name: str, kind: str | tuple[str, ...], value: Any) -
     elif kind == _STR and isinstance(value, str) or kind == _BOOL and isinstance(value, bool) \
             or kind == _INT and _is_int(value) or kind == _OPT_INT and (value is None or _is_int(value)):
         return value
+    elif kind == _OPT_NUM and (value is None or isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return None if value is None else float(value)
     raise _bad(command, f"{name} must be {kind}, not {value!r}", name)
 
 
@@ -105,12 +108,15 @@ class SearchRequest(_Request):
 
     command: ClassVar[str] = "search"
     _kinds: ClassVar[dict[str, Any]] = {"query": _STR, "limit": _INT, "year_from": _OPT_INT,
-                                        "year_to": _OPT_INT, "domain": _STRS}
+                                        "year_to": _OPT_INT, "domain": _STRS, "author": _STRS,
+                                        "collection": _STRS}
     query: str
     limit: int = DEFAULT_LIMIT
     year_from: int | None = None
     year_to: int | None = None
     domain: tuple[str, ...] = ()
+    author: tuple[str, ...] = ()
+    collection: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,7 +125,9 @@ class RetrieveRequest(_Request):
 
     command: ClassVar[str] = "retrieve"
     _kinds: ClassVar[dict[str, Any]] = {"query": _STR, "mode": MODES, "limit": _INT, "per_paper": _INT,
-                                        "paper": _STRS, "kind": KINDS, "full": _BOOL}
+                                        "paper": _STRS, "kind": KINDS, "full": _BOOL, "year_from": _OPT_INT,
+                                        "year_to": _OPT_INT, "domain": _STRS, "author": _STRS,
+                                        "collection": _STRS, "min_score": _OPT_NUM}
     query: str
     mode: str = "hybrid"
     limit: int = DEFAULT_LIMIT
@@ -127,6 +135,12 @@ class RetrieveRequest(_Request):
     paper: tuple[str, ...] = ()
     kind: str = "all"
     full: bool = False
+    year_from: int | None = None
+    year_to: int | None = None
+    domain: tuple[str, ...] = ()
+    author: tuple[str, ...] = ()
+    collection: tuple[str, ...] = ()
+    min_score: float | None = None
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,8 @@ def test_search_json_and_every_flag(env, capsys):
     assert e["count"] == 3
     e = ok_json(capsys, "search", "results", "--limit", "50", "--year-from", "2022", "--year-to", "2023")
     assert e["count"] and all(2022 <= m["year"] <= 2023 for m in e["data"]["matches"])
-    assert e["data"]["filters"] == {"year_from": 2022, "year_to": 2023, "domain": None}
+    assert e["data"]["filters"] == {"year_from": 2022, "year_to": 2023, "domain": None, "author": None,
+                                    "collection": None}
     e = ok_json(capsys, "search", "results", "--domain", "Nowhere", "--domain", "Else")
     assert e["count"] == 0 and e["data"]["filters"]["domain"] == ["Nowhere", "Else"]
     assert e["data"]["coverage"]["indexed"] == 10 and e["next_actions"]
@@ -102,16 +103,18 @@ def test_search_json_and_every_flag(env, capsys):
 def test_search_table(env, capsys):
     code, out, err = run(capsys, "search", "QLN", "482")
     assert code == 0 and err == ""
-    first = out.splitlines()[0]
-    assert re.match(r"^ 1\. R4N8DWTE  2023  O'Rourke  Efficacy and safety of QLN-482.*  \d\.\d{4}$", first), first
-    assert out.splitlines()[1].startswith("      ") and "next:" in out
+    head, first = out.splitlines()[0], out.splitlines()[2]
+    assert head.split() == ["#", "paper", "year", "first", "author", "rrf", "score", "title"], head
+    assert re.match(r"^ 1\. R4N8DWTE  2023  O'Rourke +rrf \d\.\d{4} +Efficacy and safety of QLN-482", first), first
+    assert out.splitlines()[3].startswith("      ") and "next:" in out
     code, out, _ = run(capsys, "search", "zebra")
     assert code == 0 and out.startswith("no matches\ncoverage: ") and "next: " in out
 
 
 # --- retrieve ----------------------------------------------------------------------------------
 
-COMPACT = re.compile(r"^\[[0-9a-f]{4,}\] [A-Z0-9]{8} (\d{4}|----) \| .+ \| .+  -?\d+\.\d+$")
+COMPACT = re.compile(r"^ *\d+\. \[[0-9a-f]{4,}\] [A-Z0-9]{8} (\d{4}|----) (body|backmatter|figure|table) +"
+                     r"(bm25|cosine|rrf) -?\d+\.\d+ +\S")
 
 
 def test_retrieve_every_flag(env, capsys):
@@ -143,8 +146,9 @@ def test_retrieve_every_flag(env, capsys):
 
 def test_retrieve_tables(env, capsys):
     code, out, err = run(capsys, "retrieve", "awake cough frequency", "--mode", "lexical", "--limit", "5")
-    lines = [line for line in out.splitlines() if line.startswith("[")]
+    lines = [line for line in out.splitlines() if re.match(r"^ *\d+\. \[", line)]
     assert code == 0 and len(lines) == 5, out
+    assert out.splitlines()[0].split()[:3] == ["#", "short", "id"]
     for line in lines:
         assert COMPACT.match(line), line
     assert "next: sheaf get" in out
@@ -187,8 +191,8 @@ def test_grep_json_and_table(env, capsys):
     e3 = ok_json(capsys, "grep", "QLN-482", "--paper", "QX7HK2MA")
     assert e3["count"] == 0 and "coverage" in e3["data"]
     code, out, _ = run(capsys, "grep", "QLN\u2011482")
-    assert code == 0 and re.search(r"^\[[0-9a-f]+\] R4N8DWTE p\.\d+ text:\d+-\d+  'QLN-482'  ", out, re.M)
-    assert f"{e['count']} occurrences in 1 papers" in out
+    assert code == 0 and re.search(r"^\[[0-9a-f]+\] R4N8DWTE p\.\d+ text:\d+-\d+  'QLN-482'(  |$)", out, re.M)
+    assert f"{e['count']} occurrences in 1 paper;" in out
 
 
 # --- errors ------------------------------------------------------------------------------------

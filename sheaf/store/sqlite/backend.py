@@ -6,6 +6,7 @@ faster); `engines` says which answered the last lexical and vector calls.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -226,9 +227,20 @@ class SqliteIndex:
             f"SELECT paper_id FROM body_units WHERE paper_id IN ({marks})", keys + keys)}
 
     def papers_where(self, *, year_min: int | None = None, year_max: int | None = None,
-                     domains: Sequence[str] | None = None) -> list[str]:
+                     domains: Sequence[str] | None = None, collections: Sequence[str] | None = None,
+                     authors: Sequence[str] | None = None) -> list[str]:
         return reader.paper_ids_where(self.conn, year_min=year_min, year_max=year_max,
-                                      domains=list(domains) if domains else None)
+                                      domains=list(domains) if domains else None,
+                                      collections=list(collections) if collections else None,
+                                      authors=list(authors) if authors else None)
+
+    def collection_names(self) -> set[str]:
+        """Every segment of every collection path ("Library/Ecology" → Library, Ecology)."""
+        out: set[str] = set()
+        for (cols,) in self.conn.execute("SELECT collections FROM papers WHERE collections != '[]'"):
+            for path in json.loads(cols):
+                out.update(p for p in path.split("/") if p)
+        return out
 
     def domains(self) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT DISTINCT domain FROM papers WHERE domain IS NOT NULL")}

@@ -3,6 +3,7 @@ vector candidates (sqlite-vec)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,6 +18,7 @@ from sheaf.core.lazy import lazy_module
 from sheaf.store.records import FtsHit, VectorHit
 from sheaf.store.sqlite.index import Conn, collections
 from sheaf.core.models import PaperMeta
+from sheaf.core.text import fold
 from sheaf.vectors.identity import ModelChangedError
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
@@ -70,10 +72,15 @@ def paper_ids(conn: Conn, *, with_units: bool = False) -> list[str]:
 
 
 def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | None = None,
-                    domains: Sequence[str] | None = None, collection: str | None = None) -> list[str]:
+                    domains: Sequence[str] | None = None, collection: str | None = None,
+                    collections: Sequence[str] | None = None, authors: Sequence[str] | None = None) -> list[str]:
     """Paper ids passing metadata filters (for the `paper_ids` argument of the searches).
 
     `collection` matches a collection path or any path below it ("Bone" matches "Bone/Reviews").
+    `collections`: any of these names, matched case- and accent-insensitively against whole
+    segments of a collection path, the path below included ("Ecology" matches "Library/Ecology"
+    and "Library/Ecology/Soils"). `authors`: any of these names, matched against the start of a
+    word of an author's name, case- and accent-insensitively ("muller" matches "Anna Müller-Lenz").
     """
     where, args = ["1"], []
     if year_min is not None:
@@ -89,8 +96,16 @@ def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | 
         where.append("EXISTS (SELECT 1 FROM json_each(papers.collections) c "
                      "WHERE c.value = ? OR substr(c.value, 1, ?) = ?)")
         args += [collection, len(collection) + 1, collection + "/"]
-    return [r[0] for r in conn.execute(
-        f"SELECT paper_id FROM papers WHERE {' AND '.join(where)} ORDER BY paper_id", args)]
+    rows = conn.execute(f"SELECT paper_id, collections, authors FROM papers WHERE {' AND '.join(where)} "
+                        "ORDER BY paper_id", args).fetchall()
+    if collections:
+        wanted = ["/" + "/".join(p.strip() for p in fold(c).split("/")) + "/" for c in collections]
+        rows = [r for r in rows if any(w in "/" + fold(path) + "/" for path in json.loads(r[1] or "[]")
+                                       for w in wanted)]
+    if authors:
+        pats = [re.compile(r"(?<![^\W_])" + re.escape(fold(a.strip()))) for a in authors if a.strip()]
+        rows = [r for r in rows if any(p.search(fold(name)) for name in json.loads(r[2] or "[]") for p in pats)]
+    return [r[0] for r in rows]
 
 
 def get_paper(conn: Conn, paper_id: str) -> PaperMeta | None:
