@@ -4,8 +4,7 @@
   structured `progress` event (the NDJSON stream of `sheaf build --events`), its first error a
   `warning` event, and the build's counters are written as tags of the Dagster run that is
   running (`sheaf/current`, `sheaf/total`, `sheaf/paper_id`, `sheaf/stage`, `sheaf/embedded`):
-  a run-storage update at most every 0.5 s and on each new step (one per paper would cost
-  ~7 ms a paper), no event-log write.
+  one run-storage update per paper (~7 ms), no event-log write.
 - **Reader** (`build_state`): the build lock says whether a build runs and which process
   (`pipelines.reliability.lock_holder`, a flock the kernel drops when its holder dies, so it
   never goes stale); that process's runs (`sheaf/pid` + `sheaf/pid_start` tags) give the run
@@ -36,8 +35,6 @@ Events = Callable[[dict[str, Any]], None]
 #: The run tags the build keeps current while it runs.
 PROGRESS_TAGS = ("sheaf/current", "sheaf/total", "sheaf/paper_id", "sheaf/stage", "sheaf/embedded")
 STOP_TAG = "sheaf/stop_requested"
-#: Seconds between two progress-tag writes of a running build.
-TAG_INTERVAL_S = 0.5
 _UNFINISHED = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
                DagsterRunStatus.CANCELING, DagsterRunStatus.QUEUED]
 
@@ -66,7 +63,6 @@ class LiveProgress:
         self.failed: set[str] = set()
         self._run_id: str | None = None
         self._pid = str(os.getpid())
-        self._tagged = float("-inf")
 
     def new_run(self) -> None:
         """A new run of the chain is about to start (its id is found on its first paper)."""
@@ -79,17 +75,12 @@ class LiveProgress:
             self._run_id = runs[0].run_id if runs else None
         return self._run_id
 
-    def _tag(self, key: str | None, force: bool = False) -> None:
-        """The counters as tags of the running run: at most every `TAG_INTERVAL_S` (a poller
-        reads every ~2 s; a write per paper would cost ~7 ms a paper), and on every new step
-        and the last paper."""
-        now = time.monotonic()
-        if not force and now - self._tagged < TAG_INTERVAL_S and self.current < self.total:
-            return
+    def _tag(self, key: str | None) -> None:
+        """The counters as tags of the running run (one run-storage write, ~7 ms): a poller
+        that has seen a paper's event reads at least that far."""
         run_id = self._running_run()
         if run_id is None:
             return
-        self._tagged = now
         try:
             self.instance.add_run_tags(run_id, {
                 "sheaf/current": str(self.current), "sheaf/total": str(self.total),
@@ -104,12 +95,12 @@ class LiveProgress:
         if step != self.last:
             if step != self.stage:  # a new step of the run: say so to pollers, once
                 self.stage = step
-                self._tag(key, force=True)
+                self._tag(key)
             return
         self.stage = step
         self.current += 1
         self.embedded += int(meta.get("embeddings_computed") or 0)
-        self._tag(key)  # before the event (at most TAG_INTERVAL_S behind it for a poller)
+        self._tag(key)  # first: a poller that saw the event reads at least this far
         self.events({"event": "progress", "current": self.current, "total": self.total, "item_id": key,
                      "stage": step, "ok": "error" not in meta, "passages": int(meta.get("passages") or 0),
                      "embeddings_computed": self.embedded})

@@ -110,7 +110,6 @@ def cmd_status(args: argparse.Namespace) -> Outcome:
     out = _pipeline_service().status(_settings(args))
     if not args.json:
         render.status(out.envelope, out.view)
-        render.build_state(out.envelope["data"]["build_state"])
     return out
 
 

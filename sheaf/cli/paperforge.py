@@ -141,7 +141,7 @@ def _status(args: argparse.Namespace, settings: Any) -> Outcome:
         data = pf.embed_status_data(settings, pipeline.index_probe(settings), pipeline.build_state(settings))
         acts = [] if data["total_chunks"] else ["run `embed build`"]
         return Outcome(ok("embed status", data, count=data["total_chunks"], next_actions=acts))
-    st = pipeline.status(settings, pipeline.definitions(settings))
+    st = pipeline.status(settings)
     data = pf.memory_status_data(st.envelope["data"])
     return Outcome(ok("memory status", data, count=data["paper_count_db"], next_actions=st.envelope["next_actions"]))
 

@@ -286,7 +286,7 @@ def _wrap(text: str, width: int) -> list[str]:
 
 def status(env: dict[str, Any], statuses: dict[str, Any]) -> None:
     """One line per paper (state and why, errors whole), the skipped folders, coverage, the
-    index, then what to do next."""
+    index, the running build, then what to do next."""
     data = env["data"]
     if data.get("message"):
         print(data["message"] + "\n")
@@ -303,6 +303,8 @@ def status(env: dict[str, Any], statuses: dict[str, Any]) -> None:
     print("coverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
     print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors"))
           + f" ({probe['path']})")
+    if data.get("build_state"):
+        build_state(data["build_state"])
     for a in env["next_actions"] or ["nothing to do: every paper is built (`sheaf search WORDS` to search)"]:
         print(f"next: {a}")
 
