@@ -17,3 +17,11 @@ CHAIN_CONDITION = AutomationCondition.eager() | AutomationCondition.code_version
 
 #: When the nightly rebuild runs (cron, UTC): SHEAF_NIGHTLY_CRON, default 02:00.
 NIGHTLY_CRON = get_settings().nightly_cron
+
+#: The library-wide report: refreshed when papers were rebuilt since it last ran (not only through
+#: `sheaf build`: by the automation sensor after UI and automation runs), never while a run of the
+#: chain is in progress. Unlike `eager()`, a paper that is missing or failed does not hold it back.
+REPORT_CONDITION = (
+    (AutomationCondition.newly_missing() | AutomationCondition.any_deps_updated()).since_last_handled()
+    & ~AutomationCondition.any_deps_in_progress() & ~AutomationCondition.in_progress()
+)

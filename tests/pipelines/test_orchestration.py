@@ -157,3 +157,23 @@ def test_an_events_file_left_without_tables_is_initialised(tmp_path, monkeypatch
     (h.dagster_home / "history" / "event_log.db").write_bytes(b"")
     code, env = run_cli(["status", "--json"])
     assert code == 0 and env["ok"], env
+
+
+def test_a_small_change_leaves_the_report_to_the_automation_sensor(home):
+    """The report reads every paper's artifacts, so a build that rebuilt under a tenth of the
+    library does not refresh it; the automation sensor does (after any run, UI ones too)."""
+    import dagster as dg
+
+    from pipelines.build import report_due
+    from pipelines.definitions import build_definitions
+
+    inst = instance()
+    assert inst.get_latest_materialization_event(dg.AssetKey("library_report")) is not None
+    assert report_due(inst, 1, 4) and not report_due(inst, 1, 20) and report_due(inst, 2, 20)
+    defs = build_definitions()
+    first = dg.evaluate_automation_conditions(defs=defs, instance=inst)  # the sensor's first tick
+    report = dg.AssetKey("library_report")
+    job = defs.resolve_job_def("paper_chain")
+    assert job.execute_in_process(instance=inst, partition_key=BASE_PAPERS[2]).success  # as from the UI
+    later = dg.evaluate_automation_conditions(defs=defs, instance=inst, cursor=first.cursor)
+    assert later.get_num_requested(report) == 1
