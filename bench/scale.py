@@ -167,7 +167,10 @@ def run_size(work: Path, n: int, fraction: float, say) -> dict[str, Any]:
 
 
 def render(r: dict[str, Any]) -> str:
-    lines = [f"Measured {r['date']} on {r['machine']} with `bench/scale.py --sizes {' '.join(map(str, r['sizes']))}` "
+    m = r["machine"]
+    where = (f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores, {m.get('memory', '?')}), Python {m.get('python', '?')}, "
+             f"dagster {m.get('dagster', '?')}, torch {m.get('torch', '?')}") if isinstance(m, dict) else str(m)
+    lines = [BEGIN, f"Measured {r['date']} on {where} with `bench/scale.py --sizes {' '.join(map(str, r['sizes']))}` "
              "(SciFact plain library, three abstracts a paper; every command a fresh process, one at a time; "
              "load average at each step in the raw JSON).", "",
              "| | " + " | ".join(f"{n} papers" for n in r["sizes"]) + " |", "|---|" + "---|" * len(r["sizes"])]
@@ -196,6 +199,7 @@ def render(r: dict[str, Any]) -> str:
         f"{1000 * s['storage_mb']['dagster_home'] / s['papers']:.0f} KB a paper (index {s['storage_mb']['index']} MB, "
         f"artifacts {s['storage_mb']['artifacts']} MB)")
     row("Dagster home after all of the above", lambda s: f"{s['storage_mb_final']['dagster_home']} MB")
+    lines.append(END)
     return "\n".join(lines)
 
 
