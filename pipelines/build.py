@@ -68,7 +68,8 @@ def dagster_yaml(sharded: bool = False) -> str:
             "# while this header stays; delete the header to keep your own edits.\n"
             "concurrency:\n  pools:\n    default_limit: 1\n"
             "telemetry:\n  enabled: false\n"
-            f"event_log_storage:\n  module: pipelines.dagster_private\n  class: {cls}\n")
+            f"event_log_storage:\n  module: pipelines.dagster_private\n  class: {cls}\n"
+            "run_storage:\n  module: pipelines.dagster_private\n  class: SheafRunStorage\n")
 
 
 def ensure_dagster_home(settings: Settings) -> Path:

@@ -43,7 +43,8 @@ def _newest_id(inst) -> int:
 def test_home_uses_sheafs_event_log_storage_in_one_file(base):
     h, _ = base
     text = (h.dagster_home / "dagster.yaml").read_text()
-    assert "class: SheafEventLogStorage" in text and "base_dir" not in text  # no path: a copied home works
+    assert "class: SheafEventLogStorage" in text and "class: SheafRunStorage" in text
+    assert "base_dir" not in text  # no path: a copied home works
     assert (h.dagster_home / "history" / "event_log.db").is_file()
     assert not (h.dagster_home / "history" / "runs" / "index.db").exists()
 
