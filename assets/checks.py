@@ -6,7 +6,7 @@ from dagster import (
 )
 
 from assets.resources import SheafConfig
-from io_managers.parquet import read_artifact
+from io_managers.parquet import artifact_rows, read_artifact
 from pipelines.partitions import papers_partitions
 from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.store.sqlite.index import open_index
@@ -42,8 +42,20 @@ def _per_partition(context: AssetCheckExecutionContext, fn: Callable[[str], Chec
         metadata={"papers_checked": len(keys), "failed_papers": MetadataValue.json(dict(list(failed.items())[:100]))})
 
 
-def _read(sheaf: SheafConfig, asset: str, key: str):
-    return read_artifact(sheaf.settings().artifacts_dir, asset, key)
+def _reader(sheaf: SheafConfig):
+    """`read(asset, key)`: one paper's artifact (the settings read once per check, not per paper)."""
+    root = sheaf.settings().artifacts_dir
+    return lambda asset, key: read_artifact(root, asset, key)
+
+
+def _unit_rows(sheaf: SheafConfig):
+    """`rows(key)`: (body units, object units) of one paper from its artifacts' footers, or None."""
+    root = sheaf.settings().artifacts_dir
+
+    def rows(key: str) -> tuple[int, int] | None:
+        b, o = artifact_rows(root, "body_units", key), artifact_rows(root, "object_units", key)
+        return None if b is None or o is None else (b, o)
+    return rows
 
 
 def _missing(what: str) -> CheckOutcome:
@@ -53,8 +65,10 @@ def _missing(what: str) -> CheckOutcome:
 @asset_check(asset="body_units", partitions_def=papers_partitions,
              description="Every emitted body block lands in exactly one unit.")
 def units_cover_body_blocks(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
+    read = _reader(sheaf)
+
     def one(key: str) -> CheckOutcome:
-        blocks, rm, units = _read(sheaf, "ocr_blocks", key), _read(sheaf, "render_map", key), _read(sheaf, "body_units", key)
+        blocks, rm, units = read("ocr_blocks", key), read("render_map", key), read("body_units", key)
         if blocks is None or rm is None or units is None:
             return _missing("blocks/render_map/units")
         return check_units_cover_blocks(table_to_paper(blocks), render_map_from_dict(rm), table_to_body_units(units))
@@ -64,8 +78,10 @@ def units_cover_body_blocks(context: AssetCheckExecutionContext, sheaf: SheafCon
 @asset_check(asset="body_units", partitions_def=papers_partitions,
              description="No running header, footer or page number reaches a unit.")
 def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
+    read = _reader(sheaf)
+
     def one(key: str) -> CheckOutcome:
-        blocks, units, objs = (_read(sheaf, a, key) for a in ("ocr_blocks", "body_units", "object_units"))
+        blocks, units, objs = (read(a, key) for a in ("ocr_blocks", "body_units", "object_units"))
         if blocks is None or units is None or objs is None:
             return _missing("blocks/units")
         return check_no_furniture(table_to_paper(blocks), table_to_body_units(units), table_to_object_units(objs))
@@ -76,12 +92,13 @@ def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: Sheaf
              description="The paper's FTS rows equal its units.")
 def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
     conn = open_index(settings=sheaf.settings())
+    rows = _unit_rows(sheaf)
     try:
         def one(key: str) -> CheckOutcome:
-            units, objs = _read(sheaf, "body_units", key), _read(sheaf, "object_units", key)
-            if units is None or objs is None:
+            n = rows(key)
+            if n is None:
                 return _missing("units")
-            return check_index_rows(counts(conn, key), units.num_rows, objs.num_rows)
+            return check_index_rows(counts(conn, key), *n)
         return _per_partition(context, one)
     finally:
         conn.close()
@@ -93,13 +110,13 @@ def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConf
                            embedder: ResourceParam[Embedder]) -> AssetCheckResult:
     ident = embedder.identity
     conn = open_index(settings=sheaf.settings())
+    rows = _unit_rows(sheaf)
     try:
         def one(key: str) -> CheckOutcome:
-            units, objs = _read(sheaf, "body_units", key), _read(sheaf, "object_units", key)
-            if units is None or objs is None:
+            n = rows(key)
+            if n is None:
                 return _missing("units")
-            return check_vectors(counts(conn, key), ident.passages_table, ident.vec_table,
-                                 units.num_rows + objs.num_rows)
+            return check_vectors(counts(conn, key), ident.passages_table, ident.vec_table, sum(n))
         return _per_partition(context, one)
     finally:
         conn.close()

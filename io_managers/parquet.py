@@ -66,6 +66,13 @@ def read_artifact(root: Path, asset: str, key: str) -> pa.Table | dict | None:
     return None
 
 
+def artifact_rows(root: Path, asset: str, key: str) -> int | None:
+    """The row count of one paper's Parquet artifact, from its footer (no column is read), or
+    None when it has none."""
+    p = artifact_path(root, asset, key, ".parquet")
+    return pq.read_metadata(p).num_rows if p.exists() else None
+
+
 def delete_artifacts(root: Path, key: str) -> list[Path]:
     """Delete every artifact of one paper across all assets; returns what was deleted."""
     gone: list[Path] = []

@@ -178,3 +178,16 @@ def test_a_small_change_leaves_the_report_to_the_automation_sensor(home):
     assert job.execute_in_process(instance=inst, partition_key=BASE_PAPERS[2]).success  # as from the UI
     later = dg.evaluate_automation_conditions(defs=defs, instance=inst, cursor=first.cursor)
     assert later.get_num_requested(report) == 1
+
+
+def test_artifact_rows_reads_the_count_from_the_footer(tmp_path):
+    """The index checks count a paper's units from the Parquet footer, not by loading them."""
+    import pyarrow as pa
+
+    from io_managers.parquet import artifact_rows, write_artifact
+
+    write_artifact(tmp_path, "body_units", "K1", pa.table({"unit_id": ["a", "b", "c"]}))
+    assert artifact_rows(tmp_path, "body_units", "K1") == 3
+    assert artifact_rows(tmp_path, "body_units", "NOPE") is None
+    write_artifact(tmp_path, "render_map", "K1", {"headings": []})  # a JSON artifact has no rows
+    assert artifact_rows(tmp_path, "render_map", "K1") is None
