@@ -4,7 +4,7 @@
   structured `progress` event (the NDJSON stream of `sheaf build --events`), its first error a
   `warning` event, and the build's counters are written as tags of the Dagster run that is
   running (`sheaf/current`, `sheaf/total`, `sheaf/paper_id`, `sheaf/stage`, `sheaf/embedded`):
-  one run-storage update per paper (~7 ms), no event-log write.
+  one run-storage update per paper (`SheafRunStorage` keeps its engine), no event-log write.
 - **Reader** (`build_state`): the build lock says whether a build runs and which process
   (`pipelines.reliability.lock_holder`, a flock the kernel drops when its holder dies, so it
   never goes stale); that process's runs (`sheaf/pid` + `sheaf/pid_start` tags) give the run
@@ -76,7 +76,7 @@ class LiveProgress:
         return self._run_id
 
     def _tag(self, key: str | None) -> None:
-        """The counters as tags of the running run (one run-storage write, ~7 ms): a poller
+        """The counters as tags of the running run (one run-storage write): a poller
         that has seen a paper's event reads at least that far."""
         run_id = self._running_run()
         if run_id is None:
