@@ -23,7 +23,7 @@ from sheaf.vectors.onnx_export import ensure_onnx_export
 
 INDEX_POOL = "sheaf_index"
 #: vector_collections' own code version; the definitions add the configured embedding model
-#: to it (`pipelines.planner.model_code_version`), so a model change is a code change to Dagster.
+#: to it (`sheaf.vectors.identity.model_code_version`), so a model change is a code change to Dagster.
 VECTOR_CODE_VERSION = "1"
 
 

@@ -16,15 +16,34 @@ from typing import Any
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
 
 from pipelines.automation import MAX_PARTITIONS_PER_RUN
-from pipelines.live import Events, LiveProgress
+from pipelines.dagster_files import YAML_HEADER, dagster_yaml
+from pipelines.drift import metadata_missing
+from pipelines.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
 from pipelines.planner import (
-    Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, metadata_missing, needs_build,
-    paper_statuses, selection_from,
+    Chain,
+    PaperStatus,
+    apply_index_drift,
+    chain_of,
+    chunk_targets,
+    needs_build,
+    paper_statuses,
+    selection_from,
 )
-from pipelines.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
+from pipelines.record import (
+    chain_cursor,
+    load_record,
+    same_statuses,
+    statuses_from,
+    write_record,
+)
 from pipelines.reliability import (
-    build_lock, check_writable, prepare_index, reap_dead_runs, run_tags, storage_error, sweep_leftovers,
+    build_lock,
+    check_writable,
+    prepare_index,
+    run_tags,
+    storage_error,
+    sweep_leftovers,
 )
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
 from sheaf.core.envelope import SheafError
@@ -52,24 +71,6 @@ class BuildReport:
     #: How the plan was made: ``record`` (current | stale | none | skipped with --full) and
     #: ``papers_read``, the papers whose events were read for it (0 for a no-op with a current record).
     plan: dict[str, Any] = field(default_factory=dict)
-
-
-#: The first line of a dagster.yaml Sheaf wrote (a file without it is the user's and left alone).
-YAML_HEADER = "# Written by sheaf"
-
-
-def dagster_yaml(sharded: bool = False) -> str:
-    """Sheaf's dagster.yaml: one writer at a time for the index pool, no telemetry, and the event
-    log storage of `pipelines.dagster_private` (Dagster's SQLite storage with engines kept open;
-    `sharded`: Dagster's per-run layout, for a home that already holds one)."""
-    cls = "SheafShardedEventLogStorage" if sharded else "SheafEventLogStorage"
-    return (f"{YAML_HEADER}: one writer at a time for the SQLite index pool; Dagster's SQLite event\n"
-            "# log with its connections kept open (pipelines/dagster_private.py). Rewritten by sheaf\n"
-            "# while this header stays; delete the header to keep your own edits.\n"
-            "concurrency:\n  pools:\n    default_limit: 1\n"
-            "telemetry:\n  enabled: false\n"
-            f"event_log_storage:\n  module: pipelines.dagster_private\n  class: {cls}\n"
-            "run_storage:\n  module: pipelines.dagster_private\n  class: SheafRunStorage\n")
 
 
 def ensure_dagster_home(settings: Settings) -> Path:

@@ -2,21 +2,32 @@
 
 from collections.abc import Mapping
 
-from dagster import AssetsDefinition, AssetSelection, Definitions, define_asset_job, in_process_executor
+from dagster import (
+    AssetsDefinition,
+    AssetSelection,
+    Definitions,
+    define_asset_job,
+    in_process_executor,
+)
 
 from assets.checks import ALL_CHECKS
-from assets.index import VECTOR_CODE_VERSION, fts_tables, library_metadata, vector_collections
+from assets.index import (
+    VECTOR_CODE_VERSION,
+    fts_tables,
+    library_metadata,
+    vector_collections,
+)
 from assets.paper import ocr_blocks, ocr_render, retrieval_units, structure_tree
 from assets.report import library_report
 from assets.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
 from io_managers import PaperArtifactIOManager
 from pipelines.partitions import papers_partitions
-from pipelines.planner import model_code_version
 from pipelines.record import library_status
 from pipelines.schedules import nightly_rebuild
 from pipelines.sensors import automation_sensor, library_discovery_sensor
 from sheaf.core.settings import get_settings
+from sheaf.vectors.identity import model_code_version
 
 PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.keys("library_metadata")
 

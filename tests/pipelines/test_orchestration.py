@@ -131,7 +131,7 @@ def test_a_home_with_dagsters_per_run_layout_keeps_it_and_its_history(tmp_path, 
     """A home built before Sheaf chose the consolidated file (Dagster's default storage: a
     database per run and an index) is switched to Sheaf's storage of that same layout, and its
     build history is kept: the next build has nothing to do."""
-    from pipelines.build import YAML_HEADER
+    from pipelines.dagster_files import YAML_HEADER
 
     h = new_home(tmp_path / "old", keys=(BASE_PAPERS[0],)).apply(monkeypatch)
     (h.dagster_home / "dagster.yaml").write_text("concurrency:\n  pools:\n    default_limit: 1\n")  # Dagster's own
