@@ -12,7 +12,6 @@ from dagster import (
 
 from assets.checks import ALL_CHECKS
 from assets.index import (
-    VECTOR_CODE_VERSION,
     fts_tables,
     library_metadata,
     vector_collections,
@@ -21,13 +20,13 @@ from assets.paper import ocr_blocks, ocr_render, retrieval_units, structure_tree
 from assets.report import library_report
 from assets.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
+from assets.versions import chain_code_versions
 from io_managers import PaperArtifactIOManager
 from pipelines.partitions import papers_partitions
 from pipelines.record import library_status
 from pipelines.schedules import nightly_rebuild
 from pipelines.sensors import automation_sensor, library_discovery_sensor
 from sheaf.core.settings import get_settings
-from sheaf.vectors.identity import model_code_version
 
 PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.keys("library_metadata")
 
@@ -70,7 +69,7 @@ def build_definitions(home: str = "", library: str = "",
     settings = get_settings(**({"home": home} if home else {}), **({"library": library} if library else {}))
     assets = [ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
               vector_collections, library_metadata, library_report, library_status]
-    versions = {"vector_collections": model_code_version(VECTOR_CODE_VERSION, settings.embedding_model),
+    versions = {"vector_collections": chain_code_versions(settings.embedding_model)["vector_collections"],
                 **(code_versions or {})}
     return Definitions(
         assets=with_code_versions(assets, versions),

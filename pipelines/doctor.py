@@ -140,7 +140,9 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
               "or a write outside Sheaf)" if health.state != "schema" else "written by another Sheaf version",
               "move aside and rebuild")
 
-    if health.ok and metadata_missing(settings, instance.get_latest_materialization_event(AssetKey("library_metadata"))):
+    last = instance.get_latest_materialization_event(AssetKey("library_metadata"))
+    loaded = last.asset_materialization.metadata.get("papers") if last and last.asset_materialization else None
+    if health.ok and metadata_missing(settings, getattr(loaded, "value", loaded)):
         d.add("metadata_missing", "the index holds fewer library metadata rows than the last load recorded",
               "the index was replaced or rows were deleted outside Sheaf", "reload")
 

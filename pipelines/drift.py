@@ -86,13 +86,10 @@ def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
     return out
 
 
-def metadata_missing(settings: Any, last: Any) -> bool:
+def metadata_missing(settings: Any, loaded: Any) -> bool:
     """True when the index holds fewer metadata rows than the last `library_metadata` loaded
-    (the index was replaced, moved aside or rows were lost): the metadata must be loaded again."""
-    if last is None or last.asset_materialization is None:
-        return False
-    v = last.asset_materialization.metadata.get("papers")
-    loaded = getattr(v, "value", v)
+    (`loaded`: its `papers` metadata; the index was replaced, moved aside or rows were lost):
+    the metadata must be loaded again."""
     if not isinstance(loaded, int) or loaded <= 0:
         return False
     conn = open_index_readonly(settings)

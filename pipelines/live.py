@@ -28,7 +28,7 @@ from typing import Any
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from pipelines.dagster_private import free_pool_slots
-from pipelines.reliability import _proc_start, lock_holder, lock_path, process_alive
+from pipelines.reliability import _proc_start, idle_state, lock_holder, lock_path, process_alive
 
 __all__ = ["LiveProgress", "build_state", "dead_runs", "reap_dead_runs", "stop_build", "PROGRESS_TAGS"]
 
@@ -158,9 +158,7 @@ def build_state(settings: Any, instance: DagsterInstance) -> dict[str, Any]:
     `sheaf build` process is gone (a build killed by kill -9 or a crash)."""
     pid, start, taken = _holder(Path(settings.home))
     dead = [{"run_id": run.run_id, "pid": p, "job": run.job_name} for run, p in dead_runs(instance)]
-    state: dict[str, Any] = {"status": "idle", "pid": None, "run_ids": [], "started_at": None, "current": 0,
-                             "total": 0, "paper_id": None, "stage": None, "embeddings_computed": 0,
-                             "dead_runs": dead}
+    state = idle_state(dead)
     if pid is None:
         return state
     runs = _build_runs(instance, pid, start, taken)

@@ -17,13 +17,14 @@ starts, and how the papers to build are cut into runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions, RepositoryDefinition
 
 from pipelines.drift import artifact_index_drift
 from pipelines.partitions import papers_partitions
+from pipelines.plan import PaperStatus
 from pipelines.state import EventInfo, latest_events, latest_observed_versions
 from sheaf.vectors.identity import model_name, split_model
 
@@ -106,17 +107,6 @@ def chain_of(source: ChainSource) -> Chain:
 
 
 # --- per-paper status ----------------------------------------------------------------------------
-
-@dataclass(slots=True)
-class PaperStatus:
-    key: str
-    state: str  # built | stale | missing | failed
-    reasons: list[str] = field(default_factory=list)
-    error: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)  # from the last vector/units steps
-    #: The first chain asset to rebuild (it and everything below it); None when nothing is due.
-    rebuild_from: str | None = None
-
 
 def _code_change(recorded: str | None, current: str | None) -> tuple[bool, str | None]:
     """(the asset's code changed, the model change's reason or None) between two code versions."""

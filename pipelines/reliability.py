@@ -120,6 +120,13 @@ def lock_holder(home: Path) -> int | None:
         os.close(fd)
 
 
+def idle_state(dead_runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The live state of a home where no build runs (`pipelines.live.build_state`): `dead_runs`,
+    the unfinished runs of builds that died."""
+    return {"status": "idle", "pid": None, "run_ids": [], "started_at": None, "current": 0, "total": 0,
+            "paper_id": None, "stage": None, "embeddings_computed": 0, "dead_runs": list(dead_runs or [])}
+
+
 def _read_pid(p: Path) -> int | None:
     try:
         return int(p.read_text().split()[0])
