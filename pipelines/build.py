@@ -20,14 +20,13 @@ from pipelines.dagster_files import YAML_HEADER, dagster_yaml
 from pipelines.drift import metadata_missing
 from pipelines.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
-from pipelines.plan import BuildReport, with_warning_events
+from pipelines.plan import BuildReport, needs_build, with_warning_events
 from pipelines.planner import (
     Chain,
     PaperStatus,
     apply_index_drift,
     chain_of,
     chunk_targets,
-    needs_build,
     paper_statuses,
     selection_from,
 )

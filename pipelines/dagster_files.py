@@ -79,6 +79,9 @@ class DagsterFiles:
             raise CannotTell("the dagster.yaml is not the one this Sheaf writes")
         self._events = self._open(self.home / "history" / "event_log.db")
         self._runs = self._open(self.home / "history" / "runs.db")
+        # one snapshot of the event log for every answer: a build committing meanwhile is
+        # either wholly seen or not at all (the record and the cursors agree with each other)
+        self._rows(self._events, "BEGIN")
 
     @staticmethod
     def _open(path: Path) -> sqlite3.Connection:
@@ -90,6 +93,7 @@ class DagsterFiles:
             raise CannotTell(f"cannot open {path}: {e}") from None
 
     def close(self) -> None:
+        self._events.rollback()
         self._events.close()
         self._runs.close()
 

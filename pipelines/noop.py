@@ -33,8 +33,8 @@ from assets.versions import chain_code_versions
 from pipelines.dagster_files import CannotTell, DagsterFiles
 from pipelines.drift import artifact_index_drift, metadata_missing
 from pipelines.plan import (
-    BuildReport, Events, PaperStatus, Record, SyncPlan, code_digest, current_versions, record_from_json,
-    with_warning_events,
+    BuildReport, Events, PaperStatus, Record, SyncPlan, code_digest, current_versions, needs_build,
+    record_from_json, with_warning_events,
 )
 from pipelines.reliability import build_lock, check_writable, lock_holder, sweep_leftovers
 from sheaf.core.settings import Settings
@@ -114,6 +114,8 @@ def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
         return Proof.no(f"the index needs attention: {health.message}")
     known, _ = record.current_for(versions)
     statuses = {k: known[k] for k in keys}
+    if any(needs_build(st) for st in statuses.values()):  # a build that left work (a run failed whole)
+        return Proof.no("the recorded plan has papers to build")
     if artifact_index_drift(settings, statuses, record.artifacts):
         return Proof.no("index rows or artifacts disagree with the recorded plan")
     plan = SyncPlan(added=[], removed=[], changed={}, invalid_keys=list(scan.discovery.invalid_keys),
@@ -143,6 +145,19 @@ def quick_build(settings: Settings, progress: Callable[[str], None],
     sync.update({"dead_runs_failed": [], "leftovers_removed": swept, "index_recovery": {}})
     return BuildReport(sync, {}, [], proof.statuses, 0, round(time.perf_counter() - started, 2), False,
                        {"record": "current", "papers_read": 0, "dagster": False}), ""
+
+
+def idle_without_dagster(settings: Settings) -> bool:
+    """True when no build runs in `settings`' home and no run is unfinished (so the live state
+    is plain idle, with no dead runs to report), read without Dagster; False when it cannot tell."""
+    home = Path(settings.dagster_home)
+    if lock_holder(settings.home) is not None or not home.is_dir():
+        return False
+    try:
+        with DagsterFiles(home) as files:
+            return files.unfinished_runs() == 0
+    except CannotTell:
+        return False
 
 
 def quick_status(settings: Settings) -> Proof:

@@ -30,6 +30,14 @@ class PaperStatus:
                            self.rebuild_from)
 
 
+def needs_build(st: PaperStatus) -> bool:
+    if st.state == "built":
+        return False
+    if st.state == "failed":
+        return bool(st.reasons)
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class SyncPlan:
     """What the library changed since the instance last looked."""

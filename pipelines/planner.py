@@ -187,14 +187,6 @@ def paper_statuses(instance: DagsterInstance, defs: ChainSource, settings: Any =
     return out
 
 
-def needs_build(st: PaperStatus) -> bool:
-    if st.state == "built":
-        return False
-    if st.state == "failed":
-        return bool(st.reasons)
-    return True
-
-
 # --- runs -----------------------------------------------------------------------------------------
 
 def partition_ranges(ordered: list[str], targets: set[str], max_per_run: int) -> list[tuple[str, str, list[str]]]:

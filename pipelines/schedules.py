@@ -15,10 +15,10 @@ from dagster import (
 from assets.resources import SheafConfig
 from pipelines.automation import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
 from pipelines.partitions import papers_partitions
+from pipelines.plan import needs_build
 from pipelines.planner import (
     chain_of,
     chunk_targets,
-    needs_build,
     paper_statuses,
     selection_from,
 )

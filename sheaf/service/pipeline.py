@@ -244,7 +244,10 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
 
 def build_state(settings: Any) -> dict[str, Any]:
     """The live state of the build of `settings`' home (`pipelines.live.build_state`), without
-    loading the Definitions: what a program polling a running build asks for."""
+    loading the Definitions: what a program polling a running build asks for. Idle with no
+    unfinished run: answered without loading Dagster (`pipelines.noop.idle_without_dagster`)."""
+    if noop.idle_without_dagster(settings):
+        return idle_state()
     pipelines = _pipelines()
 
     return pipelines.live.build_state(settings, pipelines.build.get_instance(settings))

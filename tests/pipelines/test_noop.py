@@ -141,6 +141,16 @@ def test_status_without_dagster_is_the_status_the_dagster_way_gives(home, monkey
     assert quick["data"]["fresh"] is False  # the failed paper
 
 
+def test_a_program_polling_an_idle_home_loads_no_dagster(home):
+    """`build_state` (what `embed status` and other pollers ask) answers idle without Dagster."""
+    code = ("import json, sys\nfrom sheaf.core.settings import get_settings\nfrom sheaf.service import pipeline\n"
+            "print(json.dumps([pipeline.build_state(get_settings()), 'dagster' in sys.modules]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env=env_for_subprocess(home), timeout=120)
+    state, loaded = json.loads(proc.stdout)
+    assert state["status"] == "idle" and state["dead_runs"] == [] and loaded is False, proc.stderr
+
+
 def test_a_no_op_streams_its_events_as_a_build_does(home):
     proc = subprocess.run([sys.executable, "-m", "sheaf", "build", "--events"], capture_output=True, text=True,
                           cwd=ROOT, env=env_for_subprocess(home), timeout=120)
@@ -224,7 +234,20 @@ def _yaml(home: Home) -> None:
     cfg.write_text(cfg.read_text().replace("# Written by sheaf", "# mine"))
 
 
+def _work_left(home: Home) -> None:  # a build whose run failed whole recorded papers still to build
+    from pipelines.definitions import build_definitions
+    from pipelines.planner import chain_of
+    from pipelines.record import chain_cursor, load_record, write_record
+
+    inst, chain = instance(), chain_of(build_definitions())
+    rec = load_record(inst, chain)
+    statuses = {k: st.copy() for k, st in rec.statuses.items()}
+    statuses[BASE_PAPERS[0]].state, statuses[BASE_PAPERS[0]].reasons = "stale", ["code changed: structure_tree"]
+    write_record(inst, chain, statuses, rec.versions, chain_cursor(inst, chain))
+
+
 CHANGES = {
+    "work left": (_work_left, "the recorded plan has papers to build"),
     "edited": (_edit, "a paper's OCR output changed"),
     "added": (_add, "papers were added or removed"),
     "removed": (_remove, "papers were added or removed"),
@@ -276,6 +299,9 @@ def test_status_goes_the_dagster_way_while_a_build_holds_the_lock(home):
         assert proc.stdout.readline().strip() == "held"
         proof = quick_status(settings)
         assert not proof.unchanged and proof.why == "a build is running"
+        from sheaf.service import pipeline
+
+        assert pipeline.build_state(settings)["status"] == "running"  # the Dagster way: its runs, its pid
     finally:
         proc.kill()
         proc.wait()
