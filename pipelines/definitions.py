@@ -69,8 +69,8 @@ def build_definitions(home: str = "", library: str = "",
     settings = get_settings(**({"home": home} if home else {}), **({"library": library} if library else {}))
     assets = [ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
               vector_collections, library_metadata, library_report, library_status]
-    versions = {"vector_collections": chain_code_versions(settings.embedding_model)["vector_collections"],
-                **(code_versions or {})}
+    # every chain asset's code version as `assets.versions` says now (what the no-op proof reads)
+    versions = {**chain_code_versions(settings.embedding_model), **(code_versions or {})}
     return Definitions(
         assets=with_code_versions(assets, versions),
         asset_checks=ALL_CHECKS,
