@@ -7,14 +7,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from dagster import (
-    AssetExecutionContext,
-    AssetIn,
-    MaterializeResult,
-    MetadataValue,
-    ResourceParam,
-    asset,
-)
+from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, ResourceParam, asset
 
 from assets._batch import run_per_paper
 from assets.paper import COMMON
@@ -24,11 +17,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
 from sheaf.ingest.library import discover
 from sheaf.ingest.metadata import export_files_metadata, export_hash
-from sheaf.store.artifacts import (
-    table_to_body_units,
-    table_to_object_units,
-    table_to_paper,
-)
+from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.onnx_export import ensure_onnx_export

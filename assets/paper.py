@@ -20,14 +20,8 @@ from pipelines.planner import ARTIFACT_METADATA
 from sheaf.core.models import IngestError
 from sheaf.ingest.library import discover
 from sheaf.store.artifacts import (
-    body_units_to_table,
-    dict_hash,
-    object_units_to_table,
-    paper_to_table,
-    render_map_from_dict,
-    table_hash,
-    table_to_paper,
-    tree_from_dict,
+    body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict, table_hash,
+    table_to_paper, tree_from_dict,
 )
 from sheaf.transform import chain
 

@@ -22,29 +22,10 @@ from pipelines.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
 from pipelines.plan import BuildReport, needs_build, with_warning_events
 from pipelines.planner import (
-    Chain,
-    PaperStatus,
-    apply_index_drift,
-    chain_of,
-    chunk_targets,
-    paper_statuses,
-    selection_from,
+    Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, paper_statuses, selection_from,
 )
-from pipelines.record import (
-    chain_cursor,
-    load_record,
-    same_statuses,
-    statuses_from,
-    write_record,
-)
-from pipelines.reliability import (
-    build_lock,
-    check_writable,
-    prepare_index,
-    run_tags,
-    storage_error,
-    sweep_leftovers,
-)
+from pipelines.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
+from pipelines.reliability import build_lock, check_writable, prepare_index, run_tags, storage_error, sweep_leftovers
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
 from sheaf.core.envelope import SheafError
 from sheaf.core.progress import interactive_build, stop_reason, stop_requested

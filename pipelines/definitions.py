@@ -2,20 +2,10 @@
 
 from collections.abc import Mapping
 
-from dagster import (
-    AssetsDefinition,
-    AssetSelection,
-    Definitions,
-    define_asset_job,
-    in_process_executor,
-)
+from dagster import AssetsDefinition, AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from assets.checks import ALL_CHECKS
-from assets.index import (
-    fts_tables,
-    library_metadata,
-    vector_collections,
-)
+from assets.index import fts_tables, library_metadata, vector_collections
 from assets.paper import ocr_blocks, ocr_render, retrieval_units, structure_tree
 from assets.report import library_report
 from assets.resources import SheafConfig, embedder_resource

@@ -26,12 +26,7 @@ from pipelines.drift import metadata_missing, open_index_readonly
 from pipelines.live import dead_runs, reap_dead_runs
 from pipelines.partitions import papers_partitions
 from pipelines.planner import chain_of, paper_statuses
-from pipelines.reliability import (
-    build_lock,
-    lock_holder,
-    prepare_index,
-    sweep_leftovers,
-)
+from pipelines.reliability import build_lock, lock_holder, prepare_index, sweep_leftovers
 from pipelines.state import latest_events, latest_observed_versions
 from pipelines.sync import remove_paper_everywhere
 from sheaf.core.models import paper_key_problem, valid_paper_key
@@ -39,12 +34,7 @@ from sheaf.ingest.library import discover
 from sheaf.store.artifacts import dict_hash, table_hash
 from sheaf.store.sqlite.index import collections, open_index
 from sheaf.store.sqlite.integrity import (
-    artifact_unit_digest,
-    check_index,
-    global_orphans,
-    paper_index_stats,
-    remove_global_orphans,
-    unit_digest,
+    artifact_unit_digest, check_index, global_orphans, paper_index_stats, remove_global_orphans, unit_digest,
 )
 from sheaf.store.sqlite.writer import remove_paper
 from sheaf.vectors.embedder import Embedder

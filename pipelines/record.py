@@ -23,22 +23,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from dagster import (
-    AssetKey,
-    AssetMaterialization,
-    AssetSpec,
-    DagsterInstance,
-    MetadataValue,
-)
+from dagster import AssetKey, AssetMaterialization, AssetSpec, DagsterInstance, MetadataValue
 
-from pipelines.plan import (
-    PaperStatus,
-    Record,
-    code_digest,
-    record_from_json,
-    record_json,
-    status_counts,
-)
+from pipelines.plan import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
 from pipelines.planner import Chain, paper_statuses
 
 STATUS_ASSET = "library_status"

@@ -35,13 +35,7 @@ from typing import Any
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.sqlite.index import open_index
-from sheaf.store.sqlite.integrity import (
-    check_index,
-    drop_collection,
-    quarantine_index,
-    salvage_cache,
-    storage_problem,
-)
+from sheaf.store.sqlite.integrity import check_index, drop_collection, quarantine_index, salvage_cache, storage_problem
 
 LOCK_NAME = ".sheaf-build.lock"
 

@@ -1,13 +1,8 @@
 """Sensors: library discovery (partitions + run-less observations) and the automation sensor."""
 
 from dagster import (
-    AssetSelection,
-    AutomationConditionSensorDefinition,
-    DefaultSensorStatus,
-    SensorEvaluationContext,
-    SensorResult,
-    SkipReason,
-    sensor,
+    AssetSelection, AutomationConditionSensorDefinition, DefaultSensorStatus,
+    SensorEvaluationContext, SensorResult, SkipReason, sensor,
 )
 
 from assets.resources import SheafConfig
