@@ -4,6 +4,7 @@ and whether the library metadata the last `library_metadata` run loaded is still
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,13 @@ def open_index_readonly(settings: Any):
         return open_index(settings=settings, readonly=True)
     except Exception:  # noqa: BLE001 - an unusable index: every paper drifted
         return None
+
+
+def _names(folder: Path) -> set[str]:
+    try:
+        return set(os.listdir(folder))
+    except OSError:  # no folder yet (or unreadable): every artifact in it reads as missing
+        return set()
 
 
 def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
@@ -48,13 +56,14 @@ def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
         if conn is not None:
             conn.close()
     root = Path(settings.artifacts_dir)
+    files = {asset: _names(root / asset) for asset in artifacts}  # one listing per asset, not a stat per file
     out: dict[str, tuple[list[str], list[str]]] = {}
     for key in keys:
         st = statuses[key]
         reasons: list[str] = []
         starts: list[str] = []
         for asset, suffix in artifacts.items():  # every chain asset materialized without error
-            if not (root / asset / f"{key}{suffix}").exists():
+            if f"{key}{suffix}" not in files[asset]:
                 reasons.append(f"artifact {asset} missing")
                 starts.append(asset)
         if conn is None:
