@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dagster import AssetKey, AssetMaterialization, AssetSpec, DagsterInstance, MetadataValue
+from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue
 
 from pipelines.planner import Chain, PaperStatus, paper_statuses
 
@@ -34,12 +34,6 @@ STATUS_ASSET = "library_status"
 RECORD_FORMAT = 1
 #: Papers listed by name in the record's table for the UI (all of them are in `record`).
 TABLE_ROWS = 200
-
-#: The asset the record is a materialization of: external to runs, reported by `sheaf build`.
-library_status = AssetSpec(
-    STATUS_ASSET, group_name="report",
-    description="Every paper's state (built / stale and why / missing / failed) as the last `sheaf build` "
-                "recorded it: counts and a table of the papers that need work.")
 
 _FIELDS = ("passages", "embeddings_computed", "model", "model_identity", "body_units", "object_units", "tokens")
 
@@ -110,6 +104,14 @@ def load_record(instance: DagsterInstance, chain: Chain) -> Record | None:
 def write_record(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
                  versions: Mapping[str, str], cursor: int) -> None:
     """Record `statuses` (planned with the OCR `versions`) as current up to storage id `cursor`."""
+    instance.report_runless_asset_event(AssetMaterialization(
+        STATUS_ASSET, metadata=record_metadata(instance, chain, statuses, versions, cursor)))
+
+
+def record_metadata(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
+                    versions: Mapping[str, str], cursor: int) -> dict[str, Any]:
+    """The metadata of a `library_status` materialization holding the record (what
+    `write_record` reports run-less; the `library_status` asset materializes it in a run)."""
     papers = {
         k: [versions.get(k), st.state, st.reasons, st.error, st.rebuild_from,
             [st.metadata.get(f) for f in _FIELDS] if st.metadata else []]
@@ -118,12 +120,12 @@ def write_record(instance: DagsterInstance, chain: Chain, statuses: Mapping[str,
     counts: dict[str, int] = {}
     for st in statuses.values():
         counts[st.state] = counts.get(st.state, 0) + 1
-    instance.report_runless_asset_event(AssetMaterialization(STATUS_ASSET, metadata={
+    return {
         "papers": len(statuses), **{f"papers_{s}": n for s, n in sorted(counts.items())},
         "needs_work": MetadataValue.md(_table(statuses.values())),
         "record": MetadataValue.json({"format": RECORD_FORMAT, "cursor": cursor, "code": code_digest(chain),
                                       "observed": observation_cursor(instance), "papers": papers}),
-    }))
+    }
 
 
 def _table(statuses: Iterable[PaperStatus]) -> str:

@@ -34,10 +34,13 @@ class SyncPlan:
     #: Every present paper's current data version (its OCR hash, or a hash of why it is unreadable).
     versions: dict[str, str] = field(default_factory=dict, repr=False)
 
-    def observations(self) -> list[AssetObservation]:
+    def observations(self, previous: Mapping[str, str] | None = None) -> list[AssetObservation]:
+        """One observation per changed paper (with its `previous` hash, when known)."""
+        prev = previous or {}
         return [
             AssetObservation(asset_key="ocr_result", partition=k, tags={"dagster/data_version": v},
-                             metadata={"ocr_result_hash": v})
+                             metadata={"ocr_result_hash": v, **({"previous_ocr_result_hash": prev[k]} if k in prev
+                                                                else {"change": "new"})})
             for k, v in sorted(self.changed.items())
         ]
 
