@@ -153,7 +153,7 @@ UP_TO_DATE_CHECK = "paper_up_to_date"
 @asset_check(asset="vector_collections", name=UP_TO_DATE_CHECK, partitions_def=papers_partitions,
              description="The paper is built from its current OCR output with the current code and model; "
                          "fails with the reason otherwise (OCR changed, model changed: A → B, code changed: "
-                         "<asset>, failed: <error>, missing).")
+                         "ASSET, failed: ERROR, missing: never built).")
 def paper_up_to_date(context: AssetCheckExecutionContext, chain: ResourceParam[Chain]) -> AssetCheckResult:
     keys = list(context.partition_keys)
     observed = {k: e.data_version for k, e in latest_events(context.instance, "ocr_result", "observation",

@@ -22,6 +22,11 @@ STATE_ORDER = {"failed": 0, "stale": 1, "missing": 2, "built": 3}
 #: Papers listed in the UI table (the counts cover all of them).
 TABLE_ROWS = 500
 _TEXT = 160
+_TITLE = 48
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1].rstrip() + "…"
 
 
 def identities(metadata_files: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
@@ -66,15 +71,15 @@ def status_table(statuses: Mapping[str, PaperStatus], ids: Mapping[str, Mapping[
     """The papers by state as a `MetadataValue.table` (title, key, state, reasons, last built)."""
     rows = sorted(statuses.values(), key=lambda s: (STATE_ORDER.get(s.state, 9), s.key))
     schema = TableSchema(columns=[
-        TableColumn("state"), TableColumn("key"), TableColumn("title"), TableColumn("first_author"),
-        TableColumn("year", "int"), TableColumn("reasons"), TableColumn("last_built")])
+        TableColumn("state"), TableColumn("key"), TableColumn("reasons"), TableColumn("title"),
+        TableColumn("first_author"), TableColumn("year", "int"), TableColumn("last_built")])
     records = []
     for st in rows[:TABLE_ROWS]:
         ident = ids.get(st.key, {})
         records.append(TableRecord({
-            "state": st.state, "key": st.key, "title": str(ident.get("title") or "")[:_TEXT],
-            "first_author": str(ident.get("first_author") or ""), "year": ident.get("year"),
-            "reasons": reason_text(st)[:_TEXT], "last_built": _iso(last_built.get(st.key))}))
+            "state": st.state, "key": st.key, "reasons": reason_text(st)[:_TEXT],
+            "title": _short(str(ident.get("title") or ""), _TITLE), "first_author": str(ident.get("first_author") or ""),
+            "year": ident.get("year"), "last_built": _iso(last_built.get(st.key))}))
     return MetadataValue.table(records=records, schema=schema)
 
 

@@ -10,6 +10,7 @@ from pipelines.partitions import papers_partitions
 from pipelines.state import latest_observed_versions
 from pipelines.sync import SyncPlan, plan_sync, remove_paper_everywhere
 from sheaf.core.models import valid_paper_key
+from sheaf.core.settings import get_settings
 
 #: The job the discovery sensor requests when papers changed: the library's status (and, through
 #: it, the `paper_up_to_date` check of the changed papers), so the UI shows what needs work even
@@ -33,7 +34,7 @@ def describe_changes(plan: SyncPlan, previous: dict[str, str], known: set[str]) 
     return lines
 
 
-@sensor(minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING, job_name=STATUS_JOB,
+@sensor(minimum_interval_seconds=get_settings().discovery_interval_seconds, default_status=DefaultSensorStatus.RUNNING, job_name=STATUS_JOB,
         description="Scan the library: add new papers, drop removed ones (and partitions added by hand that are "
                     "not papers of the library), record changed OCR hashes, then refresh library_status.")
 def library_discovery_sensor(context: SensorEvaluationContext, sheaf: SheafConfig):
@@ -70,5 +71,5 @@ automation_sensor = AutomationConditionSensorDefinition(
     "sheaf_automation",
     target=AssetSelection.all(),
     default_status=DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=get_settings().automation_interval_seconds,
 )
