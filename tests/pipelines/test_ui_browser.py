@@ -232,6 +232,10 @@ def _browse(b: Browser, srv: Servers, inst, others: list[str]) -> None:
         b.page.get_by_text("papers_table").first.scroll_into_view_if_needed()
         b.shot("library-status-stale")
 
+        b.open("/runs")  # the base home's runs: `sheaf build`'s, with their launcher and partitions
+        b.page.get_by_text("sheaf build on").first.wait_for()
+        b.shot("runs")
+
         b.open("/automation")
         b.page.get_by_text("library_discovery_sensor").first.click()
         b.page.get_by_text("1 run requested").first.wait_for(timeout=15_000)

@@ -121,3 +121,14 @@ def test_discovery_sensor_drops_partitions_added_by_hand(built):
     (delete,) = res.dynamic_partitions_requests
     assert sorted(delete.partition_keys) == ["../etc", "NOTAPAPER"]
     assert sorted(inst.get_dynamic_partitions("papers")) == sorted(BASE_PAPERS)
+
+
+def test_sheaf_build_runs_name_their_launcher_and_partitions(built):
+    """The UI shows a run's launcher from its `user` tag (else "Manually launched") and its
+    partitions from the partition / partition-range tags."""
+    runs = [r for r in instance().get_runs() if r.job_name == "paper_chain"]
+    assert runs
+    for r in runs:
+        assert r.tags["user"].startswith("sheaf build on "), r.tags
+        assert "dagster/partition" in r.tags or {"dagster/asset_partition_range_start",
+                                                 "dagster/asset_partition_range_end"} <= set(r.tags), r.tags
