@@ -2,7 +2,12 @@
 from collections.abc import Callable, Mapping
 
 from dagster import (
-    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckResult, AssetKey, MetadataValue, ResourceParam,
+    AssetCheckEvaluation,
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetKey,
+    MetadataValue,
+    ResourceParam,
     asset_check,
 )
 
@@ -13,11 +18,20 @@ from pipelines.paper_view import verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planner import Chain, paper_statuses
 from pipelines.state import latest_events
-from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.store.artifacts import (
+    render_map_from_dict,
+    table_to_body_units,
+    table_to_object_units,
+    table_to_paper,
+)
 from sheaf.store.sqlite.index import open_index
 from sheaf.store.sqlite.reader import counts
 from sheaf.transform.checks import (
-    CheckOutcome, check_index_rows, check_no_furniture, check_units_cover_blocks, check_vectors,
+    CheckOutcome,
+    check_index_rows,
+    check_no_furniture,
+    check_units_cover_blocks,
+    check_vectors,
 )
 from sheaf.vectors.embedder import Embedder
 

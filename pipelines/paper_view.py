@@ -14,7 +14,7 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from pipelines.planner import PaperStatus
+from pipelines.plan import PaperStatus
 from sheaf.ingest.metadata import export_files_metadata
 
 #: Table rows: papers that need work first, then the built ones.

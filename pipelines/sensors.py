@@ -8,7 +8,8 @@ from dagster import (
 from assets.resources import SheafConfig
 from pipelines.partitions import papers_partitions
 from pipelines.state import latest_observed_versions
-from pipelines.sync import SyncPlan, plan_sync, remove_paper_everywhere
+from pipelines.plan import SyncPlan
+from pipelines.sync import observations, plan_sync, remove_paper_everywhere
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import get_settings
 
@@ -62,7 +63,7 @@ def library_discovery_sensor(context: SensorEvaluationContext, sheaf: SheafConfi
     summary = f"{len(plan.added)} added, {len(plan.removed)} removed, " \
               f"{len([k for k in plan.changed if k not in plan.added])} changed"
     return SensorResult(
-        dynamic_partitions_requests=requests, asset_events=plan.observations(previous),
+        dynamic_partitions_requests=requests, asset_events=observations(plan, previous),
         run_requests=[RunRequest(tags={"sheaf/discovery": summary})])
 
 
