@@ -29,7 +29,9 @@ def library_report(context: AssetExecutionContext, sheaf: SheafConfig) -> Materi
     })
 
 
-@asset(name=STATUS_ASSET, deps=["ocr_result", "vector_collections"], group_name="report",
+# Not a dependent of `ocr_result`: automation would refresh it on every observation, while the
+# discovery sensor that records them already requests that refresh (automation paused or not).
+@asset(name=STATUS_ASSET, deps=["vector_collections"], group_name="report",
        automation_condition=STATUS_CONDITION)
 def library_status(context: AssetExecutionContext, sheaf: SheafConfig, chain: ResourceParam[Chain]) -> MaterializeResult:
     """Every paper's state (built / stale and why / missing / failed) as a table with its title,
