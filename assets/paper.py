@@ -15,6 +15,7 @@ from assets._batch import run_per_paper
 from assets.resources import SheafConfig
 from assets.versions import CODE_VERSIONS
 from pipelines.automation import BACKFILL_POLICY, CHAIN_CONDITION
+from pipelines.paper_view import identities, identity_metadata
 from pipelines.partitions import papers_partitions
 from pipelines.planner import ARTIFACT_METADATA
 from sheaf.core.models import IngestError
@@ -47,7 +48,9 @@ def _missing(key: str, what: str) -> IngestError:
        metadata=_stored(".parquet"), **COMMON)
 def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, Any]:
     """Canonical blocks with roles, parsed from each paper's OCR/layout output."""
-    papers = {p.key: p for p in discover(sheaf.settings().library).papers}
+    found = discover(sheaf.settings().library)
+    papers = {p.key: p for p in found.papers}
+    ids = identities(found.metadata_files)  # title, first author, year: what the UI shows of a paper
 
     def one(key: str):
         if key not in papers:
@@ -55,7 +58,7 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
         paper = chain.parse(papers[key].path, key)
         table = paper_to_table(paper)
         return {"ocr_blocks": table}, {
-            "ocr_result_hash": paper.ocr_result_hash, "source_format": paper.source_format,
+            **identity_metadata(ids.get(key)), "ocr_result_hash": paper.ocr_result_hash, "source_format": paper.source_format,
             "adapter": paper.adapter, "blocks": len(paper.blocks), "warnings": list(paper.warnings),
             "output_hash": table_hash(table),
         }

@@ -1,9 +1,19 @@
-"""The library-wide report: DuckDB over every paper's Parquet artifacts."""
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+"""Library-wide assets: the report (DuckDB over every paper's Parquet artifacts) and the
+library's status (every paper's state and why, as a table, plus the build's record)."""
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ResourceParam, asset
 
+from assets.checks import UP_TO_DATE_CHECK, paper_evaluations
 from assets.resources import SheafConfig
-from pipelines.automation import REPORT_CONDITION
+from pipelines.automation import REPORT_CONDITION, STATUS_CONDITION
+from pipelines.dagster_private import check_partition_statuses
+from pipelines.paper_view import identities, status_table, verdict
+from pipelines.partitions import papers_partitions
+from pipelines.planner import Chain
+from pipelines.record import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
+from pipelines.state import latest_events, latest_observed_versions
+from sheaf.ingest.library import discover
 from sheaf.store.report import library_report_data, report_markdown
+from sheaf.transform.checks import CheckOutcome
 
 
 @asset(deps=["ocr_blocks", "body_units", "object_units"], group_name="report", code_version="1",
@@ -16,4 +26,41 @@ def library_report(context: AssetExecutionContext, sheaf: SheafConfig) -> Materi
         "papers": data["papers"], "units": data["units"], "tokens": data["tokens"],
         "papers_without_headings": len(data["papers_without_headings"]),
         "shared_units": len(data["shared_units"]),
+    })
+
+
+# Not a dependent of `ocr_result`: automation would refresh it on every observation, while the
+# discovery sensor that records them already requests that refresh (automation paused or not).
+@asset(name=STATUS_ASSET, deps=["vector_collections"], group_name="report",
+       automation_condition=STATUS_CONDITION)
+def library_status(context: AssetExecutionContext, sheaf: SheafConfig, chain: ResourceParam[Chain]) -> MaterializeResult:
+    """Every paper's state (built / stale and why / missing / failed) as a table with its title,
+    first author and year, from the papers' materializations and their latest observed OCR hash.
+    Refreshed when the discovery sensor sees papers change and after the chain is rebuilt; each
+    refresh also re-evaluates the `paper_up_to_date` check of the papers whose state changed."""
+    instance = context.instance
+    keys = list(instance.get_dynamic_partitions(papers_partitions.name))
+    versions = latest_observed_versions(instance)
+    cursor = chain_cursor(instance, chain)  # before reading: a run after this makes the record stale
+    statuses, _ = statuses_from(instance, chain, keys, versions, load_record(instance, chain))
+    last = chain.assets[-1]
+    passed_now = set(check_partition_statuses(instance, last, UP_TO_DATE_CHECK, papers_partitions)
+                     .get("SUCCEEDED", []))
+    due = {}
+    for k, st in statuses.items():
+        ok, why = verdict(st)
+        if not ok or k not in passed_now:
+            due[k] = CheckOutcome(ok, why, {"state": st.state})
+    for ev in paper_evaluations(instance, last, UP_TO_DATE_CHECK, due):
+        context.log_event(ev)
+    built = {k: e.timestamp for k, e in latest_events(instance, last, partitions=keys).items()}
+    ids = identities(discover(sheaf.settings().library).metadata_files)
+    need = sorted(k for k, st in statuses.items() if st.state != "built")
+    if need:
+        context.log.info(f"{len(need)} of {len(keys)} papers need work: "
+                         + "; ".join(f"{k} ({verdict(statuses[k])[1]})" for k in need[:20]))
+    return MaterializeResult(metadata={
+        "papers_table": status_table(statuses, ids, built),
+        "needs_work_count": len(need),
+        **record_metadata(instance, chain, statuses, versions, cursor),
     })

@@ -25,3 +25,8 @@ REPORT_CONDITION = (
     (AutomationCondition.newly_missing() | AutomationCondition.any_deps_updated()).since_last_handled()
     & ~AutomationCondition.any_deps_in_progress() & ~AutomationCondition.in_progress()
 )
+
+#: The library's status (`library_status`): refreshed like the report after the chain is rebuilt;
+#: when a paper's OCR output is observed to change, the discovery sensor requests the refresh itself
+#: (so it happens with automation paused).
+STATUS_CONDITION = REPORT_CONDITION

@@ -97,6 +97,7 @@ from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import
     ConsolidatedSqliteEventLogStorage,
 )
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage  # noqa: E402
+from dagster._core.storage.event_log.base import PartitionKeyFilter  # noqa: E402,F401 - for check history filters
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage  # noqa: E402
 
 #: Engines kept per database file: the index (or the one consolidated file) and recent run shards.
@@ -292,3 +293,32 @@ def add_partitions_metadata(context: Any, metadata: Mapping[tuple[str, str], Map
         handle = AssetMetadataHandle(asset_key=AssetKey(asset), partition_key=key)
         merged[handle] = {**merged.get(handle, {}), **md}
     step._metadata_accumulator = OutputMetadataAccumulator(per_output_metadata=merged)
+
+
+# --- asset checks per partition ---------------------------------------------------------------------
+
+def check_target(storage_id: int, run_id: str, timestamp: float) -> Any:
+    """The `target_materialization_data` of an `AssetCheckEvaluation`: the materialization it
+    checked. Dagster's partition status of a check counts an evaluation only while it targets
+    the partition's latest materialization (`AssetCheckPartitionInfo.is_current`); one logged
+    without it is treated as out of date and the partition reads "Missing". (The class is not
+    exported from `dagster` in 1.13.)"""
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+        AssetCheckEvaluationTargetMaterializationData,
+    )
+
+    return AssetCheckEvaluationTargetMaterializationData(storage_id=storage_id, run_id=run_id, timestamp=timestamp)
+
+
+def check_partition_statuses(instance: Any, asset: str, check: str, partitions_def: Any) -> dict[str, list[str]]:
+    """{resolved status ("SUCCEEDED", "FAILED", "IN_PROGRESS", ...): partitions} of one
+    partitioned asset check, as the UI's check Partitions tab computes it (`AssetCheckState`)."""
+    from dagster import AssetCheckKey, AssetKey
+
+    from dagster import partition_loading_context
+
+    key = AssetCheckKey(AssetKey(asset), check)
+    with partition_loading_context(dynamic_partitions_store=instance):
+        state = instance.event_log_storage.get_asset_check_state([(key, partitions_def)])[key]
+    return {status.value: sorted(subset.subset_value.get_partition_keys())
+            for status, subset in state.subsets.items() if not subset.is_empty}

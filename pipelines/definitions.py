@@ -2,20 +2,22 @@
 
 from collections.abc import Mapping
 
-from dagster import AssetsDefinition, AssetSelection, Definitions, define_asset_job, in_process_executor
+from dagster import (
+    AssetsDefinition, AssetSelection, Definitions, ResourceDefinition, define_asset_job, in_process_executor,
+)
 
 from assets.checks import ALL_CHECKS
 from assets.index import fts_tables, library_metadata, vector_collections
 from assets.paper import ocr_blocks, ocr_render, retrieval_units, structure_tree
-from assets.report import library_report
+from assets.report import library_report, library_status
 from assets.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
 from assets.versions import chain_code_versions
 from io_managers import PaperArtifactIOManager
 from pipelines.partitions import papers_partitions
-from pipelines.record import library_status
+from pipelines.planner import chain_of
 from pipelines.schedules import nightly_rebuild
-from pipelines.sensors import automation_sensor, library_discovery_sensor
+from pipelines.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor
 from sheaf.core.settings import get_settings
 
 PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.keys("library_metadata")
@@ -30,6 +32,12 @@ paper_chain_job = define_asset_job(
 library_job = define_asset_job(
     "library_job", selection=AssetSelection.keys("library_metadata", "library_report"),
     description="Load library metadata and refresh the library report.",
+)
+#: The library's status: what the discovery sensor runs when papers changed.
+status_job = define_asset_job(
+    STATUS_JOB, selection=AssetSelection.keys("library_status"),
+    description="Refresh library_status: every paper's state and why (and the paper_up_to_date check of the "
+                "papers whose state changed).",
 )
 
 
@@ -61,17 +69,23 @@ def build_definitions(home: str = "", library: str = "",
               vector_collections, library_metadata, library_report, library_status]
     # every chain asset's code version as `assets.versions` says now (what the no-op proof reads)
     versions = {**chain_code_versions(settings.embedding_model), **(code_versions or {})}
+    assets = with_code_versions(assets, versions)
+    resources = {
+        "sheaf": SheafConfig(home=str(settings.home.resolve()), library=str(settings.library.resolve())),
+        "artifacts": PaperArtifactIOManager(root=str(settings.artifacts_dir.resolve())),
+        "embedder": embedder_resource,
+    }
+    # The per-paper chain, for the steps that read every paper's state (paper_up_to_date, library_status):
+    # a run's own asset graph is only its selection, and runs of `sheaf build` carry no repository.
+    chain = chain_of(Definitions(assets=[a for a in assets if a is not library_status], resources=resources))
     return Definitions(
-        assets=with_code_versions(assets, versions),
+        assets=assets,
         asset_checks=ALL_CHECKS,
-        jobs=[paper_chain_job, library_job],
+        jobs=[paper_chain_job, library_job, status_job],
         sensors=[library_discovery_sensor, automation_sensor],
         schedules=[nightly_rebuild],
-        resources={
-            "sheaf": SheafConfig(home=str(settings.home.resolve()), library=str(settings.library.resolve())),
-            "artifacts": PaperArtifactIOManager(root=str(settings.artifacts_dir.resolve())),
-            "embedder": embedder_resource,
-        },
+        resources={**resources, "chain": ResourceDefinition.hardcoded_resource(
+            chain, "The per-paper chain of these definitions, in order, with its code versions.")},
         executor=in_process_executor,
     )
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-from dagster import AssetKey, AssetMaterialization, AssetSpec, DagsterInstance, MetadataValue
+from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue
 
 from pipelines.plan import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
 from pipelines.planner import Chain, paper_statuses
@@ -31,13 +32,6 @@ from pipelines.planner import Chain, paper_statuses
 STATUS_ASSET = "library_status"
 #: Papers listed by name in the record's table for the UI (all of them are in `record`).
 TABLE_ROWS = 200
-
-#: The asset the record is a materialization of: external to runs, reported by `sheaf build`.
-library_status = AssetSpec(
-    STATUS_ASSET, group_name="report",
-    description="Every paper's state (built / stale and why / missing / failed) as the last `sheaf build` "
-                "recorded it: counts and a table of the papers that need work.")
-
 
 def chain_digest(chain: Chain) -> str:
     """`pipelines.plan.code_digest` of `chain`."""
@@ -74,14 +68,22 @@ def load_record(instance: DagsterInstance, chain: Chain) -> Record | None:
 def write_record(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
                  versions: Mapping[str, str], cursor: int) -> None:
     """Record `statuses` (planned with the OCR `versions`) as current up to storage id `cursor`."""
+    instance.report_runless_asset_event(AssetMaterialization(
+        STATUS_ASSET, metadata=record_metadata(instance, chain, statuses, versions, cursor)))
+
+
+def record_metadata(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
+                    versions: Mapping[str, str], cursor: int) -> dict[str, Any]:
+    """The metadata of a `library_status` materialization holding the record (what
+    `write_record` reports run-less; the `library_status` asset materializes it in a run)."""
     counts = status_counts(statuses)
     raw = record_json(statuses, versions, cursor=cursor, observed=observation_cursor(instance),
                       code=chain_digest(chain), assets=chain.assets, artifacts=chain.artifacts)
-    instance.report_runless_asset_event(AssetMaterialization(STATUS_ASSET, metadata={
+    return {
         "papers": len(statuses), **{f"papers_{s}": n for s, n in sorted(counts.items())},
         "needs_work": MetadataValue.md(_table(statuses.values())),
         "record": MetadataValue.json(raw),
-    }))
+    }
 
 
 def _table(statuses: Iterable[PaperStatus]) -> str:

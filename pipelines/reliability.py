@@ -57,7 +57,9 @@ def _proc_start(pid: int) -> str | None:
 def run_tags() -> dict[str, str]:
     """Tags naming this process (and host) on every run a build launches."""
     pid = os.getpid()
-    tags = {"sheaf/pid": str(pid), "sheaf/host": socket.gethostname()}
+    host = socket.gethostname()
+    # `user` is the tag the Dagster UI shows as a run's launcher (else "Manually launched")
+    tags = {"user": f"sheaf build on {host}", "sheaf/pid": str(pid), "sheaf/host": host}
     start = _proc_start(pid)
     if start:
         tags["sheaf/pid_start"] = start

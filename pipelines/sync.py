@@ -20,11 +20,14 @@ from sheaf.store.sqlite.index import open_index
 from sheaf.store.sqlite.writer import remove_paper
 
 
-def observations(plan: SyncPlan) -> list[AssetObservation]:
-    """The run-less `ocr_result` observations of the papers whose data version changed."""
+def observations(plan: SyncPlan, previous: Mapping[str, str] | None = None) -> list[AssetObservation]:
+    """The run-less `ocr_result` observations of the papers whose data version changed (with
+    their `previous` hash, when known)."""
+    prev = previous or {}
     return [
         AssetObservation(asset_key="ocr_result", partition=k, tags={"dagster/data_version": v},
-                         metadata={"ocr_result_hash": v})
+                         metadata={"ocr_result_hash": v, **({"previous_ocr_result_hash": prev[k]} if k in prev
+                                                            else {"change": "new"})})
         for k, v in sorted(plan.changed.items())
     ]
 

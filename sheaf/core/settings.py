@@ -83,6 +83,10 @@ class Settings:
     unit_token_cap: int = _setting(1000, "body units are split into parts past this many tokens",
                                    check=_at_least(1))
     nightly_cron: str = _setting("0 2 * * *", "the nightly rebuild schedule (UTC)", check=_cron)
+    discovery_interval_seconds: int = _setting(60, "how often the discovery sensor scans the library (dagster dev)",
+                                               check=_at_least(1))
+    automation_interval_seconds: int = _setting(30, "how often the automation sensor evaluates (dagster dev)",
+                                                check=_at_least(1))
     embedding_model: str = _setting("all-MiniLM-L6-v2", "a model name or a local sentence-transformers folder",
                                     check=lambda v: None if v.strip() else "a model name or folder")
     embed_batch_size: int = _setting(32, "passages per forward pass", check=_at_least(1))

@@ -1,0 +1,90 @@
+"""What the Dagster UI shows of each paper: its identity (title, first author, year), its
+state as a check verdict with the reason, and the library's papers as one table.
+
+Pure functions over facts computed elsewhere (`pipelines.planner.PaperStatus`, the library's
+metadata exports): the `paper_up_to_date` check, the `library_status` asset and the chain's
+per-paper metadata call them.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
+
+from pipelines.plan import PaperStatus
+from sheaf.ingest.metadata import export_files_metadata
+
+#: Table rows: papers that need work first, then the built ones.
+STATE_ORDER = {"failed": 0, "stale": 1, "missing": 2, "built": 3}
+#: Papers listed in the UI table (the counts cover all of them).
+TABLE_ROWS = 500
+_TEXT = 160
+_TITLE = 48
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1].rstrip() + "…"
+
+
+def identities(metadata_files: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
+    """{paper key: {"title", "first_author", "year"}} from the library's metadata exports
+    (papers the export does not list are left out; an unreadable export gives nothing)."""
+    try:
+        load = export_files_metadata(list(metadata_files))
+    except Exception:  # noqa: BLE001 - identity is decoration: never fail a step over it
+        return {}
+    return {m.key: {"title": m.title, "first_author": m.first_author, "year": m.year} for m in load.papers}
+
+
+def identity_metadata(identity: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A paper's identity as materialization metadata (only the fields it has)."""
+    return {k: v for k, v in (identity or {}).items() if v not in (None, "")}
+
+
+def reason_text(st: PaperStatus) -> str:
+    """Why a paper needs work, in one line ("OCR changed", "model changed: A → B",
+    "code changed: structure_tree", "failed: <error>", "missing: never built"); "" when built."""
+    if st.state == "built":
+        return ""
+    if st.state == "failed":
+        retry = f" (rebuilt next: {'; '.join(st.reasons)})" if st.reasons else ""
+        return f"failed: {st.error}{retry}"
+    if st.state == "missing":
+        return "missing: " + "; ".join(r.removeprefix("missing: ") for r in st.reasons) if st.reasons else "missing"
+    return "; ".join(st.reasons)
+
+
+def verdict(st: PaperStatus) -> tuple[bool, str]:
+    """(passed, description) of the `paper_up_to_date` check for one paper."""
+    return (True, "up to date") if st.state == "built" else (False, reason_text(st))
+
+
+def _iso(ts: float | None) -> str:
+    return "" if ts is None else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def status_table(statuses: Mapping[str, PaperStatus], ids: Mapping[str, Mapping[str, Any]],
+                 last_built: Mapping[str, float]) -> Any:
+    """The papers by state as a `MetadataValue.table` (title, key, state, reasons, last built)."""
+    rows = sorted(statuses.values(), key=lambda s: (STATE_ORDER.get(s.state, 9), s.key))
+    schema = TableSchema(columns=[
+        TableColumn("state"), TableColumn("key"), TableColumn("reasons"), TableColumn("title"),
+        TableColumn("first_author"), TableColumn("year", "int"), TableColumn("last_built")])
+    records = []
+    for st in rows[:TABLE_ROWS]:
+        ident = ids.get(st.key, {})
+        records.append(TableRecord({
+            "state": st.state, "key": st.key, "reasons": reason_text(st)[:_TEXT],
+            "title": _short(str(ident.get("title") or ""), _TITLE), "first_author": str(ident.get("first_author") or ""),
+            "year": ident.get("year"), "last_built": _iso(last_built.get(st.key))}))
+    return MetadataValue.table(records=records, schema=schema)
+
+
+def state_counts(statuses: Iterable[PaperStatus]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for st in statuses:
+        counts[st.state] = counts.get(st.state, 0) + 1
+    return counts
