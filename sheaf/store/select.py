@@ -13,6 +13,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import where
 from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.store.sqlite.integrity import IndexHealth, check_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.settings import Settings
@@ -20,7 +21,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _pg = lazy_module("sheaf.store.postgres.backend")  # only for a postgresql:// URL
 
-__all__ = ["open_backend", "open_url", "is_postgres_url"]
+__all__ = ["open_backend", "open_url", "is_postgres_url", "check_backend"]
+
+
+def check_backend(settings: Settings, *, deep: bool = False) -> IndexHealth:
+    """Can the configured index be used? (`sheaf.store.sqlite.integrity.check_index` for the
+    SQLite file; for Postgres: reachable, of this schema, every collection readable.)"""
+    if settings.index_backend == "postgres":
+        return _pg.check(settings.index_url)
+    return check_index(settings.index_path, deep=deep)
 
 
 def is_postgres_url(url: str | None) -> bool:

@@ -26,6 +26,7 @@ from sheaf.store.postgres.schema import (
 )
 from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.sqlite.fts import FTS_TOKENIZER, build_match_query
+from sheaf.store.sqlite.integrity import IndexHealth, artifact_unit_digest
 from sheaf.store.sqlite.reader import _BODY_COLS, _OBJ_COLS, _body, _obj, filter_papers
 from sheaf.core.models import PaperMeta
 from sheaf.vectors.identity import EmbeddedPassages, ModelChangedError, Passage
@@ -469,6 +470,118 @@ class PostgresIndex:
     def embedding_cache(self) -> PostgresEmbeddingCache:
         return PostgresEmbeddingCache(self)
 
+    # --- integrity (`sheaf doctor`, the build's drift check) ----------------------------------------
+
+    @_guarded
+    def paper_index_stats(self, collection_key: str | None = None) -> dict[str, dict[str, int]]:
+        """Per paper: units, their lexical rows and (for `collection_key`) passages, vectors and
+        passages whose unit is gone, keyed as `sheaf.store.sqlite.integrity.paper_index_stats`."""
+        stats: dict[str, dict[str, int]] = {}
+
+        def put(name: str, sql: str) -> None:
+            for pid, n in self.conn.execute(sql):
+                stats.setdefault(pid, {})[name] = int(n)
+
+        with snapshot(self.conn, self.where):
+            put("body_units", "SELECT paper_id, count(*) FROM body_units GROUP BY 1")
+            put("object_units", "SELECT paper_id, count(*) FROM object_units GROUP BY 1")
+            put("body_fts", "SELECT l.paper_id, count(*) FROM lex_rows l JOIN body_units b ON b.paper_id = l.paper_id "
+                            f"AND b.unit_id = l.ref WHERE l.scope = {SCOPES['body']} GROUP BY 1")
+            put("object_fts", "SELECT l.paper_id, count(*) FROM lex_rows l JOIN object_units o ON o.paper_id = "
+                              f"l.paper_id AND o.unit_id = l.ref WHERE l.scope = {SCOPES['object']} GROUP BY 1")
+            cols = collections(self.conn)
+            if collection_key and collection_key in cols:
+                vt = cols[collection_key].vec_table
+                put("passages", f"SELECT paper_id, count(*) FROM {vt} GROUP BY 1")
+                put("vectors", f"SELECT paper_id, count(*) FROM {vt} GROUP BY 1")
+                put("dangling_passages", f"SELECT p.paper_id, count(*) FROM {vt} p WHERE NOT EXISTS (SELECT 1 FROM "
+                                         "body_units b WHERE b.unit_id = p.unit_id AND b.paper_id = p.paper_id) AND NOT "
+                                         "EXISTS (SELECT 1 FROM object_units o WHERE o.unit_id = p.unit_id AND "
+                                         "o.paper_id = p.paper_id) GROUP BY 1")
+        for s in stats.values():
+            for k in ("body_units", "object_units", "body_fts", "object_fts"):
+                s.setdefault(k, 0)
+            if collection_key:
+                for k in ("passages", "vectors", "dangling_passages"):
+                    s.setdefault(k, 0)
+        return stats
+
+    @_guarded
+    def unit_digest(self, paper_id: str) -> str:
+        with snapshot(self.conn, self.where):
+            body = [{"unit_id": r[0], "text": r[1]} for r in self.conn.execute(
+                "SELECT unit_id, text FROM body_units WHERE paper_id = %s", (paper_id,))]
+            objects = [dict(zip(("unit_id", "caption", "table_text", "nearby_text"), r)) for r in self.conn.execute(
+                "SELECT unit_id, caption, table_text, nearby_text FROM object_units WHERE paper_id = %s", (paper_id,))]
+        return artifact_unit_digest(body, objects)
+
+    _ORPHANS = {
+        "lexical_rows_without_unit": (
+            "lex_rows l WHERE (l.scope = 0 AND NOT EXISTS (SELECT 1 FROM body_units b WHERE b.paper_id = l.paper_id "
+            "AND b.unit_id = l.ref)) OR (l.scope = 1 AND NOT EXISTS (SELECT 1 FROM object_units o WHERE o.paper_id = "
+            "l.paper_id AND o.unit_id = l.ref)) OR (l.scope = 2 AND NOT EXISTS (SELECT 1 FROM papers p WHERE "
+            "p.paper_id = l.ref))"),
+        "postings_without_row": ("lex_postings x WHERE NOT EXISTS (SELECT 1 FROM lex_rows l WHERE l.paper_id = "
+                                 "x.paper_id AND l.scope = x.scope AND l.ref = x.ref)"),
+    }
+
+    @_guarded
+    def global_orphans(self) -> dict[str, int]:
+        """Rows that belong to nothing: lexical rows or postings without their unit or paper, units
+        without a papers row, passages whose unit is gone (per collection)."""
+        out: dict[str, int] = {}
+        with snapshot(self.conn, self.where):
+            for name, frm in self._ORPHANS.items():
+                out[name] = int(self.conn.execute(f"SELECT count(*) FROM {frm}").fetchone()[0])
+            out["units_without_fts"] = sum(int(self.conn.execute(
+                f"SELECT count(*) FROM {t} u WHERE NOT EXISTS (SELECT 1 FROM lex_rows l WHERE l.paper_id = u.paper_id "
+                f"AND l.scope = {sid} AND l.ref = u.unit_id)").fetchone()[0])
+                for t, sid in (("body_units", 0), ("object_units", 1)))
+            out["units_without_paper"] = sum(int(self.conn.execute(
+                f"SELECT count(*) FROM {t} u WHERE NOT EXISTS (SELECT 1 FROM papers p WHERE p.paper_id = u.paper_id)"
+            ).fetchone()[0]) for t in ("body_units", "object_units"))
+            for ident in collections(self.conn).values():
+                out[f"{ident.passages_table}_without_unit"] = int(self.conn.execute(
+                    f"SELECT count(*) FROM {ident.vec_table} p WHERE NOT EXISTS (SELECT 1 FROM body_units b WHERE "
+                    "b.unit_id = p.unit_id) AND NOT EXISTS (SELECT 1 FROM object_units o WHERE o.unit_id = p.unit_id)"
+                ).fetchone()[0])
+        return out
+
+    @_guarded
+    def remove_global_orphans(self) -> dict[str, int]:
+        """Delete what `global_orphans` counts (one transaction); lexical rows of a unit that lost
+        them are rewritten with its paper's."""
+        def body(c: psycopg.Connection) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for name, frm in self._ORPHANS.items():
+                table, alias = frm.split(" WHERE ", 1)[0].split()
+                out[name] = c.execute(f"DELETE FROM {table} {alias} WHERE {frm.split(' WHERE ', 1)[1]}").rowcount
+            for ident in collections(c).values():
+                out[f"{ident.passages_table}_removed"] = c.execute(
+                    f"DELETE FROM {ident.vec_table} p WHERE NOT EXISTS (SELECT 1 FROM body_units b WHERE "
+                    "b.unit_id = p.unit_id) AND NOT EXISTS (SELECT 1 FROM object_units o WHERE o.unit_id = p.unit_id)"
+                ).rowcount
+            lacking = [r[0] for r in c.execute(
+                "SELECT DISTINCT paper_id FROM (SELECT paper_id, unit_id, 0 AS s FROM body_units UNION ALL "
+                "SELECT paper_id, unit_id, 1 FROM object_units) u WHERE NOT EXISTS (SELECT 1 FROM lex_rows l WHERE "
+                "l.paper_id = u.paper_id AND l.scope = u.s AND l.ref = u.unit_id)")]
+            for pid in lacking:
+                writer.write_lex(c, pid, ["body", "object"])
+            out["papers_lexical_rows_rewritten"] = len(lacking)
+            return out
+        writer.changed(self.conn)
+        return retrying(self.conn, self.where, body)
+
+    @_guarded
+    def vector_bytes_mismatch(self, ident: ModelIdentity) -> dict[str, int]:
+        bad: dict[str, int] = {}
+        for pid, a, b in self.conn.execute(
+                f"SELECT p.paper_id, p.embedding, c.vector FROM {ident.vec_table} p JOIN embedding_cache c ON "
+                "c.model_key = %s AND c.text_sha256 = p.text_sha256", (ident.key,)):
+            if np.asarray(a.to_numpy(), dtype=np.float32).tobytes() != bytes(b):
+                bad[pid] = bad.get(pid, 0) + 1
+        return bad
+
     # --- export (`sheaf.store.copy`) ---------------------------------------------------------------
 
     @_guarded
@@ -512,3 +625,30 @@ class PostgresIndex:
                 cur.executemany("INSERT INTO embedding_cache VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows)
         retrying(self.conn, self.where, body)
         return len(rows)
+
+
+def check(url: str) -> IndexHealth:
+    """Can the Postgres index be used (`sheaf doctor`, the build's first step)? ``ok`` / ``empty``
+    (no index yet) / ``schema`` / ``unavailable`` / ``damaged_collections`` (a collection whose
+    table cannot be read)."""
+    where = Where(url)
+    try:
+        index = PostgresIndex.open(url, readonly=True)
+    except SheafError as e:
+        state = ("empty" if e.code == "INDEX_NOT_FOUND" else
+                 "schema" if "schema" in e.message else "unavailable")
+        return IndexHealth(where.shown, state, e.message, dict(e.details))
+    try:
+        damaged = []
+        for key, ident in index.collections().items():
+            try:
+                with snapshot(index.conn, where):
+                    index.conn.execute(f"SELECT embedding FROM {ident.vec_table} LIMIT 1").fetchall()
+            except (psycopg.Error, SheafError):
+                damaged.append(key)
+        if damaged:
+            return IndexHealth(where.shown, "damaged_collections", f"vector collection(s) {', '.join(damaged)} "
+                               "unreadable", damaged_collections=damaged)
+        return IndexHealth(where.shown, "ok", "")
+    finally:
+        index.close()

@@ -15,7 +15,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.store.records import FtsHit, Unit, VectorHit
-from sheaf.store.sqlite import reader, writer
+from sheaf.store.sqlite import integrity, reader, writer
 from sheaf.store.sqlite.db import sqlite3, transaction
 from sheaf.store.sqlite.fts import build_match_query
 from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
@@ -316,6 +316,36 @@ class SqliteIndex:
 
     def embedding_cache(self) -> SqliteEmbeddingCache:
         return SqliteEmbeddingCache(self.conn)
+
+    # --- integrity (`sheaf doctor`, the build's drift check) ----------------------------------------
+
+    def paper_index_stats(self, collection_key: str | None = None) -> dict[str, dict[str, int]]:
+        return integrity.paper_index_stats(self.conn, collection_key)
+
+    def unit_digest(self, paper_id: str) -> str:
+        return integrity.unit_digest(self.conn, paper_id)
+
+    def global_orphans(self) -> dict[str, int]:
+        return integrity.global_orphans(self.conn)
+
+    def remove_global_orphans(self) -> dict[str, int]:
+        return integrity.remove_global_orphans(self.conn)
+
+    def vector_bytes_mismatch(self, ident: ModelIdentity) -> dict[str, int]:
+        """Per paper: vectors whose bytes differ from the embedding cache's vector of their text."""
+        bad: dict[str, int] = {}
+        pt, vt = ident.passages_table, ident.vec_table
+        try:
+            rows = self.conn.execute(
+                f"SELECT p.paper_id, v.embedding, c.vector FROM {pt} p JOIN {vt} v ON v.passage_rowid = "
+                f"p.passage_rowid JOIN embedding_cache c ON c.model_key = ? AND c.text_sha256 = p.text_sha256",
+                (ident.key,))
+            for pid, a, b in rows:
+                if a != b:
+                    bad[pid] = bad.get(pid, 0) + 1
+        except sqlite3.DatabaseError:  # an unreadable collection is reported by the health check
+            pass
+        return bad
 
     # --- export (`sheaf.store.copy`) ---------------------------------------------------------------
 
