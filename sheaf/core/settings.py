@@ -83,7 +83,7 @@ def _index_url(v: str) -> str | None:
 
 def redact_url(url: str) -> str:
     """`url` fit to show: a password (``user:secret@``, ``password=``) replaced by ``***``."""
-    out = re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:?#]*):[^/@?#]*@", r"\1:***@", url, flags=re.IGNORECASE)
+    out = re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:?#]*):[^/@?#]+@", r"\1:***@", url, flags=re.IGNORECASE)
     return re.sub(r"(?i)(\bpassword=)[^&\s]*", r"\1***", out)
 
 
