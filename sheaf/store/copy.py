@@ -23,15 +23,15 @@ def copy_index(src: IndexBackend, dst: IndexBackend, *, progress: Callable[[str]
     """Copy `src` into `dst` (see the module docstring); returns what was copied."""
     say = progress or (lambda m: None)
     t0 = time.perf_counter()
-    metas = src.export_papers()  # type: ignore[attr-defined]
+    metas = src.export_papers()
     stats: dict[str, Any] = {"papers_with_metadata": len(metas)}
     stats["metadata"] = dst.upsert_papers(metas)
     cols = list(src.collections().values())
-    order = src.papers_in_write_order()  # type: ignore[attr-defined]
+    order = src.papers_in_write_order()
     passages = 0
     for i, pid in enumerate(order, 1):
         body, objects = src.paper_units(pid)
-        eps = [src.paper_passages(pid, ident) for ident in cols]  # type: ignore[attr-defined]
+        eps = [src.paper_passages(pid, ident) for ident in cols]
         st = dst.replace_paper(pid, body, objects, eps or None)  # every collection anew
         passages += st.passages
         if i % 50 == 0 or i == len(order):
@@ -42,6 +42,6 @@ def copy_index(src: IndexBackend, dst: IndexBackend, *, progress: Callable[[str]
         dst.remove_paper(pid, prune_cache=False)
     stats["metadata"].update(dst.prune_metadata([m.key for m in metas]))
     stats.update(papers=len(order), passages=passages, removed=len(gone),
-                 cache_entries=dst.put_cache_rows(src.cache_rows()),  # type: ignore[attr-defined]
+                 cache_entries=dst.put_cache_rows(src.cache_rows()),
                  collections=[c.key for c in cols], seconds=round(time.perf_counter() - t0, 2))
     return stats
