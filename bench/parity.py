@@ -102,9 +102,11 @@ def queries(ds: Any, docs: list[tuple[str, str, str]]) -> dict[str, list[tuple[s
 
 
 def overlap(a: list[str], b: list[str]) -> float:
+    """Shared ids among the first ten distinct of each (grep lists a unit once per span)."""
+    a, b = list(dict.fromkeys(a))[:10], list(dict.fromkeys(b))[:10]
     if not a and not b:
         return 1.0
-    return len(set(a[:10]) & set(b[:10])) / max(len(a[:10]), len(b[:10]))
+    return len(set(a) & set(b)) / max(len(a), len(b))
 
 
 def compare(rs: dict[str, Retriever], qs: dict[str, list[tuple[str, Any]]], filt: list[str]) -> dict[str, Any]:

@@ -169,30 +169,34 @@ class PostgresIndex:
         for p in sorted(prefixes):
             cond.append("(term >= %s AND term < %s)")
             args += [p, p + "\U0010ffff"]
-        rows = self.conn.execute(f"SELECT term, seq, paper_id, doclen, codes FROM lex_postings WHERE scope = %s "
-                                 f"AND ({' OR '.join(cond)})", [sid, *args]).fetchall()
+        # Sorted by term (the "C" collation: code points, as FTS5 sorts them) then by row: each
+        # term's codes come out sorted, as `Bm25Table` wants them. Binary: the codes arrive as
+        # packed int32 (no text to parse).
+        with self.conn.cursor(binary=True) as cur:
+            rows = cur.execute(f"SELECT term, seq, paper_id, doclen, codes FROM lex_postings WHERE scope = %s "
+                               f"AND ({' OR '.join(cond)}) ORDER BY term, seq", [sid, *args]).fetchall()
         n_row, n_token = self.conn.execute("SELECT coalesce(sum(n_rows), 0), coalesce(sum(n_tokens), 0) "
                                            "FROM lex_stats WHERE scope = %s", (sid,)).fetchone()
         if not rows:
             return []
-        seqs = np.unique(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)))
-        local = {int(s): i for i, s in enumerate(seqs.tolist())}
+        seqs, local = np.unique(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
+                                return_inverse=True)
         doclen = np.zeros(len(seqs), dtype=np.float64)
+        doclen[local] = np.fromiter((r[3] for r in rows), dtype=np.float64, count=len(rows))
         paper = [""] * len(seqs)
-        by_term: dict[str, list[int]] = {}
-        for term, seq, pid, dl, codes in rows:
-            i = local[seq]
-            doclen[i] = dl
-            paper[i] = pid
-            by_term.setdefault(term, []).extend((i << ROW_SHIFT) | c for c in codes)
-        terms = sorted(by_term)
-        starts = np.zeros(len(terms) + 1, dtype=np.int64)
-        parts = []
-        for j, t in enumerate(terms):
-            arr = np.sort(np.asarray(by_term[t], dtype=np.int64))
-            parts.append(arr)
-            starts[j + 1] = starts[j] + len(arr)
-        codes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        for i, r in zip(local.tolist(), rows):
+            paper[i] = r[2]
+        lens = np.fromiter((len(r[4]) for r in rows), dtype=np.int64, count=len(rows)) // 4
+        flat = np.frombuffer(b"".join(bytes(r[4]) for r in rows), dtype="<i4").astype(np.int64)
+        codes = (np.repeat(local.astype(np.int64), lens) << ROW_SHIFT) | flat
+        terms: list[str] = []
+        bounds: list[int] = []
+        for j, r in enumerate(rows):
+            if not terms or r[0] != terms[-1]:
+                terms.append(r[0])
+                bounds.append(j)
+        ends = np.concatenate(([0], np.cumsum(lens)))
+        starts = ends[np.asarray(bounds + [len(rows)], dtype=np.int64)]
         cols = list(SCOPE_COLUMNS[scope])
         table = Bm25Table(scope, cols, FTS_TOKENIZER, None, int(n_row), int(n_token), doclen, terms, starts, codes)
         w = table.weights(weights)

@@ -12,7 +12,8 @@ SQLite backend's rowids are)
 ``lex_rows``           one row per lexical row (scope ``body`` / ``object`` / ``papers``: a unit or
                        a paper's metadata): its ref (unit_id or paper_id), ``seq`` and length in
                        tokens. What FTS5's docsize table is.
-``lex_postings``       (row, term) → the term's positions in the row (``column << 28 | offset``):
+``lex_postings``       (row, term) → the term's positions in the row (``column << 28 | offset``,
+                       packed int32):
                        FTS5's inverted index, terms made by FTS5's own tokenizer
                        (`sheaf.store.bm25.FtsTokenizer`), btree on (scope, term) in the "C"
                        collation (exact and prefix lookups).
@@ -121,7 +122,7 @@ CREATE TABLE lex_postings (
     term      text COLLATE "C" NOT NULL,
     seq       bigint NOT NULL,
     doclen    integer NOT NULL,
-    codes     integer[] NOT NULL,
+    codes     bytea NOT NULL,      -- int32 little-endian: column << 28 | offset, sorted
     PRIMARY KEY (paper_id, scope, ref, term)
 );
 CREATE INDEX lex_postings_term ON lex_postings(scope, term);

@@ -93,6 +93,11 @@ def _lex_items(conn: Conn, paper_id: str, scope: str) -> list[tuple[str, int, tu
         "LEFT JOIN papers p ON p.paper_id = b.paper_id WHERE b.paper_id = %s ORDER BY b.seq", (paper_id,))]
 
 
+def _packed(codes: Sequence[int]) -> bytes:
+    """A term's positions in a row (``column << 28 | offset``, sorted) as little-endian int32s."""
+    return np.asarray(codes, dtype="<i4").tobytes()
+
+
 def delete_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
     ids = [SCOPES[s] for s in scopes]
     conn.execute("DELETE FROM lex_postings WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids))
@@ -118,7 +123,7 @@ def write_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
             with cur.copy("COPY lex_postings (paper_id, scope, ref, term, seq, doclen, codes) FROM STDIN") as cp:
                 for (ref, seq, _), (terms, size) in zip(items, inst):
                     for term, codes in terms.items():
-                        cp.write_row((paper_id, sid, ref, term, seq, size, codes))
+                        cp.write_row((paper_id, sid, ref, term, seq, size, _packed(codes)))
         conn.execute("INSERT INTO lex_stats VALUES (%s, %s, %s, %s)",
                      (paper_id, sid, len(items), sum(size for _, size in inst)))
         n += len(items)
