@@ -150,13 +150,24 @@ def _assign_short_ids(conn: Conn, units: Sequence[BodyUnit | ObjectUnit]) -> tup
     taken: set[str] = set()
     out: list[str] = []
     lengthened = 0
-    for u in units:
-        full = hashlib.sha1(u.unit_id.encode("utf-8")).hexdigest()
-        cand = u.short_id or full[:4]
+    fulls = [hashlib.sha1(u.unit_id.encode("utf-8")).hexdigest() for u in units]
+    first = [u.short_id or f[:4] for u, f in zip(units, fulls)]
+    held = {r[0] for r in conn.execute(  # the first candidates held already: one query, not one per unit
+        "SELECT short_id FROM body_units WHERE short_id = ANY(%s) UNION "
+        "SELECT short_id FROM object_units WHERE short_id = ANY(%s)", (first, first))}
+
+    def clash(cand: str) -> bool:
+        if cand in taken:
+            return True
+        if cand in first_set:
+            return cand in held
+        return conn.execute("SELECT 1 FROM body_units WHERE short_id = %s UNION ALL "
+                            "SELECT 1 FROM object_units WHERE short_id = %s LIMIT 1", (cand, cand)).fetchone() is not None
+
+    first_set = set(first)
+    for u, full, cand in zip(units, fulls, first):
         n = max(len(cand), 4)
-        while cand in taken or conn.execute(
-                "SELECT 1 FROM body_units WHERE short_id = %s UNION ALL "
-                "SELECT 1 FROM object_units WHERE short_id = %s LIMIT 1", (cand, cand)).fetchone():
+        while clash(cand):
             n += 1
             cand = full[:n] if n <= len(full) else f"{full}-{n - len(full)}"
         lengthened += cand != u.short_id
