@@ -144,9 +144,9 @@ class PostgresIndex:
     # --- lexical candidates: bm25 from the postings of the query's terms -------------------------
 
     def _ranked(self, scope: str, match: str, weights: Sequence[float] | None,
-                paper_ids: Sequence[str] | None) -> list[tuple[int, float, str]]:
-        """(seq, bm25, paper_id) of the rows of `scope` matching `match`, best first (ties: seq), in
-        the caller's snapshot."""
+                paper_ids: Sequence[str] | None) -> list[tuple[str, float, str]]:
+        """(ref, bm25, paper_id) of the rows of `scope` matching `match`, best first (ties: seq),
+        read in one statement (one snapshot)."""
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {sorted(SCOPES)}")
         parsed = parse_match(match)
@@ -169,14 +169,18 @@ class PostgresIndex:
         for p in sorted(prefixes):
             cond.append("(term >= %s AND term < %s)")
             args += [p, p + "\U0010ffff"]
-        # Sorted by term (the "C" collation: code points, as FTS5 sorts them) then by row: each
-        # term's codes come out sorted, as `Bm25Table` wants them. Binary: the codes arrive as
-        # packed int32 (no text to parse).
+        # One statement, so one snapshot (no transaction, one round trip): the postings of the
+        # query's terms sorted by term (the "C" collation: code points, as FTS5 sorts them) then by
+        # row, so each term's codes come out sorted as `Bm25Table` wants them; and last (its term
+        # is NULL) the scope's row and token counts. Binary: the codes arrive as packed int32.
         with self.conn.cursor(binary=True) as cur:
-            rows = cur.execute(f"SELECT term, seq, paper_id, doclen, codes FROM lex_postings WHERE scope = %s "
-                               f"AND ({' OR '.join(cond)}) ORDER BY term, seq", [sid, *args]).fetchall()
-        n_row, n_token = self.conn.execute("SELECT coalesce(sum(n_rows), 0), coalesce(sum(n_tokens), 0) "
-                                           "FROM lex_stats WHERE scope = %s", (sid,)).fetchone()
+            rows = cur.execute(
+                f"SELECT term, seq, paper_id, doclen, codes, ref FROM lex_postings WHERE scope = %s "
+                f"AND ({' OR '.join(cond)}) UNION ALL SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, "
+                f"coalesce(sum(n_tokens), 0)::bigint, NULL, NULL FROM lex_stats WHERE scope = %s "
+                f"ORDER BY 1 NULLS LAST, 2", [sid, *args, sid]).fetchall()
+        stats = rows.pop()
+        n_row, n_token = int(stats[1]), int(stats[3])
         if not rows:
             return []
         seqs, local = np.unique(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
@@ -184,8 +188,10 @@ class PostgresIndex:
         doclen = np.zeros(len(seqs), dtype=np.float64)
         doclen[local] = np.fromiter((r[3] for r in rows), dtype=np.float64, count=len(rows))
         paper = [""] * len(seqs)
+        refs = [""] * len(seqs)
         for i, r in zip(local.tolist(), rows):
             paper[i] = r[2]
+            refs[i] = r[5]
         lens = np.fromiter((len(r[4]) for r in rows), dtype=np.int64, count=len(rows)) // 4
         flat = np.frombuffer(b"".join(bytes(r[4]) for r in rows), dtype="<i4").astype(np.int64)
         codes = (np.repeat(local.astype(np.int64), lens) << ROW_SHIFT) | flat
@@ -210,38 +216,30 @@ class PostgresIndex:
         ranked = evaluate(table, parsed, w, allow, tok)
         if ranked is None:
             return []
-        return [(int(seqs[i]), s, paper[i]) for i, s in ranked.fetchall()]
-
-    def _refs(self, scope: str, seqs: Sequence[int]) -> dict[int, str]:
-        return {r[0]: r[1] for r in self.conn.execute("SELECT seq, ref FROM lex_rows WHERE scope = %s AND "
-                                                      "seq = ANY(%s)", (SCOPES[scope], list(seqs)))}
+        return [(refs[i], s, paper[i]) for i, s in ranked.fetchall()]
 
     @_guarded
     def lexical_units(self, scope: str, match: str, *, limit: int, paper_ids: Sequence[str] | None = None,
                       weights: Sequence[float] | None = None) -> list[FtsHit]:
-        with snapshot(self.conn, self.where):
-            ranked = self._ranked(scope, match, weights, paper_ids)
-            if limit >= 0:
-                ranked = ranked[:limit]
-            refs = self._refs(scope, [r[0] for r in ranked])
+        ranked = self._ranked(scope, match, weights, paper_ids)
+        if limit >= 0:
+            ranked = ranked[:limit]
         self.engines["lexical"] = "postgres-bm25"
-        return [FtsHit(refs[seq], pid, -float(s)) for seq, s, pid in ranked if seq in refs]
+        return [FtsHit(ref, pid, -float(s)) for ref, s, pid in ranked]
 
     @_guarded
     def lexical_papers(self, scope: str, match: str, *, limit: int, paper_ids: Sequence[str] | None = None,
                        weights: Sequence[float] | None = None) -> list[FtsHit]:
         if limit == 0:
             return []
-        with snapshot(self.conn, self.where):
-            best: dict[str, tuple[float, int]] = {}
-            for seq, s, pid in self._ranked(scope, match, weights, paper_ids):
-                best.setdefault(pid, (s, seq))  # rank order: a paper's first row is its best
-            ranked = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
-            if limit >= 0:
-                ranked = ranked[:limit]
-            refs = self._refs(scope, [seq for _, (_, seq) in ranked])
+        best: dict[str, tuple[float, str]] = {}
+        for ref, s, pid in self._ranked(scope, match, weights, paper_ids):
+            best.setdefault(pid, (s, ref))  # rank order: a paper's first row is its best
+        ranked = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
+        if limit >= 0:
+            ranked = ranked[:limit]
         self.engines["lexical"] = "postgres-bm25"
-        return [FtsHit(refs[seq], pid, -float(s)) for pid, (s, seq) in ranked if seq in refs]
+        return [FtsHit(ref, pid, -float(s)) for pid, (s, ref) in ranked]
 
     # --- vectors --------------------------------------------------------------------------------
 
