@@ -1,8 +1,8 @@
 """`PostgresIndex`: the `IndexBackend` on Postgres + pgvector (`SHEAF_INDEX_URL=postgresql://...`).
 
 Lexical ranking is FTS5's bm25 (`sheaf.store.bm25`), computed per query from the postings of the
-query's terms and the term statistics each paper's replace keeps current (`lex_stats`), in one
-REPEATABLE READ snapshot: the same scores and order as the SQLite backend's FTS5 tables, the
+query's terms and the term statistics each paper's replace keeps current (`lex_stats`), read in
+one statement (one snapshot): the same scores and order as the SQLite backend's FTS5 tables, the
 same rows for `grep` and the code variants (the retriever cuts spans from the rows matched).
 Vector search is exact (a scan ordered by cosine distance, ties by insertion order) below
 `EXACT_BELOW` passages or with a paper filter, HNSW with a wide ``ef_search`` above.
