@@ -2,16 +2,30 @@
 from collections.abc import Callable
 
 from dagster import (
-    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckResult, MetadataValue, ResourceParam, asset_check,
+    AssetCheckEvaluation,
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    MetadataValue,
+    ResourceParam,
+    asset_check,
 )
 
 from assets.resources import SheafConfig
 from io_managers.parquet import artifact_rows, read_artifact
 from pipelines.partitions import papers_partitions
-from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.store.artifacts import (
+    render_map_from_dict,
+    table_to_body_units,
+    table_to_object_units,
+    table_to_paper,
+)
 from sheaf.store.select import open_backend
 from sheaf.transform.checks import (
-    CheckOutcome, check_index_rows, check_no_furniture, check_units_cover_blocks, check_vectors,
+    CheckOutcome,
+    check_index_rows,
+    check_no_furniture,
+    check_units_cover_blocks,
+    check_vectors,
 )
 from sheaf.vectors.embedder import Embedder
 

@@ -8,25 +8,38 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, ResourceParam, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetIn,
+    MaterializeResult,
+    MetadataValue,
+    ResourceParam,
+    asset,
+)
 
 from assets._batch import run_per_paper
 from assets.paper import COMMON
 from assets.resources import SheafConfig
+from assets.versions import CODE_VERSIONS
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
 from sheaf.ingest.library import discover
 from sheaf.ingest.metadata import export_files_metadata, export_hash
-from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.store.artifacts import (
+    table_to_body_units,
+    table_to_object_units,
+    table_to_paper,
+)
 from sheaf.store.backend import IndexBackend
 from sheaf.store.select import open_backend
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.onnx_export import ensure_onnx_export
 
 INDEX_POOL = "sheaf_index"
-#: vector_collections' own code version; the definitions add the configured embedding model
-#: to it (`pipelines.planner.model_code_version`), so a model change is a code change to Dagster.
-VECTOR_CODE_VERSION = "1"
+#: vector_collections' own code version (`assets.versions`); the definitions add the configured
+#: embedding model to it (`sheaf.vectors.identity.model_code_version`), so a model change is a code
+#: change to Dagster.
+VECTOR_CODE_VERSION = CODE_VERSIONS["vector_collections"]
 
 
 def _open(settings: Any) -> IndexBackend:
@@ -41,8 +54,8 @@ def _units(key: str, body_units: dict, object_units: dict):
     return table_to_body_units(body_units[key]), table_to_object_units(object_units[key])
 
 
-@asset(ins={"body_units": AssetIn(), "object_units": AssetIn()}, group_name="index", code_version="1",
-       pool=INDEX_POOL, **COMMON)
+@asset(ins={"body_units": AssetIn(), "object_units": AssetIn()}, group_name="index",
+       code_version=CODE_VERSIONS["fts_tables"], pool=INDEX_POOL, **COMMON)
 def fts_tables(context: AssetExecutionContext, sheaf: SheafConfig, body_units: dict[str, Any],
                object_units: dict[str, Any]) -> None:
     """The paper's rows in the SQLite FTS5 tables (units and objects), replaced in one transaction."""

@@ -13,14 +13,21 @@ from dagster import AssetExecutionContext, AssetIn, AssetOut, asset, multi_asset
 
 from assets._batch import run_per_paper
 from assets.resources import SheafConfig
+from assets.versions import CODE_VERSIONS
 from pipelines.automation import BACKFILL_POLICY, CHAIN_CONDITION
 from pipelines.partitions import papers_partitions
 from pipelines.planner import ARTIFACT_METADATA
 from sheaf.core.models import IngestError
 from sheaf.ingest.library import discover
 from sheaf.store.artifacts import (
-    body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict,
-    table_hash, table_to_paper, tree_from_dict,
+    body_units_to_table,
+    dict_hash,
+    object_units_to_table,
+    paper_to_table,
+    render_map_from_dict,
+    table_hash,
+    table_to_paper,
+    tree_from_dict,
 )
 from sheaf.transform import chain
 
@@ -33,8 +40,8 @@ def _stored(suffix: str) -> dict[str, Any]:
     return {ARTIFACT_METADATA: suffix}
 
 
-def _out(description: str, suffix: str) -> AssetOut:
-    return AssetOut(io_manager_key="artifacts", code_version="1", automation_condition=CHAIN_CONDITION,
+def _out(name: str, description: str, suffix: str) -> AssetOut:
+    return AssetOut(io_manager_key="artifacts", code_version=CODE_VERSIONS[name], automation_condition=CHAIN_CONDITION,
                     description=description, metadata=_stored(suffix))
 
 
@@ -42,7 +49,7 @@ def _missing(key: str, what: str) -> IngestError:
     return IngestError(key, None, f"no {what} artifact: the upstream step failed or was not run")
 
 
-@asset(deps=["ocr_result"], group_name="render", io_manager_key="artifacts", code_version="1",
+@asset(deps=["ocr_result"], group_name="render", io_manager_key="artifacts", code_version=CODE_VERSIONS["ocr_blocks"],
        metadata=_stored(".parquet"), **COMMON)
 def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, Any]:
     """Canonical blocks with roles, parsed from each paper's OCR/layout output."""
@@ -63,8 +70,8 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
 
 
 @multi_asset(
-    outs={"fulltext_markdown": _out("Each paper's OCR render as Markdown, in reading order.", ".json"),
-          "render_map": _out("Each paper's render-map: heading events and emitted-block events of the render.",
+    outs={"fulltext_markdown": _out("fulltext_markdown", "Each paper's OCR render as Markdown, in reading order.", ".json"),
+          "render_map": _out("render_map", "Each paper's render-map: heading events and emitted-block events of the render.",
                              ".json")},
     ins={"ocr_blocks": AssetIn()},
     group_name="render",
@@ -89,7 +96,7 @@ def ocr_render(context: AssetExecutionContext, ocr_blocks: dict[str, Any]):
 
 
 @asset(ins={"render_map": AssetIn(), "ocr_blocks": AssetIn()}, group_name="structure",
-       io_manager_key="artifacts", code_version="1", metadata=_stored(".json"), **COMMON)
+       io_manager_key="artifacts", code_version=CODE_VERSIONS["structure_tree"], metadata=_stored(".json"), **COMMON)
 def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any],
                    ocr_blocks: dict[str, Any]) -> dict[str, Any]:
     """Sections nested by heading level, with block intervals in emitted order."""
@@ -109,8 +116,8 @@ def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any],
 
 
 @multi_asset(
-    outs={"body_units": _out("Section-level body text units, split past the token cap.", ".parquet"),
-          "object_units": _out("Figure and table units: caption, label, table text, nearby text.", ".parquet")},
+    outs={"body_units": _out("body_units", "Section-level body text units, split past the token cap.", ".parquet"),
+          "object_units": _out("object_units", "Figure and table units: caption, label, table text, nearby text.", ".parquet")},
     ins={"structure_tree": AssetIn(), "ocr_blocks": AssetIn()},
     group_name="units",
     **MULTI,

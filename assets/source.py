@@ -4,9 +4,9 @@ from dagster import DataVersion, DataVersionsByPartition, observable_source_asse
 
 from assets.resources import SheafConfig
 from pipelines.partitions import papers_partitions
+from sheaf.core.models import IngestError
 from sheaf.ingest import source_hash
 from sheaf.ingest.library import discover
-from sheaf.core.models import IngestError
 
 
 @observable_source_asset(partitions_def=papers_partitions, group_name="source",

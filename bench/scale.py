@@ -118,6 +118,35 @@ def bare_main(home: Path, fraction: float) -> dict[str, Any]:
             "bare_s": round(enc * len(texts) / len(sample), 1)}
 
 
+def dagster_way_main(command: str) -> dict[str, Any]:
+    """Child: `sheaf build` / `sheaf status` forced the Dagster way (no no-op proof), in-process,
+    for the side-by-side row; the caller times the whole process."""
+    from pipelines import noop
+    from sheaf.core.settings import get_settings
+    from sheaf.service import pipeline
+
+    settings = get_settings()
+    if command == "build":
+        env = pipeline.build(settings, pipeline.definitions(settings)).envelope
+    else:
+        pipeline.noop.quick_status = lambda s: noop.Proof.no("bench: the Dagster way")
+        env = pipeline.status(settings).envelope
+    return {"ok": env["ok"], "plan": env["data"].get("plan")}
+
+
+def dagster_way(home: Path, lib: Path, command: str) -> dict[str, Any]:
+    out = Path(tempfile.mktemp(prefix="sheaf-time-"))
+    t0 = time.perf_counter()
+    proc = subprocess.run([TIME, "-f", "%U %M", "-o", str(out), sys.executable, __file__, "_dagster_way",
+                           "--command", command], env=_env(home, lib), capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    user, rss = out.read_text().split()[-2:]
+    out.unlink()
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"wall_s": round(wall, 2), "user_s": float(user), "rss_mb": round(int(rss) / 1024), **res,
+            "load": round(os.getloadavg()[0], 2)}
+
+
 def edit_one(home: Path, lib: Path, key: str) -> dict[str, Any]:
     word = f"zqx{int(time.time())}scale"
     f = lib / "papers" / key / "paper.md"
@@ -153,6 +182,15 @@ def run_size(work: Path, n: int, fraction: float, say) -> dict[str, Any]:
     st = timed(home, lib, "status")
     st.pop("env")
     s["status"] = st
+    # side by side: the same no-op and status the Dagster way (pipelines.noop not asked)
+    s["noop_dagster_way"] = dagster_way(home, lib, "build")
+    s["noop_again"] = build(home, lib)
+    s["status_dagster_way"] = dagster_way(home, lib, "status")
+    st = timed(home, lib, "status")
+    st.pop("env")
+    s["status_again"] = st
+    say(f"side by side: no-op {s['noop_again']['wall_s']} s vs {s['noop_dagster_way']['wall_s']} s the Dagster way; "
+        f"status {s['status_again']['wall_s']} s vs {s['status_dagster_way']['wall_s']} s")
     keys = sorted(p.name for p in (lib / "papers").iterdir())
     s["edit"] = edit_one(home, lib, keys[len(keys) // 2])
     say(f"edit {s['edit']}")
@@ -188,8 +226,14 @@ def render(r: dict[str, Any]) -> str:
     row("orchestration-only rebuild (`--full`, embeddings cached)", lambda s: f"{s['orchestration_only']['wall_s']} s = "
         f"{1000 * s['orchestration_only']['wall_s'] / s['papers']:.0f} ms a paper")
     row("no-op build (goal ≤ 1.5 s at 1,000)", lambda s: " / ".join(f"{x['wall_s']} s" for x in s["noop"]) +
-        f" (papers' events read: {s['noop'][-1]['plan']['papers_read']})")
+        f" (papers' events read: {s['noop'][-1]['plan']['papers_read']}; Dagster loaded: "
+        f"{'no' if s['noop'][-1]['plan'].get('dagster') is False else 'yes'})")
+    row("no-op build, side by side: without Dagster / the Dagster way", lambda s: (
+        f"{s['noop_again']['wall_s']} s / {s['noop_dagster_way']['wall_s']} s" if "noop_again" in s else "not measured"))
     row("`sheaf status` (goal ≤ 1 s)", lambda s: f"{s['status']['wall_s']} s")
+    row("`sheaf status`, side by side: without Dagster / the Dagster way", lambda s: (
+        f"{s['status_again']['wall_s']} s / {s['status_dagster_way']['wall_s']} s" if "status_again" in s
+        else "not measured"))
     row("one paper edited → searchable (goal ≤ 3 s)", lambda s: f"{s['edit']['searchable_s']} s (build "
         f"{s['edit']['wall_s']} s, events read for {s['edit']['plan']['papers_read']} paper)")
     row("one paper removed (goal ≤ 3 s)", lambda s: f"{s['remove']['wall_s']} s")
@@ -204,6 +248,12 @@ def render(r: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_dagster_way":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("mode")
+        ap.add_argument("--command", choices=("build", "status"), required=True)
+        print(json.dumps(dagster_way_main(ap.parse_args().command)))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "_bare":
         ap = argparse.ArgumentParser()
         ap.add_argument("mode")

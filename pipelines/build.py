@@ -9,22 +9,41 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
 
 from pipelines.automation import MAX_PARTITIONS_PER_RUN
-from pipelines.live import Events, LiveProgress
+from pipelines.dagster_files import YAML_HEADER, dagster_yaml
+from pipelines.drift import metadata_missing
+from pipelines.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
+from pipelines.plan import BuildReport, needs_build, with_warning_events
 from pipelines.planner import (
-    Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, metadata_missing, needs_build,
-    paper_statuses, selection_from,
+    Chain,
+    PaperStatus,
+    apply_index_drift,
+    chain_of,
+    chunk_targets,
+    paper_statuses,
+    selection_from,
 )
-from pipelines.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
+from pipelines.record import (
+    chain_cursor,
+    load_record,
+    same_statuses,
+    statuses_from,
+    write_record,
+)
 from pipelines.reliability import (
-    build_lock, check_writable, prepare_index, reap_dead_runs, run_tags, storage_error, sweep_leftovers,
+    build_lock,
+    check_writable,
+    prepare_index,
+    run_tags,
+    storage_error,
+    sweep_leftovers,
 )
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
 from sheaf.core.envelope import SheafError
@@ -39,38 +58,6 @@ __all__ = ["BuildReport", "PaperStatus", "build", "ensure_dagster_home", "get_in
 
 #: Dagster's console logger at WARNING: `sheaf build` prints its own per-paper progress.
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-@dataclass(slots=True)
-class BuildReport:
-    sync: dict[str, Any]
-    planned: dict[str, list[str]]  # key -> reasons
-    runs: list[dict[str, Any]]
-    statuses: dict[str, PaperStatus]
-    embeddings_computed: int = 0
-    seconds: float = 0.0
-    interrupted: bool = False
-    #: How the plan was made: ``record`` (current | stale | none | skipped with --full) and
-    #: ``papers_read``, the papers whose events were read for it (0 for a no-op with a current record).
-    plan: dict[str, Any] = field(default_factory=dict)
-
-
-#: The first line of a dagster.yaml Sheaf wrote (a file without it is the user's and left alone).
-YAML_HEADER = "# Written by sheaf"
-
-
-def dagster_yaml(sharded: bool = False) -> str:
-    """Sheaf's dagster.yaml: one writer at a time for the index pool, no telemetry, and the event
-    log storage of `pipelines.dagster_private` (Dagster's SQLite storage with engines kept open;
-    `sharded`: Dagster's per-run layout, for a home that already holds one)."""
-    cls = "SheafShardedEventLogStorage" if sharded else "SheafEventLogStorage"
-    return (f"{YAML_HEADER}: one writer at a time for the SQLite index pool; Dagster's SQLite event\n"
-            "# log with its connections kept open (pipelines/dagster_private.py). Rewritten by sheaf\n"
-            "# while this header stays; delete the header to keep your own edits.\n"
-            "concurrency:\n  pools:\n    default_limit: 1\n"
-            "telemetry:\n  enabled: false\n"
-            f"event_log_storage:\n  module: pipelines.dagster_private\n  class: {cls}\n"
-            "run_storage:\n  module: pipelines.dagster_private\n  class: SheafRunStorage\n")
-
 
 def ensure_dagster_home(settings: Settings) -> Path:
     """The Dagster home (DAGSTER_HOME or <SHEAF_HOME>/dagster_home), with our dagster.yaml
@@ -147,7 +134,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     `events`: structured progress for programs (`sheaf build --events`, `pipelines.live`):
     `start` once planned, `progress` per paper done, `warning` per problem (each "! ..." line
     of `progress` too)."""
-    progress, events = _with_warning_events(progress, events or (lambda e: None))
+    progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
     with build_lock(settings.home, progress):
         try:
@@ -196,11 +183,9 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
 
     # library metadata: when the export changed (or never loaded)
     last = instance.get_latest_materialization_event(AssetKey("library_metadata"))
-    last_hash = None
-    if last is not None and last.asset_materialization is not None:
-        v = last.asset_materialization.metadata.get("export_hash")
-        last_hash = getattr(v, "value", v)
-    if full or last_hash != _export_hash(settings, plan) or metadata_missing(settings, last):
+    loaded = {k: getattr(v, "value", v) for k, v in last.asset_materialization.metadata.items()} \
+        if last is not None and last.asset_materialization is not None else {}
+    if full or loaded.get("export_hash") != _export_hash(settings, plan) or metadata_missing(settings, loaded.get("papers")):
         res = defs.resolve_job_def("library_job").execute_in_process(
             instance=instance, raise_on_error=False, asset_selection=[AssetKey("library_metadata")],
             run_config=QUIET_RUN_CONFIG, tags=run_tags())
@@ -213,7 +198,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         progress(f"! {k}: not a paper of this library")
     statuses, read = statuses_from(instance, chain, wanted, plan.versions, record)
     how = {"record": "skipped (--full)" if full else ("current" if record is not None else "none or stale"),
-           "papers_read": read}
+           "papers_read": read, "dagster": True}
     planned = {k: replace(st, reasons=list(st.reasons), metadata=dict(st.metadata)) for k, st in statuses.items()}
     if not full:  # index rows / artifacts that disagree with the event log: rebuild from there
         for k, why in apply_index_drift(settings, instance, statuses, chain).items():
@@ -274,30 +259,6 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             record is None or record.cursor != cursor or not same_statuses(record.statuses, recorded)):
         write_record(instance, chain, recorded, plan.versions, cursor)
     return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted, how)
-
-
-def _with_warning_events(progress: Callable[[str], None], events: Events) -> tuple[Callable[[str], None], Events]:
-    """(`progress` that also emits each warning line "! ..." as a `warning` event, `events`
-    that holds warnings back until `start`, so the stream always begins with it)."""
-    held: list[dict[str, Any]] | None = []
-
-    def emit(event: dict[str, Any]) -> None:
-        nonlocal held
-        if held is not None and event.get("event") != "start":
-            held.append(event)
-            return
-        events(event)
-        if held:
-            for e in held:
-                events(e)
-        held = None
-
-    def say(message: str) -> None:
-        progress(message)
-        if message.startswith("! "):
-            emit({"event": "warning", "message": message[2:]})
-
-    return say, emit
 
 
 #: `sheaf build` refreshes the library report itself when it rebuilt at least this share of the

@@ -76,8 +76,14 @@ def stale_causes(instance: Any, asset_graph: Any, asset: str, partitions: Iterab
     """Dagster's own staleness of one asset per partition (`CachingStaleStatusResolver`, no
     public per-partition API): {partition: ["<category>: <reason>", ...]} for stale ones."""
     from dagster import AssetKey
-    from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.asset_graph_view.asset_graph_view import (
+        AssetGraphView,
+        TemporalContext,
+    )
+    from dagster._core.definitions.data_version import (
+        CachingStaleStatusResolver,
+        StaleStatus,
+    )
     from dagster._time import get_current_datetime
 
     view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
@@ -96,7 +102,9 @@ def stale_causes(instance: Any, asset_graph: Any, asset: str, partitions: Iterab
 from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import (  # noqa: E402
     ConsolidatedSqliteEventLogStorage,
 )
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage  # noqa: E402
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    SqliteEventLogStorage,  # noqa: E402
+)
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage  # noqa: E402
 
 #: Engines kept per database file: the index (or the one consolidated file) and recent run shards.
@@ -284,7 +292,10 @@ def add_partitions_metadata(context: Any, metadata: Mapping[tuple[str, str], Map
     partition from the instance each time (~17 ms a call at 200 papers, O(library); 1,600 calls
     were 27 of 154 s of a 200-paper rebuild). The caller passes only keys of `context.partition_keys`."""
     from dagster import AssetKey
-    from dagster._core.execution.context.metadata_logging import AssetMetadataHandle, OutputMetadataAccumulator
+    from dagster._core.execution.context.metadata_logging import (
+        AssetMetadataHandle,
+        OutputMetadataAccumulator,
+    )
 
     step = context.op_execution_context._step_execution_context
     merged = dict(step._metadata_accumulator.per_output_metadata)

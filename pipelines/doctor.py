@@ -22,10 +22,15 @@ from dagster import AssetKey, DagsterInstance, Definitions
 
 from io_managers.parquet import artifact_path, delete_artifacts
 from pipelines.build import build
+from pipelines.drift import metadata_missing, open_index_readonly
+from pipelines.live import dead_runs, reap_dead_runs
 from pipelines.partitions import papers_partitions
-from pipelines.planner import chain_of, metadata_missing, open_index_readonly, paper_statuses
+from pipelines.planner import chain_of, paper_statuses
 from pipelines.reliability import (
-    build_lock, dead_runs, lock_holder, prepare_index, reap_dead_runs, sweep_leftovers,
+    build_lock,
+    lock_holder,
+    prepare_index,
+    sweep_leftovers,
 )
 from pipelines.state import latest_events, latest_observed_versions
 from pipelines.sync import remove_paper_everywhere
@@ -36,7 +41,6 @@ from sheaf.store.select import check_backend, open_backend
 from sheaf.store.sqlite.integrity import artifact_unit_digest
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import resolve_model_path
-
 
 # --- the doctor --------------------------------------------------------------------------------
 
@@ -129,7 +133,9 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
               "or a write outside Sheaf)" if health.state != "schema" else "written by another Sheaf version",
               "move aside and rebuild")
 
-    if health.ok and metadata_missing(settings, instance.get_latest_materialization_event(AssetKey("library_metadata"))):
+    last = instance.get_latest_materialization_event(AssetKey("library_metadata"))
+    loaded = last.asset_materialization.metadata.get("papers") if last and last.asset_materialization else None
+    if health.ok and metadata_missing(settings, getattr(loaded, "value", loaded)):
         d.add("metadata_missing", "the index holds fewer library metadata rows than the last load recorded",
               "the index was replaced or rows were deleted outside Sheaf", "reload")
 

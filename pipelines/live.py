@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from pipelines.reliability import _proc_start, dead_runs, lock_holder, lock_path, process_alive, reap_dead_runs
+from pipelines.dagster_private import free_pool_slots
+from pipelines.reliability import _proc_start, idle_state, lock_holder, lock_path, process_alive
 
-__all__ = ["LiveProgress", "build_state", "stop_build", "PROGRESS_TAGS"]
+__all__ = ["LiveProgress", "build_state", "dead_runs", "reap_dead_runs", "stop_build", "PROGRESS_TAGS"]
+
+DIED_MESSAGE = "the sheaf process (pid {pid}) running this run died (killed or crashed) before it finished"
 
 Events = Callable[[dict[str, Any]], None]
 
@@ -154,9 +158,7 @@ def build_state(settings: Any, instance: DagsterInstance) -> dict[str, Any]:
     `sheaf build` process is gone (a build killed by kill -9 or a crash)."""
     pid, start, taken = _holder(Path(settings.home))
     dead = [{"run_id": run.run_id, "pid": p, "job": run.job_name} for run, p in dead_runs(instance)]
-    state: dict[str, Any] = {"status": "idle", "pid": None, "run_ids": [], "started_at": None, "current": 0,
-                             "total": 0, "paper_id": None, "stage": None, "embeddings_computed": 0,
-                             "dead_runs": dead}
+    state = idle_state(dead)
     if pid is None:
         return state
     runs = _build_runs(instance, pid, start, taken)
@@ -176,6 +178,37 @@ def build_state(settings: Any, instance: DagsterInstance) -> dict[str, Any]:
     state["runs"] = [{"run_id": r.dagster_run.run_id, "status": r.dagster_run.status.value,
                       "job": r.dagster_run.job_name} for r in runs]
     return state
+
+
+# --- dead runs -------------------------------------------------------------------------------
+
+def dead_runs(instance: Any) -> Iterator[tuple[Any, int]]:
+    """Unfinished runs started by a `sheaf build` process (``sheaf/pid`` tag) of this machine
+    that is gone: (run, pid). Runs of other launchers are their own monitor's business."""
+    unfinished = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
+                  DagsterRunStatus.CANCELING]
+    for run in instance.get_runs(RunsFilter(statuses=unfinished)):
+        pid_tag = run.tags.get("sheaf/pid")
+        if not pid_tag or not pid_tag.isdigit():
+            continue  # not ours (the daemon, `dagster asset materialize`)
+        pid = int(pid_tag)
+        host = run.tags.get("sheaf/host")
+        if host and host != socket.gethostname():
+            continue  # another machine's build (shared storage): its pid means nothing here
+        if pid != os.getpid() and not process_alive(pid, run.tags.get("sheaf/pid_start")):
+            yield run, pid
+
+
+def reap_dead_runs(instance: Any) -> list[dict[str, Any]]:
+    """Report every unfinished run whose sheaf process is gone as FAILED, and free the
+    concurrency slots it held. Returns what was reaped."""
+    reaped: list[dict[str, Any]] = []
+    for run, pid in dead_runs(instance):
+        message = DIED_MESSAGE.format(pid=pid) + "; the next `sheaf build` redoes its papers"
+        instance.report_run_failed(run, message=message)
+        held = free_pool_slots(instance, run.run_id)  # else the next index write waits forever
+        reaped.append({"run_id": run.run_id, "pid": pid, "job": run.job_name, "pool_slots_freed": held})
+    return reaped
 
 
 # --- stopping it -------------------------------------------------------------------------------------

@@ -16,18 +16,17 @@ starts, and how the papers to build are cut into runs.
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions, RepositoryDefinition
 
+from pipelines.drift import artifact_index_drift
 from pipelines.partitions import papers_partitions
+from pipelines.plan import PaperStatus
 from pipelines.state import EventInfo, latest_events, latest_observed_versions
-from sheaf.store.select import open_backend
-from sheaf.vectors.identity import CONTEXT_CAP, CONTEXT_SEP, PASSAGE_TEMPLATE, resolve_model_path
+from sheaf.vectors.identity import model_name, split_model
 
 #: Definition metadata of an asset stored as one file per paper: the file's suffix.
 ARTIFACT_METADATA = "sheaf/artifact"
@@ -107,64 +106,7 @@ def chain_of(source: ChainSource) -> Chain:
     return Chain(assets, tuple(ordered), artifacts, {a: nodes[a].code_version for a in assets})
 
 
-# --- the embedding model in a code version ------------------------------------------------------
-
-_MODEL_SEP = "|model="
-_HEAD_TAIL = 1 << 20  # bytes of a large file's start and end that enter its fingerprint
-
-
-def model_version(model: str) -> str:
-    """What a vector depends on, as a short string, computed without loading the model:
-    ``<canonical name>@<12 hex>`` over the passage template and, for a local model folder,
-    every file's name, size and bytes (a file over 4 MiB, the weights: its first and last MiB).
-    A fingerprint, not the full identity: the vector step still checks the loaded model's
-    identity (weights hash) against the collection's."""
-    name, target = resolve_model_path(model)
-    h = hashlib.sha256(f"{name}\0{PASSAGE_TEMPLATE}|sep={CONTEXT_SEP}|cap={CONTEXT_CAP}".encode())
-    folder = Path(target)
-    if folder.is_dir():
-        for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
-            size = f.stat().st_size
-            h.update(f"\0{f.relative_to(folder).as_posix()}\0{size}\0".encode())
-            with f.open("rb") as fh:
-                if size <= 4 * _HEAD_TAIL:
-                    h.update(fh.read())
-                else:
-                    h.update(fh.read(_HEAD_TAIL))
-                    fh.seek(size - _HEAD_TAIL)
-                    h.update(fh.read(_HEAD_TAIL))
-    return f"{name}@{h.hexdigest()[:12]}"
-
-
-def model_code_version(base: str | None, model: str) -> str:
-    """`base` (the asset's own code version) with the configured model's `model_version`."""
-    return f"{base or ''}{_MODEL_SEP}{model_version(model)}"
-
-
-def split_model(code_version: str | None) -> tuple[str | None, str | None]:
-    """(the asset's own code version, its model version or None)."""
-    if code_version is None or _MODEL_SEP not in code_version:
-        return code_version, None
-    base, _, model = code_version.partition(_MODEL_SEP)
-    return base, model
-
-
-def _model_name(model_version_: str) -> str:
-    return model_version_.rpartition("@")[0] or model_version_
-
-
 # --- per-paper status ----------------------------------------------------------------------------
-
-@dataclass(slots=True)
-class PaperStatus:
-    key: str
-    state: str  # built | stale | missing | failed
-    reasons: list[str] = field(default_factory=list)
-    error: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)  # from the last vector/units steps
-    #: The first chain asset to rebuild (it and everything below it); None when nothing is due.
-    rebuild_from: str | None = None
-
 
 def _code_change(recorded: str | None, current: str | None) -> tuple[bool, str | None]:
     """(the asset's code changed, the model change's reason or None) between two code versions."""
@@ -172,7 +114,7 @@ def _code_change(recorded: str | None, current: str | None) -> tuple[bool, str |
         return False, None
     (rb, rm), (cb, cm) = split_model(recorded), split_model(current)
     if rm is not None and cm is not None and rb == cb and rm != cm:
-        old, new = _model_name(rm), _model_name(cm)
+        old, new = model_name(rm), model_name(cm)
         return False, f"model changed: {old} → {new}" if old != new else f"model changed: {new} (its files changed)"
     return True, None
 
@@ -245,14 +187,6 @@ def paper_statuses(instance: DagsterInstance, defs: ChainSource, settings: Any =
     return out
 
 
-def needs_build(st: PaperStatus) -> bool:
-    if st.state == "built":
-        return False
-    if st.state == "failed":
-        return bool(st.reasons)
-    return True
-
-
 # --- runs -----------------------------------------------------------------------------------------
 
 def partition_ranges(ordered: list[str], targets: set[str], max_per_run: int) -> list[tuple[str, str, list[str]]]:
@@ -291,77 +225,13 @@ def selection_from(chain: Chain, first: str) -> list[AssetKey] | None:
 
 # --- the planner's check: index rows and artifacts against the materializations -------------------
 
-def open_index_readonly(settings: Any):
-    """The index (an `IndexBackend`, SQLite or Postgres) opened read-only, or None when it is
-    missing or unusable."""
-    try:
-        return open_backend(settings, readonly=True)
-    except Exception:  # noqa: BLE001 - an unusable index: every paper drifted
-        return None
-
-
 def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any],
                 defs: ChainSource) -> dict[str, tuple[str, list[str]]]:
-    """Papers (built or stale) whose artifacts or index rows disagree with their latest
-    materializations: ``{key: (first asset to rebuild, reasons)}``. Cheap enough for every
-    build: no event read (the counts and the vector step's model come from the statuses'
-    metadata), one grouped query per index table, a stat per artifact. `sheaf doctor` adds hashes."""
+    """`pipelines.drift.artifact_index_drift` of the chain of `defs`: ``{key: (first asset to
+    rebuild, reasons)}``."""
     chain = chain_of(defs)
-    keys = [k for k, st in statuses.items() if st.state in ("built", "stale")]
-    if not keys:
-        return {}
-    identity = {k: statuses[k].metadata.get("model_identity") for k in keys}  # from the vector step's metadata
-    conn = open_index_readonly(settings)
-    stats: dict[str | None, dict[str, dict[str, int]]] = {}
-    have: set[str] = set()
-    try:
-        if conn is not None:
-            have = set(conn.collections())
-            for ck in set(identity.values()) | {None}:
-                try:
-                    stats[ck] = conn.paper_index_stats(ck if ck in have else None)
-                except Exception:  # noqa: BLE001 - a damaged collection reads as no vectors
-                    stats[ck] = conn.paper_index_stats(None)
-    finally:
-        if conn is not None:
-            conn.close()
-    root = Path(settings.artifacts_dir)
-    out: dict[str, tuple[str, list[str]]] = {}
-    for key in keys:
-        st = statuses[key]
-        reasons: list[str] = []
-        starts: list[str] = []
-        for asset, suffix in chain.artifacts.items():  # every chain asset materialized without error
-            if not (root / asset / f"{key}{suffix}").exists():
-                reasons.append(f"artifact {asset} missing")
-                starts.append(asset)
-        if conn is None:
-            reasons.append("index unreadable or missing")
-            starts.append("fts_tables")
-        else:
-            s = stats[None].get(key, {})
-            want_b, want_o = st.metadata.get("body_units"), st.metadata.get("object_units")
-            got_b, got_o = s.get("body_units", 0), s.get("object_units", 0)
-            if (want_b is not None and got_b != want_b) or (want_o is not None and got_o != want_o):
-                reasons.append(f"index holds {got_b}+{got_o} units, the build recorded {want_b}+{want_o}")
-                starts.append("fts_tables")
-            elif s.get("body_fts", 0) != got_b or s.get("object_fts", 0) != got_o:
-                reasons.append(f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {got_b}+{got_o}")
-                starts.append("fts_tables")
-            ck = identity.get(key)
-            want = st.metadata.get("passages")
-            if ck is not None and want and not any(r.startswith("model changed") for r in st.reasons):
-                v = stats.get(ck, {}).get(key, {})
-                got, vecs = v.get("passages", 0), v.get("vectors", 0)
-                if ck not in have:
-                    reasons.append(f"vector collection {ck} missing from the index")
-                    starts.append("vector_collections")
-                elif got != want or vecs != got or v.get("dangling_passages", 0):
-                    reasons.append(f"index holds {got} passages / {vecs} vectors, the build recorded {want}")
-                    starts.append("vector_collections")
-        if reasons:
-            out[key] = (chain.earliest(starts), reasons)
-    return out
+    return {k: (chain.earliest(starts), reasons)
+            for k, (starts, reasons) in artifact_index_drift(settings, statuses, chain.artifacts).items()}
 
 
 def apply_index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any],
@@ -376,24 +246,3 @@ def apply_index_drift(settings: Any, instance: DagsterInstance, statuses: dict[s
         st.reasons.extend(f"index drift: {r}" for r in reasons)
         st.rebuild_from = start if st.rebuild_from is None else min(st.rebuild_from, start, key=chain.index)
     return {k: r for k, (_, r) in drift.items()}
-
-
-def metadata_missing(settings: Any, last: Any) -> bool:
-    """True when the index holds fewer metadata rows than the last `library_metadata` loaded
-    (the index was replaced, moved aside or rows were lost): the metadata must be loaded again."""
-    if last is None or last.asset_materialization is None:
-        return False
-    v = last.asset_materialization.metadata.get("papers")
-    loaded = getattr(v, "value", v)
-    if not isinstance(loaded, int) or loaded <= 0:
-        return False
-    conn = open_index_readonly(settings)
-    if conn is None:
-        return True
-    try:
-        have = conn.papers_with_metadata()
-    except Exception:  # noqa: BLE001
-        return True
-    finally:
-        conn.close()
-    return have < loaded

@@ -20,18 +20,28 @@ the record costs one full read of the event log and changes nothing else.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
-from dagster import AssetKey, AssetMaterialization, AssetSpec, DagsterInstance, MetadataValue
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    AssetSpec,
+    DagsterInstance,
+    MetadataValue,
+)
 
-from pipelines.planner import Chain, PaperStatus, paper_statuses
+from pipelines.plan import (
+    PaperStatus,
+    Record,
+    code_digest,
+    record_from_json,
+    record_json,
+    status_counts,
+)
+from pipelines.planner import Chain, paper_statuses
 
 STATUS_ASSET = "library_status"
-RECORD_FORMAT = 1
 #: Papers listed by name in the record's table for the UI (all of them are in `record`).
 TABLE_ROWS = 200
 
@@ -41,13 +51,10 @@ library_status = AssetSpec(
     description="Every paper's state (built / stale and why / missing / failed) as the last `sheaf build` "
                 "recorded it: counts and a table of the papers that need work.")
 
-_FIELDS = ("passages", "embeddings_computed", "model", "model_identity", "body_units", "object_units", "tokens")
 
-
-def code_digest(chain: Chain) -> str:
-    """The chain's code versions (the model fingerprint included) as one short hash."""
-    text = "\n".join(f"{a}={chain.code_versions.get(a) or ''}" for a in chain.assets)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def chain_digest(chain: Chain) -> str:
+    """`pipelines.plan.code_digest` of `chain`."""
+    return code_digest(chain.assets, chain.code_versions)
 
 
 def chain_cursor(instance: DagsterInstance, chain: Chain) -> int:
@@ -62,27 +69,6 @@ def observation_cursor(instance: DagsterInstance) -> int:
     return res.records[0].storage_id if res.records else 0
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    cursor: int
-    code: str
-    versions: dict[str, str]  # paper -> the OCR hash (data version) its status was planned with
-    statuses: dict[str, PaperStatus]
-
-    def current_for(self, versions: Mapping[str, str]) -> tuple[dict[str, PaperStatus], list[str]]:
-        """(recorded statuses of the papers whose version is unchanged, the other papers of `versions`)."""
-        known: dict[str, PaperStatus] = {}
-        fresh: list[str] = []
-        for key, v in versions.items():
-            st = self.statuses.get(key)
-            if st is not None and self.versions.get(key) == v:
-                known[key] = PaperStatus(st.key, st.state, list(st.reasons), st.error, dict(st.metadata),
-                                         st.rebuild_from)
-            else:
-                fresh.append(key)
-        return known, fresh
-
-
 def load_record(instance: DagsterInstance, chain: Chain) -> Record | None:
     """The last record, when it is still current (see the module doc); else None."""
     ev = instance.get_latest_materialization_event(AssetKey(STATUS_ASSET))
@@ -90,39 +76,24 @@ def load_record(instance: DagsterInstance, chain: Chain) -> Record | None:
     if mat is None:
         return None
     meta = {k: getattr(v, "value", v) for k, v in (mat.metadata or {}).items()}
-    raw = meta.get("record")
-    if not isinstance(raw, dict) or raw.get("format") != RECORD_FORMAT:
+    record = record_from_json(meta.get("record"))
+    if record is None or record.code != chain_digest(chain) or record.assets != chain.assets:
         return None
-    if (raw.get("code") != code_digest(chain) or raw.get("cursor") != chain_cursor(instance, chain)
-            or raw.get("observed") != observation_cursor(instance)):
+    if record.cursor != chain_cursor(instance, chain) or record.observed != observation_cursor(instance):
         return None
-    versions: dict[str, str] = {}
-    statuses: dict[str, PaperStatus] = {}
-    for key, row in raw.get("papers", {}).items():
-        version, state, reasons, error, rebuild_from, facts = row
-        versions[key] = version
-        statuses[key] = PaperStatus(key, state, list(reasons), error, dict(zip(_FIELDS, facts)) if facts else {},
-                                    rebuild_from)
-        statuses[key].metadata = {k: v for k, v in statuses[key].metadata.items() if v is not None}
-    return Record(int(raw["cursor"]), str(raw["code"]), versions, statuses)
+    return record
 
 
 def write_record(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
                  versions: Mapping[str, str], cursor: int) -> None:
     """Record `statuses` (planned with the OCR `versions`) as current up to storage id `cursor`."""
-    papers = {
-        k: [versions.get(k), st.state, st.reasons, st.error, st.rebuild_from,
-            [st.metadata.get(f) for f in _FIELDS] if st.metadata else []]
-        for k, st in sorted(statuses.items())
-    }
-    counts: dict[str, int] = {}
-    for st in statuses.values():
-        counts[st.state] = counts.get(st.state, 0) + 1
+    counts = status_counts(statuses)
+    raw = record_json(statuses, versions, cursor=cursor, observed=observation_cursor(instance),
+                      code=chain_digest(chain), assets=chain.assets, artifacts=chain.artifacts)
     instance.report_runless_asset_event(AssetMaterialization(STATUS_ASSET, metadata={
         "papers": len(statuses), **{f"papers_{s}": n for s, n in sorted(counts.items())},
         "needs_work": MetadataValue.md(_table(statuses.values())),
-        "record": MetadataValue.json({"format": RECORD_FORMAT, "cursor": cursor, "code": code_digest(chain),
-                                      "observed": observation_cursor(instance), "papers": papers}),
+        "record": MetadataValue.json(raw),
     }))
 
 

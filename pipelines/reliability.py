@@ -32,9 +32,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterRunStatus, RunsFilter
-
-from pipelines.dagster_private import free_pool_slots
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.select import check_backend
@@ -48,7 +45,6 @@ from sheaf.store.sqlite.integrity import (
 )
 
 LOCK_NAME = ".sheaf-build.lock"
-DIED_MESSAGE = "the sheaf process (pid {pid}) running this run died (killed or crashed) before it finished"
 
 
 # --- process identity and the build lock --------------------------------------------------
@@ -125,6 +121,13 @@ def lock_holder(home: Path) -> int | None:
         os.close(fd)
 
 
+def idle_state(dead_runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The live state of a home where no build runs (`pipelines.live.build_state`): `dead_runs`,
+    the unfinished runs of builds that died."""
+    return {"status": "idle", "pid": None, "run_ids": [], "started_at": None, "current": 0, "total": 0,
+            "paper_id": None, "stage": None, "embeddings_computed": 0, "dead_runs": list(dead_runs or [])}
+
+
 def _read_pid(p: Path) -> int | None:
     try:
         return int(p.read_text().split()[0])
@@ -188,37 +191,6 @@ def build_lock(home: Path, say: Callable[[str], None] | None = None, *,
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
-
-
-# --- dead runs -------------------------------------------------------------------------------
-
-def dead_runs(instance: Any) -> Iterator[tuple[Any, int]]:
-    """Unfinished runs started by a `sheaf build` process (``sheaf/pid`` tag) of this machine
-    that is gone: (run, pid). Runs of other launchers are their own monitor's business."""
-    unfinished = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
-                  DagsterRunStatus.CANCELING]
-    for run in instance.get_runs(RunsFilter(statuses=unfinished)):
-        pid_tag = run.tags.get("sheaf/pid")
-        if not pid_tag or not pid_tag.isdigit():
-            continue  # not ours (the daemon, `dagster asset materialize`)
-        pid = int(pid_tag)
-        host = run.tags.get("sheaf/host")
-        if host and host != socket.gethostname():
-            continue  # another machine's build (shared storage): its pid means nothing here
-        if pid != os.getpid() and not process_alive(pid, run.tags.get("sheaf/pid_start")):
-            yield run, pid
-
-
-def reap_dead_runs(instance: Any) -> list[dict[str, Any]]:
-    """Report every unfinished run whose sheaf process is gone as FAILED, and free the
-    concurrency slots it held. Returns what was reaped."""
-    reaped: list[dict[str, Any]] = []
-    for run, pid in dead_runs(instance):
-        message = DIED_MESSAGE.format(pid=pid) + "; the next `sheaf build` redoes its papers"
-        instance.report_run_failed(run, message=message)
-        held = free_pool_slots(instance, run.run_id)  # else the next index write waits forever
-        reaped.append({"run_id": run.run_id, "pid": pid, "job": run.job_name, "pool_slots_freed": held})
-    return reaped
 
 
 # --- leftovers of interrupted writes --------------------------------------------------------

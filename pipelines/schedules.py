@@ -4,12 +4,24 @@ The chain and its code versions come from the code location the schedule is eval
 (`context.repository_def`), so this module never imports `pipelines.definitions`.
 """
 
-from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
+from dagster import (
+    DefaultScheduleStatus,
+    RunRequest,
+    ScheduleEvaluationContext,
+    SkipReason,
+    schedule,
+)
 
 from assets.resources import SheafConfig
 from pipelines.automation import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
 from pipelines.partitions import papers_partitions
-from pipelines.planner import chain_of, chunk_targets, needs_build, paper_statuses, selection_from
+from pipelines.plan import needs_build
+from pipelines.planner import (
+    chain_of,
+    chunk_targets,
+    paper_statuses,
+    selection_from,
+)
 
 
 @schedule(cron_schedule=NIGHTLY_CRON, job_name="paper_chain", execution_timezone="UTC",

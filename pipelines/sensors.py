@@ -1,13 +1,18 @@
 """Sensors: library discovery (partitions + run-less observations) and the automation sensor."""
 
 from dagster import (
-    AssetSelection, AutomationConditionSensorDefinition, DefaultSensorStatus,
-    SensorEvaluationContext, SensorResult, SkipReason, sensor,
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
 )
 
 from assets.resources import SheafConfig
 from pipelines.partitions import papers_partitions
-from pipelines.sync import plan_sync, remove_paper_everywhere
+from pipelines.sync import observations, plan_sync, remove_paper_everywhere
 
 
 @sensor(minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
@@ -28,7 +33,7 @@ def library_discovery_sensor(context: SensorEvaluationContext, sheaf: SheafConfi
         requests.append(papers_partitions.build_add_request(plan.added))
     if plan.removed:
         requests.append(papers_partitions.build_delete_request(plan.removed))
-    return SensorResult(dynamic_partitions_requests=requests, asset_events=plan.observations())
+    return SensorResult(dynamic_partitions_requests=requests, asset_events=observations(plan))
 
 
 #: Runs the eager conditions of the chain (STOPPED by default in Dagster: we start it).

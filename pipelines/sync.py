@@ -6,43 +6,26 @@ version is recorded only when its hash changed (run-less observations).
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from dagster import AssetObservation, DagsterInstance
 
 from io_managers.parquet import delete_artifacts
 from pipelines.partitions import papers_partitions
+from pipelines.plan import SyncPlan, current_versions
 from pipelines.state import latest_observed_versions
 from sheaf.core.settings import Settings
-from sheaf.ingest.sources import SourceScan, scan_sources
+from sheaf.ingest.sources import scan_sources
 from sheaf.store.select import open_backend
 
 
-@dataclass(frozen=True, slots=True)
-class SyncPlan:
-    """What the library changed since the instance last looked."""
-
-    added: list[str]
-    removed: list[str]
-    changed: dict[str, str]  # key -> new data version (ocr_result_hash)
-    invalid_keys: list[str]
-    errors: dict[str, str]
-    scan: SourceScan = field(repr=False)
-    #: Every present paper's current data version (its OCR hash, or a hash of why it is unreadable).
-    versions: dict[str, str] = field(default_factory=dict, repr=False)
-
-    def observations(self) -> list[AssetObservation]:
-        return [
-            AssetObservation(asset_key="ocr_result", partition=k, tags={"dagster/data_version": v},
-                             metadata={"ocr_result_hash": v})
-            for k, v in sorted(self.changed.items())
-        ]
-
-
-def _error_version(message: str) -> str:
-    return "unreadable:" + hashlib.sha256(message.encode()).hexdigest()[:16]
+def observations(plan: SyncPlan) -> list[AssetObservation]:
+    """The run-less `ocr_result` observations of the papers whose data version changed."""
+    return [
+        AssetObservation(asset_key="ocr_result", partition=k, tags={"dagster/data_version": v},
+                         metadata={"ocr_result_hash": v})
+        for k, v in sorted(plan.changed.items())
+    ]
 
 
 def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[str, str] | None = None, *,
@@ -55,8 +38,7 @@ def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[s
     existing = set(instance.get_dynamic_partitions(papers_partitions.name))
     present = {p.key for p in scan.discovery.papers}
     observed = observed if observed is not None else latest_observed_versions(instance)
-    current = dict(scan.hashes)
-    current.update({k: _error_version(m) for k, m in scan.errors.items()})
+    current = current_versions(scan)
     changed = {k: v for k, v in current.items() if observed.get(k) != v}
     return SyncPlan(
         added=sorted(present - existing),
@@ -89,5 +71,5 @@ def apply_sync(instance: DagsterInstance, settings: Settings, plan: SyncPlan) ->
     for key in plan.removed:
         remove_paper_everywhere(settings, key)
         instance.delete_dynamic_partition(papers_partitions.name, key)
-    for obs in plan.observations():
+    for obs in observations(plan):
         instance.report_runless_asset_event(obs)

@@ -92,7 +92,7 @@ def _settings(args: argparse.Namespace) -> Any:
 def cmd_build(args: argparse.Namespace) -> Outcome:
     pipeline, settings = _pipeline_service(), _settings(args)
     with BuildView(json_only=args.json, events=args.events) as view:
-        out = pipeline.build(settings, pipeline.definitions(settings), papers=args.paper, full=args.full,
+        out = pipeline.build(settings, papers=args.paper, full=args.full,
                              progress=view.line, events=view.event)
     if not args.json and not args.events:
         render.build(out.envelope, out.view)

@@ -1,8 +1,10 @@
 """`sheaf build | status | doctor`: the commands over the Dagster side.
 
-Every function takes the settings and the Definitions (`definitions(settings)` makes them).
-Each function imports `pipelines` (and so Dagster) when it runs, the Dagster side being reached
-only inside these commands: `sheaf search` never loads it.
+Each function imports `pipelines` (and so Dagster) when it needs it, the Dagster side being
+reached only inside these commands: `sheaf search` never loads it. `sheaf build` and `sheaf
+status` first ask the no-op proof (`pipelines.noop`, imported with this module: it loads no
+Dagster) whether nothing changed since the last recorded plan; when it proves so they answer
+without loading Dagster at all, with the same envelope.
 """
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pipelines import noop
+from pipelines.plan import PaperStatus
+from pipelines.reliability import idle_state
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.models import paper_key_problem
 from sheaf.core.progress import stop_on_sigterm
@@ -51,18 +56,22 @@ def status_dict(st: Any) -> dict[str, Any]:
     return {"paper_id": st.key, "state": st.state, "reasons": st.reasons, "error": st.error, **st.metadata}
 
 
-def build(settings: Any, defs: Any, *, papers: list[str] | None = None, full: bool = False,
+def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, full: bool = False,
           progress: Progress = _quiet, events: Events | None = None) -> Outcome:
     """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
     when interrupted, 1 when a paper failed). `events`: the structured progress
     (`pipelines.live`: start, progress per paper, warnings). SIGTERM (`sheaf stop`) stops it
-    at the next paper boundary, as the first Ctrl-C does."""
-    pipelines = _pipelines()
-
+    at the next paper boundary, as the first Ctrl-C does. `defs`: the Definitions to build
+    with (default: `definitions(settings)`, made only when the no-op proof does not hold)."""
     _require_library(settings)
     with stop_on_sigterm():
-        rep = pipelines.build.build(settings, defs, papers=papers or None, full=full, progress=progress,
-                                    events=events)
+        rep, why = (None, "") if defs is not None or papers or full else noop.quick_build(settings, progress, events)
+        if rep is None:
+            pipelines = _pipelines()
+            rep = pipelines.build.build(settings, defs if defs is not None else definitions(settings),
+                                        papers=papers or None, full=full, progress=progress, events=events)
+            if why:
+                rep.plan["no_op_proof"] = why
     states: dict[str, int] = {}
     for st in rep.statuses.values():
         states[st.state] = states.get(st.state, 0) + 1
@@ -116,16 +125,27 @@ def status(settings: Any) -> Outcome:
     the index probe and the next action (`view`: the statuses by key). No Dagster home yet:
     every paper is missing ("no build yet")."""
     _require_library(settings)
-    pipelines = _pipelines()
-    defs, instance, built_before = pipelines.entry.read_side(settings)
-    chain = pipelines.planner.chain_of(defs)
-    # The last build's record, while current (pipelines/record.py): no paper's events are read
-    # for the papers whose OCR hash it holds; edited and new papers are read from their events.
-    record = pipelines.record.load_record(instance, chain) if built_before else None
-    plan = pipelines.sync.plan_sync(instance, settings, observed=record.versions if record is not None else None,
-                                    write_cache=False)
-    present = [p.key for p in plan.scan.discovery.papers]
-    statuses, _ = pipelines.record.statuses_from(instance, chain, present, plan.versions, record)
+    proof = noop.quick_status(settings)
+    if proof.unchanged:  # nothing changed since the last recorded plan: no Dagster needed
+        plan, built_before = proof.plan, True
+        present = [p.key for p in plan.scan.discovery.papers]
+        statuses = {k: proof.statuses[k] for k in present}  # in the library's order, as below
+        live: dict[str, Any] = idle_state()
+        how = {"record": "current", "papers_read": 0, "dagster": False}
+    else:
+        pipelines = _pipelines()
+        defs, instance, built_before = pipelines.entry.read_side(settings)
+        chain = pipelines.planner.chain_of(defs)
+        # The last build's record, while current (pipelines/record.py): no paper's events are read
+        # for the papers whose OCR hash it holds; edited and new papers are read from their events.
+        record = pipelines.record.load_record(instance, chain) if built_before else None
+        plan = pipelines.sync.plan_sync(instance, settings, observed=record.versions if record is not None else None,
+                                        write_cache=False)
+        present = [p.key for p in plan.scan.discovery.papers]
+        statuses, read = pipelines.record.statuses_from(instance, chain, present, plan.versions, record)
+        live = pipelines.live.build_state(settings, instance)
+        how = {"record": "current" if record is not None else "none or stale", "papers_read": read, "dagster": True,
+               "no_op_proof": proof.why}
     for key, problem in plan.errors.items():  # the build will fail it: say why now
         st = statuses[key]
         if st.state != "failed" or "OCR changed" in st.reasons:
@@ -134,7 +154,7 @@ def status(settings: Any) -> Outcome:
                 problem = problem.split("): ", 1)[1]
             st.reasons.append(f"cannot be read: {problem}")
     for key in plan.removed:
-        statuses[key] = pipelines.planner.PaperStatus(
+        statuses[key] = PaperStatus(
             key, "removed", ["removed from the library (run `sheaf build` to drop it from the index)"])
     skipped = [{"folder": name, "reason": f"not a valid paper key: {paper_key_problem(name)}"}
                for name in plan.invalid_keys]
@@ -148,8 +168,7 @@ def status(settings: Any) -> Outcome:
     coverage.update({k: probe[k] for k in ("indexed", "embedded") if k in probe})
     data = {"library": str(settings.library), "home": str(settings.home), "built_before": built_before,
             "papers": [status_dict(s) for s in statuses.values()], "states": states, "skipped": skipped,
-            "coverage": coverage, "index": probe}
-    live = pipelines.live.build_state(settings, instance)
+            "coverage": coverage, "index": probe, "plan": how}
     data.update(build_state=live, **verdict((s.state for s in statuses.values()), coverage, probe, live))
     if not built_before:
         data["message"] = f"no build yet in the home {settings.home} ({where(settings, 'home')})"
@@ -257,7 +276,10 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
 
 def build_state(settings: Any) -> dict[str, Any]:
     """The live state of the build of `settings`' home (`pipelines.live.build_state`), without
-    loading the Definitions: what a program polling a running build asks for."""
+    loading the Definitions: what a program polling a running build asks for. Idle with no
+    unfinished run: answered without loading Dagster (`pipelines.noop.idle_without_dagster`)."""
+    if noop.idle_without_dagster(settings):
+        return idle_state()
     pipelines = _pipelines()
 
     return pipelines.live.build_state(settings, pipelines.build.get_instance(settings))

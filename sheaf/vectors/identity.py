@@ -212,3 +212,48 @@ def split_offsets(offsets: Sequence[tuple[int, int]], budget: int,
             w -= 1
         s = w if starts[w] and w > s else ns
 
+
+# --- the embedding model in a code version ------------------------------------------------------
+
+_MODEL_SEP = "|model="
+_HEAD_TAIL = 1 << 20  # bytes of a large file's start and end that enter its fingerprint
+
+
+def model_version(model: str) -> str:
+    """What a vector depends on, as a short string, computed without loading the model:
+    ``<canonical name>@<12 hex>`` over the passage template and, for a local model folder,
+    every file's name, size and bytes (a file over 4 MiB, the weights: its first and last MiB).
+    A fingerprint, not the full identity: the vector step still checks the loaded model's
+    identity (weights hash) against the collection's."""
+    name, target = resolve_model_path(model)
+    h = hashlib.sha256(f"{name}\0{PASSAGE_TEMPLATE}|sep={CONTEXT_SEP}|cap={CONTEXT_CAP}".encode())
+    folder = Path(target)
+    if folder.is_dir():
+        for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+            size = f.stat().st_size
+            h.update(f"\0{f.relative_to(folder).as_posix()}\0{size}\0".encode())
+            with f.open("rb") as fh:
+                if size <= 4 * _HEAD_TAIL:
+                    h.update(fh.read())
+                else:
+                    h.update(fh.read(_HEAD_TAIL))
+                    fh.seek(size - _HEAD_TAIL)
+                    h.update(fh.read(_HEAD_TAIL))
+    return f"{name}@{h.hexdigest()[:12]}"
+
+
+def model_code_version(base: str | None, model: str) -> str:
+    """`base` (the asset's own code version) with the configured model's `model_version`."""
+    return f"{base or ''}{_MODEL_SEP}{model_version(model)}"
+
+
+def split_model(code_version: str | None) -> tuple[str | None, str | None]:
+    """(the asset's own code version, its model version or None)."""
+    if code_version is None or _MODEL_SEP not in code_version:
+        return code_version, None
+    base, _, model = code_version.partition(_MODEL_SEP)
+    return base, model
+
+
+def model_name(model_version_: str) -> str:
+    return model_version_.rpartition("@")[0] or model_version_

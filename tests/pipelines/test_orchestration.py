@@ -65,7 +65,7 @@ def test_no_op_build_launches_no_run_and_reads_no_papers_events(home):
     runs_before = len(inst.get_runs())
     code, env = run_cli(["build", "--json"])
     assert code == 0 and env["data"]["runs"] == [] and env["data"]["states"] == {"built": len(BASE_PAPERS)}
-    assert env["data"]["plan"] == {"record": "current", "papers_read": 0}
+    assert env["data"]["plan"] == {"record": "current", "papers_read": 0, "dagster": False}  # pipelines.noop
     assert len(inst.get_runs()) == runs_before
     # status reads the same record: every paper's state without reading its events
     code, st = run_cli(["status", "--json"])
@@ -82,7 +82,8 @@ def test_one_paper_edited_reads_and_writes_that_paper_only(home):
     md.write_text(md.read_text(encoding="utf-8") + "\n\nAn added paragraph about quokkas.\n", encoding="utf-8")
     code, env = run_cli(["build", "--json"])
     assert code == 0, env
-    assert env["data"]["plan"] == {"record": "current", "papers_read": 1}
+    assert env["data"]["plan"] == {"record": "current", "papers_read": 1, "dagster": True,
+                                   "no_op_proof": "a paper's OCR output changed"}
     assert [r["papers"] for r in env["data"]["runs"]] == [[key]]
     for t in (DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.ASSET_OBSERVATION,
               DagsterEventType.ASSET_CHECK_EVALUATION):
@@ -103,9 +104,10 @@ def test_a_run_the_record_did_not_see_makes_the_next_plan_read_every_paper(home)
     assert job.execute_in_process(instance=inst, partition_key=BASE_PAPERS[1]).success
     code, env = run_cli(["build", "--json"])
     assert code == 0 and env["data"]["runs"] == []
-    assert env["data"]["plan"] == {"record": "none or stale", "papers_read": len(BASE_PAPERS)}
+    assert env["data"]["plan"] == {"record": "none or stale", "papers_read": len(BASE_PAPERS), "dagster": True,
+                                   "no_op_proof": "papers were materialized since the recorded plan"}
     code, env = run_cli(["build", "--json"])  # and records again
-    assert env["data"]["plan"] == {"record": "current", "papers_read": 0}
+    assert env["data"]["plan"] == {"record": "current", "papers_read": 0, "dagster": False}
 
 
 def test_a_code_change_is_seen_through_the_record(home):
@@ -131,7 +133,7 @@ def test_a_home_with_dagsters_per_run_layout_keeps_it_and_its_history(tmp_path, 
     """A home built before Sheaf chose the consolidated file (Dagster's default storage: a
     database per run and an index) is switched to Sheaf's storage of that same layout, and its
     build history is kept: the next build has nothing to do."""
-    from pipelines.build import YAML_HEADER
+    from pipelines.dagster_files import YAML_HEADER
 
     h = new_home(tmp_path / "old", keys=(BASE_PAPERS[0],)).apply(monkeypatch)
     (h.dagster_home / "dagster.yaml").write_text("concurrency:\n  pools:\n    default_limit: 1\n")  # Dagster's own

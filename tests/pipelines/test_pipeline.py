@@ -8,7 +8,6 @@ CLI tests use subprocesses.
 """
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import subprocess
@@ -265,13 +264,14 @@ def test_unreadable_export_strips_no_metadata(home):
 def test_code_version_bump_rebuilds_that_asset_and_below_for_every_paper(home, monkeypatch):
     import dagster
 
-    import pipelines.definitions as pdefs
+    from assets import versions
 
     inst = instance()
     tick0 = dagster.evaluate_automation_conditions(definitions(), inst)
     before_counts, before_runs = materialization_counts(inst), run_ids(inst)
-    bumped = functools.partial(pdefs.build_definitions, code_versions={"structure_tree": "2"})
-    monkeypatch.setattr(pdefs, "build_definitions", bumped)  # what `sheaf build/status` load
+    # a code bump: what `sheaf build/status` load, and what their no-op proof reads
+    monkeypatch.setitem(versions.CODE_VERSIONS, "structure_tree", "2")
+    bumped = definitions
 
     code, st = run_cli(["status", "--json"])
     assert {p["paper_id"]: (p["state"], p["reasons"]) for p in st["data"]["papers"]} == \

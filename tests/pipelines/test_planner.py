@@ -8,10 +8,16 @@ import shutil
 
 import pytest
 
-from pipelines.planner import (
-    Chain, chain_of, chunk_targets, model_code_version, model_version, selection_from, split_model,
+from pipelines.planner import Chain, chain_of, chunk_targets, selection_from
+from sheaf.vectors.identity import model_code_version, model_version, split_model
+from tests.pipeline_kit import (
+    BASE_PAPERS,
+    built_base,
+    clone,
+    definitions,
+    instance,
+    run_cli,
 )
-from tests.pipeline_kit import BASE_PAPERS, built_base, clone, definitions, instance, run_cli
 
 #: The hand-written lists the derived chain replaces (pipelines/build.py CHAIN and _STEP_START,
 #: pipelines/doctor.py ARTIFACT_ASSETS and _START, tests/pipeline_kit.py CHAIN).

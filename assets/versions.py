@@ -1,0 +1,28 @@
+"""The code version of each per-paper chain asset, in one place: the asset decorators take
+theirs from here, and the no-op proof (`pipelines.noop`) reads them without importing
+Dagster. Bump an asset's version when what it writes changes; every paper then rebuilds from
+that asset down. `vector_collections` also carries the configured embedding model
+(`sheaf.vectors.identity.model_code_version`), so a model change is a code change too.
+
+tests/pipelines/test_noop.py checks that the chain Dagster sees (`pipelines.planner.chain_of`)
+has exactly these assets and versions.
+"""
+from __future__ import annotations
+
+from sheaf.vectors.identity import model_code_version
+
+CODE_VERSIONS: dict[str, str] = {
+    "ocr_blocks": "1",
+    "fulltext_markdown": "1",
+    "render_map": "1",
+    "structure_tree": "1",
+    "body_units": "1",
+    "object_units": "1",
+    "fts_tables": "1",
+    "vector_collections": "1",
+}
+
+
+def chain_code_versions(model: str) -> dict[str, str]:
+    """Every chain asset's code version as the definitions make it for `model`."""
+    return {**CODE_VERSIONS, "vector_collections": model_code_version(CODE_VERSIONS["vector_collections"], model)}

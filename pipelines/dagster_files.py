@@ -1,0 +1,165 @@
+"""Sheaf's Dagster home on disk: the dagster.yaml it writes, and `DagsterFiles`, which reads
+the few facts the no-op proof (`pipelines.noop`) needs from that home's SQLite storage
+without importing Dagster.
+
+`DagsterFiles` is the one place besides `pipelines.dagster_private` that depends on what
+Dagster does not promise: its storage schema. It reads only, only a home whose dagster.yaml
+is the one Sheaf writes and only with the Dagster release it knows; anything unexpected
+raises `CannotTell`, and the caller goes the Dagster way.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+#: The first line of a dagster.yaml Sheaf wrote (a file without it is the user's and left alone).
+YAML_HEADER = "# Written by sheaf"
+
+
+def dagster_yaml(sharded: bool = False) -> str:
+    """Sheaf's dagster.yaml: one writer at a time for the index pool, no telemetry, and the event
+    log storage of `pipelines.dagster_private` (Dagster's SQLite storage with engines kept open;
+    `sharded`: Dagster's per-run layout, for a home that already holds one)."""
+    cls = "SheafShardedEventLogStorage" if sharded else "SheafEventLogStorage"
+    return (f"{YAML_HEADER}: one writer at a time for the SQLite index pool; Dagster's SQLite event\n"
+            "# log with its connections kept open (pipelines/dagster_private.py). Rewritten by sheaf\n"
+            "# while this header stays; delete the header to keep your own edits.\n"
+            "concurrency:\n  pools:\n    default_limit: 1\n"
+            "telemetry:\n  enabled: false\n"
+            f"event_log_storage:\n  module: pipelines.dagster_private\n  class: {cls}\n"
+            "run_storage:\n  module: pipelines.dagster_private\n  class: SheafRunStorage\n")
+
+
+# --- reading the home without Dagster ------------------------------------------------------------
+
+#: The Dagster release whose storage layout `DagsterFiles` reads (pyproject.toml pins it).
+DAGSTER_VERSION = "1.13.27"
+_UNFINISHED = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+
+
+class CannotTell(Exception):
+    """The files do not answer the question as this reader knows them: go the Dagster way."""
+
+
+def _payload(entry_data: Any) -> Any:
+    """The value of one serialized metadata entry (`IntMetadataEntryData` → value, `Json…` → data, …)."""
+    if not isinstance(entry_data, dict):
+        raise CannotTell("a metadata entry of an unknown shape")
+    for k in ("value", "data", "text", "md_str", "path", "url"):
+        if k in entry_data:
+            return entry_data[k]
+    return None
+
+
+class DagsterFiles:
+    """Read-only answers from the SQLite storage of a Dagster home that Sheaf set up (one
+    `history/event_log.db`, `history/runs.db`: the dagster.yaml of `dagster_yaml()`), without
+    importing Dagster. It reads Dagster's private schema: every method raises `CannotTell`
+    when the files are not as Dagster `DAGSTER_VERSION` writes them, and
+    tests/pipelines/test_noop.py checks each answer against Dagster's own API on a real home."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+        try:
+            installed = version("dagster")
+        except PackageNotFoundError:
+            installed = None
+        if installed != DAGSTER_VERSION:
+            raise CannotTell(f"dagster {installed} is installed; this reader knows {DAGSTER_VERSION}")
+        cfg = self.home / "dagster.yaml"
+        try:
+            text = cfg.read_text()
+        except OSError:
+            raise CannotTell(f"no dagster.yaml in {self.home}") from None
+        if text != dagster_yaml(sharded=False):
+            raise CannotTell("the dagster.yaml is not the one this Sheaf writes")
+        self._events = self._open(self.home / "history" / "event_log.db")
+        self._runs = self._open(self.home / "history" / "runs.db")
+        # one snapshot of the event log for every answer: a build committing meanwhile is
+        # either wholly seen or not at all (the record and the cursors agree with each other)
+        self._rows(self._events, "BEGIN")
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        if not path.is_file():
+            raise CannotTell(f"{path} does not exist")
+        try:
+            return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+        except sqlite3.Error as e:
+            raise CannotTell(f"cannot open {path}: {e}") from None
+
+    def close(self) -> None:
+        self._events.rollback()
+        self._events.close()
+        self._runs.close()
+
+    def __enter__(self) -> DagsterFiles:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _rows(self, conn: sqlite3.Connection, sql: str, args: tuple = ()) -> list[tuple]:
+        try:
+            return conn.execute(sql, args).fetchall()
+        except sqlite3.Error as e:
+            raise CannotTell(f"Dagster's storage did not answer: {e}") from None
+
+    def unfinished_runs(self) -> int:
+        """Runs not finished (queued, starting, started, canceling), whoever launched them."""
+        marks = ",".join("?" * len(_UNFINISHED))
+        return int(self._rows(self._runs, f"SELECT count(*) FROM runs WHERE status IN ({marks})", _UNFINISHED)[0][0])
+
+    def partitions(self, name: str) -> list[str]:
+        """The dynamic partitions of `name`, in the order Dagster lists them."""
+        return [r[0] for r in self._rows(
+            self._events, "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = ? ORDER BY id", (name,))]
+
+    def _asset_rows(self, assets: Iterable[str]) -> dict[str, tuple]:
+        keys = {json.dumps([a]): a for a in assets}
+        marks = ",".join("?" * len(keys))
+        rows = self._rows(self._events, "SELECT asset_key, asset_details, "
+                          "json_extract(last_materialization, '$.storage_id') FROM asset_keys "
+                          f"WHERE asset_key IN ({marks})", tuple(keys))
+        out = {keys[r[0]]: r for r in rows}
+        if any(r[1] for r in out.values()):  # a wipe leaves its mark here: Dagster filters by it
+            raise CannotTell("an asset's materializations were wiped")
+        return out
+
+    def cursor(self, assets: Iterable[str]) -> int:
+        """The newest storage id among `assets`' latest materializations (what
+        `DagsterInstance.get_asset_records` gives as `last_materialization_storage_id`)."""
+        rows = self._asset_rows(assets)
+        ids = [r[2] for r in rows.values()]
+        if any(i is None for i in ids):
+            raise CannotTell("an asset row without its latest materialization's storage id")
+        return max(ids, default=0)
+
+    def newest_observation(self, asset: str) -> int:
+        """The storage id of `asset`'s newest observation (0: never observed)."""
+        self._asset_rows([asset])
+        row = self._rows(self._events, "SELECT max(id) FROM event_logs WHERE asset_key = ? AND "
+                         "dagster_event_type = 'ASSET_OBSERVATION'", (json.dumps([asset]),))
+        return int(row[0][0] or 0)
+
+    def latest_metadata(self, asset: str) -> dict[str, Any] | None:
+        """The metadata of `asset`'s latest materialization, plain values ({label: value});
+        None when it has none."""
+        self._asset_rows([asset])
+        rows = self._rows(self._events, "SELECT last_materialization FROM asset_keys WHERE asset_key = ?",
+                          (json.dumps([asset]),))
+        if not rows or not rows[0][0]:
+            return None
+        try:
+            rec = json.loads(rows[0][0])
+            mat = rec["event_log_entry"]["dagster_event"]["event_specific_data"]["materialization"]
+            entries = mat["metadata_entries"]
+        except (ValueError, KeyError, TypeError):
+            raise CannotTell(f"the latest materialization of {asset} has an unknown shape") from None
+        if not isinstance(entries, list):
+            raise CannotTell(f"the metadata of {asset} has an unknown shape")
+        return {e.get("label"): _payload(e.get("entry_data")) for e in entries if isinstance(e, dict)}

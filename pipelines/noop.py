@@ -1,0 +1,168 @@
+"""A build or `sheaf status` that proves "nothing changed" without loading Dagster.
+
+Most builds find nothing to do (the nightly schedule, a plugin building on every save, an
+agent checking before it searches), and Dagster's import and instance alone cost a process
+~2.5-3 s here. `prove_unchanged` answers from the discovery scan, the last recorded plan
+(`pipelines.record`) read straight from Dagster's SQLite files (`pipelines.dagster_files`)
+and the index, and it answers "unchanged" only when every fact the Dagster way would check
+says so:
+
+- the home is the one Sheaf sets up (its dagster.yaml, the Dagster version it reads) and no
+  run is unfinished (queued, running, or left by a dead process: the Dagster way reaps those);
+- the record is current: no chain asset materialized since it was made, no `ocr_result`
+  observed since, nothing wiped, and the chain's code versions (the model's fingerprint
+  among them) are the ones it was made with (`assets.versions`);
+- the library holds exactly the recorded papers, each with its recorded OCR hash, and the
+  library metadata export is the one last loaded (and still in the index);
+- the index is healthy and its rows and the per-paper artifacts agree with the recorded
+  counts (`pipelines.drift`, as the Dagster way checks every build).
+
+Anything else (an edit, a new paper, a run from the UI, a model change, an unreadable file)
+is not an answer: the caller goes the Dagster way, which plans from the materializations
+and records a new plan. So the answer is never a second source of truth: it is Dagster's
+record, read without Dagster, used only while it provably still holds.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from assets.versions import chain_code_versions
+from pipelines.dagster_files import CannotTell, DagsterFiles
+from pipelines.drift import artifact_index_drift, metadata_missing
+from pipelines.plan import (
+    BuildReport, Events, PaperStatus, Record, SyncPlan, code_digest, current_versions, needs_build,
+    record_from_json, with_warning_events,
+)
+from pipelines.reliability import build_lock, check_writable, lock_holder, sweep_leftovers
+from sheaf.core.settings import Settings
+from sheaf.ingest.metadata import export_hash
+from sheaf.ingest.sources import scan_sources
+from sheaf.store.select import check_backend
+
+#: The partitions, the recorded plan's asset, the observed source and the library metadata
+#: asset, by name (as `pipelines.partitions`, `pipelines.record` and `assets` define them; a
+#: test checks the names).
+PAPERS = "papers"
+STATUS_ASSET = "library_status"
+SOURCE_ASSET = "ocr_result"
+METADATA_ASSET = "library_metadata"
+
+
+@dataclass(slots=True)
+class Proof:
+    """`unchanged`: every paper's status is the recorded one (`statuses`, in partition order);
+    else `why` says what sent the caller the Dagster way."""
+
+    unchanged: bool
+    why: str = ""
+    plan: SyncPlan | None = None
+    statuses: dict[str, PaperStatus] = field(default_factory=dict)
+    record: Record | None = None
+
+    @classmethod
+    def no(cls, why: str) -> Proof:
+        return cls(False, why)
+
+
+def prove_unchanged(settings: Settings, *, write_cache: bool = True) -> Proof:
+    """Whether nothing changed since the last recorded plan (see the module doc). Reads only;
+    `write_cache`: keep the scan's stat cache current (the build does, `sheaf status` does not)."""
+    home = Path(settings.dagster_home)
+    if not home.is_dir():
+        return Proof.no("no Dagster home yet")
+    try:
+        with DagsterFiles(home) as files:
+            return _prove(settings, files, write_cache)
+    except CannotTell as e:
+        return Proof.no(str(e))
+
+
+def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
+    if files.unfinished_runs():
+        return Proof.no("a run is unfinished")
+    meta = files.latest_metadata(STATUS_ASSET)
+    record = record_from_json((meta or {}).get("record"))
+    if record is None:
+        return Proof.no("no recorded plan")
+    code = chain_code_versions(settings.embedding_model)
+    if set(record.assets) != set(code) or record.code != code_digest(record.assets, code):
+        return Proof.no("the chain's code or the model changed")
+    if files.cursor(record.assets) != record.cursor:
+        return Proof.no("papers were materialized since the recorded plan")
+    if files.newest_observation(SOURCE_ASSET) != record.observed:
+        return Proof.no("OCR results were observed since the recorded plan")
+
+    scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
+    versions = current_versions(scan)
+    keys = files.partitions(PAPERS)
+    present = {p.key for p in scan.discovery.papers}
+    if set(keys) != present:
+        return Proof.no("papers were added or removed")
+    if any(record.versions.get(k) != versions.get(k) for k in keys) or set(record.versions) != present:
+        return Proof.no("a paper's OCR output changed")
+
+    loaded = files.latest_metadata(METADATA_ASSET)
+    if loaded is None or loaded.get("export_hash") != export_hash(scan.discovery.metadata_files):
+        return Proof.no("the library metadata export changed")
+    if metadata_missing(settings, loaded.get("papers")):
+        return Proof.no("the index lost library metadata")
+    health = check_backend(settings, deep=False)
+    if health.state != "ok":
+        return Proof.no(f"the index needs attention: {health.message}")
+    known, _ = record.current_for(versions)
+    statuses = {k: known[k] for k in keys}
+    if any(needs_build(st) for st in statuses.values()):  # a build that left work (a run failed whole)
+        return Proof.no("the recorded plan has papers to build")
+    if artifact_index_drift(settings, statuses, record.artifacts):
+        return Proof.no("index rows or artifacts disagree with the recorded plan")
+    plan = SyncPlan(added=[], removed=[], changed={}, invalid_keys=list(scan.discovery.invalid_keys),
+                    errors=dict(scan.errors), scan=scan, versions=versions)
+    return Proof(True, "", plan, statuses, record)
+
+
+def quick_build(settings: Settings, progress: Callable[[str], None],
+                events: Events | None = None) -> tuple[BuildReport | None, str]:
+    """`sheaf build` when `prove_unchanged` holds: (the same `BuildReport`, and events, as the
+    Dagster way's no-op, after the same crash-safety steps: the build lock, writable folders,
+    leftovers swept; ""), else (None, why: the caller builds the Dagster way)."""
+    started = time.perf_counter()
+    progress, events = with_warning_events(progress, events or (lambda e: None))
+    paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
+    with build_lock(settings.home, progress):
+        check_writable(paths)
+        proof = prove_unchanged(settings, write_cache=True)
+        if not proof.unchanged:
+            return None, proof.why
+        swept = sweep_leftovers(settings.home, settings.artifacts_dir)
+    plan = proof.plan
+    for k in plan.invalid_keys:
+        progress(f"! invalid paper key refused: {k!r}")
+    sync = {"added": [], "removed": [], "changed": [], "invalid_keys": plan.invalid_keys, "unreadable": plan.errors}
+    events({"event": "start", "total": 0, "considered": len(proof.statuses), "planned": {}, "sync": sync})
+    sync.update({"dead_runs_failed": [], "leftovers_removed": swept, "index_recovery": {}})
+    return BuildReport(sync, {}, [], proof.statuses, 0, round(time.perf_counter() - started, 2), False,
+                       {"record": "current", "papers_read": 0, "dagster": False}), ""
+
+
+def idle_without_dagster(settings: Settings) -> bool:
+    """True when no build runs in `settings`' home and no run is unfinished (so the live state
+    is plain idle, with no dead runs to report), read without Dagster; False when it cannot tell."""
+    home = Path(settings.dagster_home)
+    if lock_holder(settings.home) is not None or not home.is_dir():
+        return False
+    try:
+        with DagsterFiles(home) as files:
+            return files.unfinished_runs() == 0
+    except CannotTell:
+        return False
+
+
+def quick_status(settings: Settings) -> Proof:
+    """`prove_unchanged` for `sheaf status` (writes nothing): also not while a build runs
+    (its progress is in its runs, which only the Dagster way reads)."""
+    if lock_holder(settings.home) is not None:
+        return Proof.no("a build is running")
+    return prove_unchanged(settings, write_cache=False)
