@@ -14,8 +14,7 @@ from pipelines.partitions import papers_partitions
 from pipelines.planner import Chain, paper_statuses
 from pipelines.state import latest_events
 from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
-from sheaf.store.sqlite.index import open_index
-from sheaf.store.sqlite.reader import counts
+from sheaf.store.select import open_backend
 from sheaf.transform.checks import (
     CheckOutcome, check_index_rows, check_no_furniture, check_units_cover_blocks, check_vectors,
 )
@@ -112,14 +111,14 @@ def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: Sheaf
 @asset_check(asset="fts_tables", partitions_def=papers_partitions,
              description="The paper's FTS rows equal its units.")
 def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    conn = open_index(settings=sheaf.settings())
+    conn = open_backend(sheaf.settings())
     rows = _unit_rows(sheaf)
     try:
         def one(key: str) -> CheckOutcome:
             n = rows(key)
             if n is None:
                 return _missing("units")
-            return check_index_rows(counts(conn, key), *n)
+            return check_index_rows(conn.counts(key), *n)
         return _per_partition(context, one)
     finally:
         conn.close()
@@ -130,14 +129,14 @@ def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig
 def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConfig,
                            embedder: ResourceParam[Embedder]) -> AssetCheckResult:
     ident = embedder.identity
-    conn = open_index(settings=sheaf.settings())
+    conn = open_backend(sheaf.settings())
     rows = _unit_rows(sheaf)
     try:
         def one(key: str) -> CheckOutcome:
             n = rows(key)
             if n is None:
                 return _missing("units")
-            return check_vectors(counts(conn, key), ident.passages_table, ident.vec_table, sum(n))
+            return check_vectors(conn.counts(key), ident.passages_table, ident.vec_table, sum(n))
         return _per_partition(context, one)
     finally:
         conn.close()

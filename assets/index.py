@@ -1,7 +1,8 @@
 """Index group: each paper's rows in the FTS tables and its vectors, plus library metadata.
 
 Writers go through the index backend (`sheaf.store.backend.IndexBackend`: one transaction per
-paper) and share the `sheaf_index` pool, so two runs never write the SQLite file at once.
+paper) and share the `sheaf_index` pool, so two runs never write the SQLite file at once (on
+Postgres, writers of different papers may run at once: every row key holds the paper).
 """
 import time
 from dataclasses import replace
@@ -18,7 +19,8 @@ from sheaf.core.models import IngestError
 from sheaf.ingest.library import discover
 from sheaf.ingest.metadata import export_files_metadata, export_hash
 from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
-from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.store.backend import IndexBackend
+from sheaf.store.select import open_backend
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.onnx_export import ensure_onnx_export
 
@@ -29,9 +31,10 @@ INDEX_POOL = "sheaf_index"
 VECTOR_CODE_VERSION = CODE_VERSIONS["vector_collections"]
 
 
-def _open(settings: Any) -> SqliteIndex:
-    """The index the build writes (created or migrated on first use)."""
-    return SqliteIndex.open(settings.index_path, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+def _open(settings: Any) -> IndexBackend:
+    """The index the build writes, SQLite or Postgres (`sheaf.store.select`; created or migrated
+    on first use)."""
+    return open_backend(settings)
 
 
 def _units(key: str, body_units: dict, object_units: dict):

@@ -32,11 +32,8 @@ from pipelines.sync import remove_paper_everywhere
 from sheaf.core.models import paper_key_problem, valid_paper_key
 from sheaf.ingest.library import discover
 from sheaf.store.artifacts import dict_hash, table_hash
-from sheaf.store.sqlite.index import collections, open_index
-from sheaf.store.sqlite.integrity import (
-    artifact_unit_digest, check_index, global_orphans, paper_index_stats, remove_global_orphans, unit_digest,
-)
-from sheaf.store.sqlite.writer import remove_paper
+from sheaf.store.select import check_backend, open_backend
+from sheaf.store.sqlite.integrity import artifact_unit_digest
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import resolve_model_path
 
@@ -123,10 +120,11 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                   f"(pid {pid}) is gone", "the build process was killed or crashed", "mark failed")
 
     # 3. index health
-    health = check_index(settings.index_path, deep=True)
+    health = check_backend(settings, deep=True)
     d.index = health.to_dict()
     if not health.ok:
-        d.add("index_damaged", health.message, "the index file was damaged (disk fault, a copy cut short, "
+        d.add("index_damaged", health.message, "the Postgres server cannot be reached or used" if health.state ==
+              "unavailable" else "the index file was damaged (disk fault, a copy cut short, "
               "or a write outside Sheaf)" if health.state != "schema" else "written by another Sheaf version",
               "move aside and rebuild")
 
@@ -143,13 +141,13 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
     root = Path(settings.artifacts_dir)
     conn = open_index_readonly(settings) if health.ok or health.state == "damaged_collections" else None
     try:
-        cols = collections(conn) if conn is not None else {}
+        cols = conn.collections() if conn is not None else {}
         try:
             current = _current_identity_key(settings, cols)
         except Exception:  # noqa: BLE001
             current = None
-        stats = paper_index_stats(conn, current if current in cols and current not in
-                                  health.damaged_collections else None) if conn is not None else {}
+        stats = conn.paper_index_stats(current if current in cols and current not in
+                                       health.damaged_collections else None) if conn is not None else {}
         for key in partitions:
             st = statuses[key]
             info: dict[str, Any] = {"state": st.state, "reasons": list(st.reasons), "error": st.error}
@@ -198,7 +196,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                                   "the files were changed outside Sheaf, or " + _KILLED, "rebuild", key)
                         elif conn is not None and not failed:
                             a_digest = artifact_unit_digest(bt.to_pylist(), ot.to_pylist())
-                            i_digest = unit_digest(conn, key)
+                            i_digest = conn.unit_digest(key)
                             if a_digest != i_digest and events["fts_tables"].get(key) is not None:
                                 d.add("index_units_mismatch", "the index's units differ from the units artifacts",
                                       _KILLED + ", or the index was written outside Sheaf", "rebuild", key)
@@ -248,7 +246,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                     d.add("vectors_mismatch", f"{s['dangling_passages']} passages point at units that are gone",
                           "units replaced without their vectors", "rebuild", key)
         if conn is not None and current in cols and current not in health.damaged_collections:
-            bad = _vector_bytes_mismatch(conn, cols[current])
+            bad = conn.vector_bytes_mismatch(cols[current])
             for key, n in sorted(bad.items()):
                 d.add("vector_corrupted", f"{n} vectors differ from the cached embedding of their text",
                       "the vector bytes were changed on disk", "rebuild", key)
@@ -261,7 +259,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                       f"{s.get('passages', 0)} passages of a paper that is not a partition",
                       "the paper was removed but its rows stayed (a removal interrupted, or rows written outside a build)",
                       "remove", key)
-            for kind, n in global_orphans(conn).items():
+            for kind, n in conn.global_orphans().items():
                 if n:
                     d.add("orphan_rows", f"{n} {kind.replace('_', ' ')}", "rows written or deleted outside a "
                           "paper's transaction", "remove")
@@ -297,22 +295,6 @@ def _current_identity_key(settings: Any, cols: dict[str, Any]) -> str | None:
     return Embedder.from_settings(settings).identity.key
 
 
-def _vector_bytes_mismatch(conn: Any, ident: Any) -> dict[str, int]:
-    """Per paper: vectors whose bytes differ from the embedding cache's vector of their text."""
-    bad: dict[str, int] = {}
-    pt, vt = ident.passages_table, ident.vec_table
-    try:
-        rows = conn.execute(
-            f"SELECT p.paper_id, v.embedding, c.vector FROM {pt} p JOIN {vt} v ON v.passage_rowid = p.passage_rowid "
-            f"JOIN embedding_cache c ON c.model_key = ? AND c.text_sha256 = p.text_sha256", (ident.key,))
-        for pid, a, b in rows:
-            if a != b:
-                bad[pid] = bad.get(pid, 0) + 1
-    except Exception:  # noqa: BLE001, S110 - an unreadable collection is reported by the health check
-        pass
-    return bad
-
-
 # --- repair ----------------------------------------------------------------------------------------
 
 def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosis: Diagnosis,
@@ -338,17 +320,17 @@ def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosi
                 removed.append(i.paper)
         done["partitions_removed"] = removed
         rows_removed: list[str] = []
-        if Path(settings.index_path).exists():
-            conn = open_index(settings=settings)
+        if settings.index_backend == "postgres" or Path(settings.index_path).exists():
+            index = open_backend(settings)
             try:
                 for i in diagnosis.issues:
                     if i.kind == "orphan_index_rows" and i.paper and i.paper not in partitions:
-                        remove_paper(conn, i.paper)
+                        index.remove_paper(i.paper)
                         rows_removed.append(i.paper)
                 if "orphan_rows" in kinds:
-                    done["orphan_rows_removed"] = remove_global_orphans(conn)
+                    done["orphan_rows_removed"] = index.remove_global_orphans()
             finally:
-                conn.close()
+                index.close()
         done["index_rows_removed"] = rows_removed
         files: list[str] = []
         root = Path(settings.artifacts_dir)

@@ -9,16 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sheaf.store.sqlite.index import collections, open_index
-from sheaf.store.sqlite.integrity import paper_index_stats
+from sheaf.store.select import open_backend
 
 
 def open_index_readonly(settings: Any):
-    """The index opened read-only, or None when it is missing or unusable."""
-    if not Path(settings.index_path).exists():
-        return None
+    """The index (an `IndexBackend`, SQLite or Postgres) opened read-only, or None when it is
+    missing or unusable."""
     try:
-        return open_index(settings=settings, readonly=True)
+        return open_backend(settings, readonly=True)
     except Exception:  # noqa: BLE001 - an unusable index: every paper drifted
         return None
 
@@ -46,12 +44,12 @@ def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
     have: set[str] = set()
     try:
         if conn is not None:
-            have = set(collections(conn))
+            have = set(conn.collections())
             for ck in set(identity.values()) | {None}:
                 try:
-                    stats[ck] = paper_index_stats(conn, ck if ck in have else None)
+                    stats[ck] = conn.paper_index_stats(ck if ck in have else None)
                 except Exception:  # noqa: BLE001 - a damaged collection reads as no vectors
-                    stats[ck] = paper_index_stats(conn, None)
+                    stats[ck] = conn.paper_index_stats(None)
     finally:
         if conn is not None:
             conn.close()
@@ -105,7 +103,7 @@ def metadata_missing(settings: Any, loaded: Any) -> bool:
     if conn is None:
         return True
     try:
-        have = conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0]
+        have = conn.papers_with_metadata()
     except Exception:  # noqa: BLE001
         return True
     finally:

@@ -40,7 +40,7 @@ from pipelines.reliability import build_lock, check_writable, lock_holder, sweep
 from sheaf.core.settings import Settings
 from sheaf.ingest.metadata import export_hash
 from sheaf.ingest.sources import scan_sources
-from sheaf.store.sqlite.integrity import check_index
+from sheaf.store.select import check_backend
 
 #: The partitions, the recorded plan's asset, the observed source and the library metadata
 #: asset, by name (as `pipelines.partitions`, `pipelines.record` and `assets` define them; a
@@ -109,7 +109,7 @@ def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
         return Proof.no("the library metadata export changed")
     if metadata_missing(settings, loaded.get("papers")):
         return Proof.no("the index lost library metadata")
-    health = check_index(settings.index_path, deep=False)
+    health = check_backend(settings, deep=False)
     if health.state != "ok":
         return Proof.no(f"the index needs attention: {health.message}")
     known, _ = record.current_for(versions)

@@ -34,6 +34,7 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.db import sqlite3
+from sheaf.store.select import check_backend
 from sheaf.store.sqlite.index import open_index
 from sheaf.store.sqlite.integrity import check_index, drop_collection, quarantine_index, salvage_cache, storage_problem
 
@@ -301,6 +302,12 @@ def prepare_index(settings: Any, *, full: bool, say: Callable[[str], None]) -> d
     vector collection is dropped (its vectors are rebuilt from the cache); with `full`, SQLite's
     quick_check runs too and an index of a refused schema is also moved aside. Returns what
     was done (empty when nothing was)."""
+    if settings.index_backend == "postgres":  # nothing to move aside: the server must answer
+        health = check_backend(settings)
+        if health.state in ("unavailable", "schema"):
+            raise SheafError("BACKEND_UNAVAILABLE", health.message, health.details,
+                             hint=health.details.get("hint") or "start the Postgres server, or fix SHEAF_INDEX_URL")
+        return {}
     path = Path(settings.index_path)
     health = check_index(path, deep=full)
     out: dict[str, Any] = {"state": health.state}

@@ -16,8 +16,7 @@ from pipelines.plan import SyncPlan, current_versions
 from pipelines.state import latest_observed_versions
 from sheaf.core.settings import Settings
 from sheaf.ingest.sources import scan_sources
-from sheaf.store.sqlite.index import open_index
-from sheaf.store.sqlite.writer import remove_paper
+from sheaf.store.select import open_backend
 
 
 def observations(plan: SyncPlan, previous: Mapping[str, str] | None = None) -> list[AssetObservation]:
@@ -59,12 +58,12 @@ def remove_paper_everywhere(settings: Settings, key: str) -> dict[str, int]:
     """Delete a removed paper's artifacts and index rows (Dagster keeps no per-partition wipe)."""
     files = len(delete_artifacts(settings.artifacts_dir, key))
     had_rows = False
-    if settings.index_path.exists():
-        conn = open_index(settings=settings)
+    if settings.index_backend == "postgres" or settings.index_path.exists():
+        index = open_backend(settings)
         try:
-            had_rows = remove_paper(conn, key)
+            had_rows = bool(index.remove_paper(key))
         finally:
-            conn.close()
+            index.close()
     return {"files": files, "index_rows_removed": int(had_rows)}
 
 

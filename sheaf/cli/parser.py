@@ -197,6 +197,16 @@ def build_parser() -> argparse.ArgumentParser:
     for name in SERVED_COMMANDS:
         sub.choices[name].add_argument("--no-server", action="store_true",
                                        help="run here even when `sheaf serve` is running")
+    ix = sub.add_parser("index", help="index administration: copy the index to another backend")
+    ixs = ix.add_subparsers(dest="index_command", required=True)
+    ic = ixs.add_parser("copy", help="copy the index (units, vectors, embedding cache) into Postgres or a "
+                        "SQLite file; idempotent; nothing is re-embedded",
+                        epilog="then compare both (bench/parity.py) and set SHEAF_INDEX_URL to switch; copy back "
+                               "with --to sqlite:PATH to switch back")
+    ic.add_argument("--to", required=True, metavar="URL", help="postgresql://user@host:port/db or sqlite:PATH")
+    ic.add_argument("--from", dest="source", default=None, metavar="URL",
+                    help="the index to copy (default: the configured one, SHEAF_INDEX_URL or the SQLite file)")
+    ic.add_argument("--json", action="store_true")
     sv = sub.add_parser("serve", help="keep the query encoder and index warm on 127.0.0.1; the query "
                         "commands use it automatically while it runs")
     sv.add_argument("--port", type=int, default=0, help="TCP port (default 0: any free port; the "

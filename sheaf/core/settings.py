@@ -74,6 +74,19 @@ def _cron(v: str) -> str | None:
     return None
 
 
+INDEX_URL_SCHEMES = ("postgresql://", "postgres://", "sqlite:")
+
+
+def _index_url(v: str) -> str | None:
+    return None if v.startswith(INDEX_URL_SCHEMES) else "a postgresql://... or sqlite:PATH URL"
+
+
+def redact_url(url: str) -> str:
+    """`url` fit to show: a password (``user:secret@``, ``password=``) replaced by ``***``."""
+    out = re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:?#]*):[^/@?#]+@", r"\1:***@", url, flags=re.IGNORECASE)
+    return re.sub(r"(?i)(\bpassword=)[^&\s]*", r"\1***", out)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Where Sheaf reads and writes, and the knobs of each stage."""
@@ -98,6 +111,9 @@ class Settings:
                                  check=_device)
     index_file: Path | None = _setting(None, "the index file (default <home>/index/sheaf.db)", kind=Path,
                                        optional=True)
+    index_url: str | None = _setting(None, "the index as a URL: unset (or sqlite:PATH) the SQLite file, "
+                                     "postgresql://user@host:port/db the Postgres backend", kind=str,
+                                     optional=True, check=lambda v: _index_url(v))
     sqlite_busy_timeout_ms: int = _setting(10_000, "how long a SQLite writer waits for a lock",
                                            check=_at_least(0))
 
@@ -107,8 +123,21 @@ class Settings:
 
     @property
     def index_path(self) -> Path:
-        """The index file: `index_file` (SHEAF_INDEX_FILE) if set, else `<home>/index/sheaf.db`."""
+        """The index file: ``sqlite:PATH`` of `index_url` (SHEAF_INDEX_URL), else `index_file`
+        (SHEAF_INDEX_FILE) if set, else `<home>/index/sheaf.db`."""
+        if self.index_url and self.index_url.startswith("sqlite:"):
+            return Path(self.index_url[len("sqlite:"):]).expanduser()
         return self.index_file if self.index_file is not None else self.home / "index" / "sheaf.db"
+
+    @property
+    def index_backend(self) -> str:
+        """"postgres" when `index_url` (SHEAF_INDEX_URL) names a Postgres database, else "sqlite"."""
+        return "postgres" if self.index_url and not self.index_url.startswith("sqlite:") else "sqlite"
+
+    @property
+    def index_location(self) -> str:
+        """Where the index is, fit to show (a Postgres URL without its password)."""
+        return redact_url(self.index_url) if self.index_backend == "postgres" else str(self.index_path)
 
     @property
     def dagster_home(self) -> Path:
@@ -155,8 +184,9 @@ def _convert(name: str, raw: Any, meta: Mapping[str, Any]) -> Any:
         problem = meta["check"](value)
     if problem is not None:
         var = variable(name)
-        raise SheafError("BAD_INPUT", f"{var} must be {problem}, not {raw!r}",
-                         {"variable": var, "value": str(raw), "allowed": problem},
+        shown = redact_url(str(raw)) if name == "index_url" else raw  # never a password
+        raise SheafError("BAD_INPUT", f"{var} must be {problem}, not {shown!r}",
+                         {"variable": var, "value": str(shown), "allowed": problem},
                          hint=f"fix or unset {var}")
     return value
 

@@ -55,14 +55,17 @@ def _code_key(token: str) -> str:
     return re.sub(r"[\s\-\u2010\u2011]", "", token).lower()
 
 
-def _unit_texts(conn: Any) -> Iterator[tuple[str, str, str, str]]:
-    """(unit_id, paper_id, searchable text, copied text) of every unit: a body unit's text; an
-    object's caption and table text, and the citing paragraph it copies (`nearby_text`)."""
-    for uid, pid, text in conn.execute("SELECT unit_id, paper_id, text FROM body_units ORDER BY unit_rowid"):
-        yield uid, pid, text, ""
-    for uid, pid, cap, tab, near in conn.execute(
-            "SELECT unit_id, paper_id, caption, table_text, nearby_text FROM object_units ORDER BY unit_rowid"):
-        yield uid, pid, f"{cap or ''}\n{tab or ''}", near or ""
+def _unit_texts(index: Any) -> Iterator[tuple[str, str, str, str]]:
+    """(unit_id, paper_id, searchable text, copied text) of every unit of the index (an
+    `IndexBackend`), body units then objects, in write order: a body unit's text; an object's
+    caption and table text, and the citing paragraph it copies (`nearby_text`)."""
+    units = [index.paper_units(pid) for pid in index.papers_in_write_order()]
+    for body, _ in units:
+        for u in body:
+            yield u.unit_id, u.paper_id, u.text, ""
+    for _, objects in units:
+        for o in objects:
+            yield o.unit_id, o.paper_id, f"{o.caption or ''}\n{o.table_text or ''}", o.nearby_text or ""
 
 
 def _sentences(text: str) -> list[str]:
@@ -75,7 +78,7 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
-def library_queries(conn: Any, *, sample: int = 50, seed: int = 0,
+def library_queries(index: Any, *, sample: int = 50, seed: int = 0,
                     progress: Progress = _quiet) -> tuple[list[KnownItem], dict[str, Any]]:
     """Known-item queries for up to `sample` papers of the index (seeded random choice among
     papers with units): the paper's title (when its metadata title has 3+ words), one
@@ -87,7 +90,7 @@ def library_queries(conn: Any, *, sample: int = 50, seed: int = 0,
     first: dict[str, tuple[str, str, str]] = {}
     flat: list[tuple[str, str]] = []  # (unit id, whitespace-normalized text incl. copied paragraphs)
     n = 0
-    for uid, pid, text, copied in _unit_texts(conn):
+    for uid, pid, text, copied in _unit_texts(index):
         flat.append((uid, " ".join(f"{text} {copied}".split())))
         units_of.setdefault(pid, []).append((uid, text))
         for m in set(_CODE_TOKEN_RE.findall(text)):
@@ -101,7 +104,7 @@ def library_queries(conn: Any, *, sample: int = 50, seed: int = 0,
     progress(f"scanned {n} units of {len(units_of)} papers for quotable sentences and unique codes")
     papers = sorted(units_of)
     chosen = sorted(rng.sample(papers, min(sample, len(papers)))) if sample else papers
-    titles = dict(conn.execute("SELECT paper_id, title FROM papers WHERE title IS NOT NULL AND title != ''"))
+    titles = {pid: f["title"] for pid, f in index.paper_fields(index.paper_ids()).items() if f["title"]}
     unique_by_paper: dict[str, list[tuple[str, str]]] = {}
     for k, c in counts.items():
         if c == 1:
@@ -144,7 +147,7 @@ def run_library(settings: Any = None, *, sample: int = 50, seed: int = 0, modes:
     s = settings if settings is not None else get_settings()
     warnings: list[str] = []
     with Retriever.open(s) as r:
-        items, stats = library_queries(r.conn, sample=sample, seed=seed, progress=progress)
+        items, stats = library_queries(r.index, sample=sample, seed=seed, progress=progress)
         if not items:
             raise SheafError("NOT_FOUND", "the index holds no paper to make queries from",
                              hint="build the index first (sheaf build)")

@@ -20,7 +20,7 @@ a server and tests share them.
 
 The FTS tables are contentless: every snippet is cut in Python from the base tables' text.
 The index is an `IndexBackend` and query vectors come from a `QueryEncoder`, both passed in
-(`Retriever.open` opens the configured SQLite index; a warm server passes engines that answer
+(`Retriever.open` opens the configured index, SQLite or Postgres; a warm server passes engines that answer
 from memory). Every answer says which engines answered (`data.engines`). Nothing here imports
 numpy, torch, pydantic or dagster until the semantic leg runs.
 """
@@ -42,7 +42,7 @@ from sheaf.core.defaults import (
 )
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.core.settings import get_settings, where
+from sheaf.core.settings import get_settings
 from sheaf.core.text import fold, fold_same_length
 from sheaf.search.grep import _find_spans, _page_at, term_pattern
 from sheaf.search.snippets import (
@@ -53,7 +53,7 @@ from sheaf.search.snippets import (
     make_snippet,
 )
 from sheaf.store.records import FtsHit
-from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.store.select import open_backend
 from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
     _WORD_RE,
 )
@@ -206,17 +206,12 @@ class Retriever:
     @classmethod
     def open(cls, settings: Any = None, *, query_encoder: "QueryEncoder | None" = None,
              lexical_engine: LexicalEngine | None = None, vector_engine: VectorEngine | None = None) -> "Retriever":
-        """Open the configured index read-only. No index: INDEX_NOT_FOUND; a file that is not
-        a readable Sheaf index: BACKEND_UNAVAILABLE. The engines, when given, answer lexical
+        """Open the configured index read-only (`sheaf.store.select`: the SQLite file, or Postgres
+        when SHEAF_INDEX_URL says so). No index: INDEX_NOT_FOUND; not a readable Sheaf index, or
+        a server that cannot be reached: BACKEND_UNAVAILABLE. The engines, when given, answer lexical
         rankings and vector searches from memory (a warm server's)."""
         s = settings if settings is not None else get_settings()
-        if not Path(s.index_path).exists():
-            raise SheafError("INDEX_NOT_FOUND", f"no index at {s.index_path} (looked at {where(s, 'index')})",
-                             {"path": str(Path(s.index_path).absolute()), "home": str(Path(s.home).absolute())},
-                             hint="run `sheaf build` to make it, or point SHEAF_HOME (or SHEAF_INDEX_FILE) at "
-                                  "the folder holding the index you built")
-        index = SqliteIndex.open(s.index_path, readonly=True, busy_timeout_ms=s.sqlite_busy_timeout_ms,
-                                 lexical_engine=lexical_engine, vector_engine=vector_engine)
+        index = open_backend(s, readonly=True, lexical_engine=lexical_engine, vector_engine=vector_engine)
         return cls(index, s, query_encoder=query_encoder)
 
     @property

@@ -34,7 +34,8 @@ def server_signature(settings: Any) -> dict[str, Any]:
     """What must be equal between a client and the server for the server's answer to be the
     client's answer: Sheaf version, index file, home, library, model, query windowing."""
     return {"version": __version__,
-            "index_path": os.path.abspath(settings.index_path),
+            "index_path": (os.path.abspath(settings.index_path) if settings.index_backend == "sqlite"
+                           else settings.index_location),
             "home": os.path.abspath(settings.home),
             "library": os.path.abspath(settings.library),
             "embedding_model": str(settings.embedding_model),

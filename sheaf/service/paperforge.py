@@ -23,7 +23,7 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
-from sheaf.store.sqlite.index import open_index
+from sheaf.store.select import open_backend
 
 __all__ = ["VAULT_HOME", "vault_settings", "with_plugin_fields", "note_paths", "embed_status_data",
            "memory_status_data"]
@@ -87,18 +87,16 @@ def note_paths(vault: Path) -> dict[str, str]:
 
 
 def _abstracts(settings: Any, keys: list[str]) -> dict[str, str]:
-    if not keys or not Path(settings.index_path).exists():
+    if not keys or (settings.index_backend == "sqlite" and not Path(settings.index_path).exists()):
         return {}
     try:
-        conn = open_index(settings=settings, readonly=True)
+        index = open_backend(settings, readonly=True)
     except Exception:  # noqa: BLE001 - the query itself already reported any index problem
         return {}
     try:
-        rows = conn.execute(f"SELECT paper_id, abstract FROM papers WHERE paper_id IN "
-                            f"({','.join('?' * len(keys))})", keys).fetchall()
+        return {k: t["abstract"] for k in keys if (t := index.paper_text(k)) and t["abstract"]}
     finally:
-        conn.close()
-    return {k: a for k, a in rows if a}
+        index.close()
 
 
 def with_plugin_fields(envelope: dict[str, Any], settings: Any, vault: Path | None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from sheaf.core.progress import stop_on_sigterm
 from sheaf.core.settings import where
 from sheaf.service.build_state import verdict
 from sheaf.service.requests import Outcome
+from sheaf.store.select import check_backend, open_backend
 from sheaf.store.sqlite.index import collections, open_index
 from sheaf.store.sqlite.reader import counts
 
@@ -177,8 +178,39 @@ def status(settings: Any) -> Outcome:
     return Outcome(env, 0, statuses)
 
 
+def _backend_probe(settings: Any) -> dict[str, Any]:
+    """`index_probe` of an index behind a server (Postgres): reachable, counts, collections probed."""
+    where_ = settings.index_location
+    try:
+        index = open_backend(settings, readonly=True)
+    except SheafError as e:
+        out = {"path": where_, "backend": settings.index_backend, "exists": e.code != "INDEX_NOT_FOUND",
+               "problem": f"{e.code}: {e.message}"}
+        if e.details.get("hint"):
+            out["hint"] = e.details["hint"]
+        return out
+    try:
+        out: dict[str, Any] = {"path": where_, "backend": settings.index_backend, "exists": True,
+                               "indexed": len(index.indexed_papers())}
+        cols = index.collections()
+        out["collections"] = {k: v.name for k, v in cols.items()}
+        out["embedded"] = max((index.embedded_papers(i) for i in cols.values()), default=0)
+        health = check_backend(settings)
+        out["vectors_queryable"] = bool(cols) and not health.damaged_collections
+        if health.damaged_collections:
+            out["problem"] = health.message
+        out["rows"] = index.counts()
+        return out
+    except SheafError as e:
+        return {"path": where_, "backend": settings.index_backend, "exists": True, "problem": f"{e.code}: {e.message}"}
+    finally:
+        index.close()
+
+
 def index_probe(settings: Any) -> dict[str, Any]:
     """Can the index be opened, and can a vector query run against the current model's collection?"""
+    if settings.index_backend != "sqlite":
+        return _backend_probe(settings)
     if not settings.index_path.exists():
         return {"path": str(settings.index_path), "exists": False, "problem": "no index yet"}
     try:

@@ -106,7 +106,9 @@ class RetrieverPool:
         self._lock = threading.Lock()
         self.stats = {"opened": 0, "reused": 0}
 
-    def _file_id(self) -> tuple[int, int] | None:
+    def _file_id(self) -> tuple[Any, ...] | None:
+        if self.settings.index_backend != "sqlite":  # a server's database: one identity, states by `state()`
+            return (self.settings.index_backend, self.settings.index_location)
         try:
             st = os.stat(self.path)
         except OSError:
@@ -114,7 +116,9 @@ class RetrieverPool:
         return (st.st_dev, st.st_ino)
 
     @staticmethod
-    def _data_version(r: Any) -> int:
+    def _data_version(r: Any) -> Any:
+        if r.index.kind != "sqlite":
+            return r.index.state()
         return int(r.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def _acquire(self) -> tuple[Any, tuple[int, int] | None, int | None]:
@@ -294,7 +298,7 @@ class SheafServer:
 
     def health(self) -> dict[str, Any]:
         return {"ok": True, "pid": os.getpid(), "version": __version__,
-                "index_path": str(self.settings.index_path), "uptime_s": round(time.time() - self.started, 1),
+                "index_path": self.settings.index_location, "uptime_s": round(time.time() - self.started, 1),
                 "requests": dict(self._counts), "matrices": self.accelerator.loaded(),
                 "retrievers": dict(self.retrievers.stats),
                 "accelerator": dict(self.accelerator.stats), "accelerator_disabled": dict(self.accelerator.disabled),
@@ -306,6 +310,16 @@ class SheafServer:
         the in-memory copy of the full-text tables now, not on the first query. Returns notes
         (nothing to warm yet, fallbacks)."""
         notes: list[str] = []
+        if self.settings.index_backend != "sqlite":  # the server's database answers; the encoder warms
+            try:
+                with self.retrievers.lease() as r:
+                    name = resolve_model_path(self.settings.embedding_model)[0]
+                    mine = [c for c in r.index.collections().values() if c.name == name]
+            except SheafError as e:
+                return [f"index not ready ({e.code}): {e.message}; it is opened on the first query"]
+            if mine:
+                notes += self.query_encoder.encode("warm up the query encoder", mine[0])[1]
+            return notes + [f"the index is on {self.settings.index_backend}: no in-memory copies"]
         try:
             conn = open_index(self.settings.index_path, readonly=True, settings=self.settings)
         except SheafError as e:
@@ -336,7 +350,7 @@ class SheafServer:
 
     def write_discovery(self) -> None:
         info = {"host": self.host, "port": self.port, "pid": os.getpid(),
-                "index_path": str(self.settings.index_path), "url": self.url, "token": self.token,
+                "index_path": self.settings.index_location, "url": self.url, "token": self.token,
                 "version": __version__, "started": self.started,
                 "signature": server_signature(self.settings)}
         self.discovery.parent.mkdir(parents=True, exist_ok=True)
@@ -389,7 +403,7 @@ def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, stop)
         if announce:
-            announce(f"sheaf serve: {srv.url} (pid {os.getpid()}, index {settings.index_path}); "
+            announce(f"sheaf serve: {srv.url} (pid {os.getpid()}, index {settings.index_location}); "
                      "query commands use it automatically; Ctrl-C stops it")
             for n in notes:
                 announce(f"  note: {n}")

@@ -32,7 +32,8 @@ MATCH_KEYS = {"zotero_key", "title", "first_author", "year", "journal", "domain"
               "source", "unit_id", "short_id", "section_path", "page_span"}
 #: Modules the light commands must never import (checked in a fresh process).
 HEAVY = {"numpy", "torch", "dagster", "pydantic", "pydantic_settings", "sentence_transformers", "transformers",
-         "pyarrow", "sqlite_vec", "onnxruntime", "duckdb", "pipelines", "assets", "tokenizers"}
+         "pyarrow", "sqlite_vec", "onnxruntime", "duckdb", "pipelines", "assets", "tokenizers",
+         "psycopg", "pgvector"}  # the Postgres driver: only for a postgresql:// SHEAF_INDEX_URL
 
 
 @pytest.fixture()
@@ -294,6 +295,7 @@ def test_light_commands_import_no_heavy_module(env, args):
     full = set(json.loads(proc.stderr.rsplit("MODULES ", 1)[1]))
     modules = {m.split(".")[0] for m in full}
     assert not modules & HEAVY, sorted(modules & HEAVY)
+    assert not {m for m in full if m.startswith("sheaf.store.postgres")}  # the SQLite default never loads it
     if args[0] == "search" or "lexical" in args:  # the vector stack stays out of a keystroke's process
         assert not full & {"sheaf.vectors.query_encoder", "sheaf.vectors.embedder", "sheaf.vectors.onnx"}
     if "--json" in args:

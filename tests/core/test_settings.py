@@ -79,3 +79,19 @@ def test_reading_settings_imports_no_pydantic():
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_index_url_selects_the_backend_and_never_shows_a_password():
+    from sheaf.core.settings import redact_url
+
+    assert get_settings({}).index_backend == "sqlite"
+    s = get_settings({"SHEAF_INDEX_URL": "postgresql://sheaf:s3cret@db.lab:5433/papers?sslmode=require"})
+    assert s.index_backend == "postgres" and "s3cret" not in s.index_location
+    assert s.index_location == "postgresql://sheaf:***@db.lab:5433/papers?sslmode=require"
+    assert redact_url("postgresql://u@h/db?password=pw&x=1") == "postgresql://u@h/db?password=***&x=1"
+    assert redact_url("postgresql://postgres:@/db?host=/tmp/s") == "postgresql://postgres:@/db?host=/tmp/s"
+    f = get_settings({"SHEAF_INDEX_URL": "sqlite:/tmp/other.db"})
+    assert f.index_backend == "sqlite" and str(f.index_path) == "/tmp/other.db"
+    with pytest.raises(SheafError) as e:
+        get_settings({"SHEAF_INDEX_URL": "mysql://root:hunter2@h/db"})
+    assert e.value.code == "BAD_INPUT" and "hunter2" not in str(e.value.message) + str(e.value.details)

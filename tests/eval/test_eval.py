@@ -186,16 +186,15 @@ def test_eval_library_titles_found(sample_index, embedder):
             assert item["query"] and item["target"].startswith(item["paper_id"] + ":")
 
 
-def test_library_queries_are_known_items(sample_index):
-    from sheaf.store.sqlite.db import connect
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_library_queries_are_known_items(sample_index, backend, request):
+    from sheaf.store.select import open_url
 
-    conn = connect(sample_index.path, readonly=True)
-    try:
-        items, stats = library.library_queries(conn, sample=4, seed=1)
-        again, _ = library.library_queries(conn, sample=4, seed=1)
-        texts = {u: t for u, _, t, _ in library._unit_texts(conn)}
-    finally:
-        conn.close()
+    url = str(sample_index.path) if backend == "sqlite" else request.getfixturevalue("sample_pg")
+    with open_url(url, readonly=True) as index:
+        items, stats = library.library_queries(index, sample=4, seed=1)
+        again, _ = library.library_queries(index, sample=4, seed=1)
+        texts = {u: t for u, _, t, _ in library._unit_texts(index)}
     assert items == again and stats["papers_sampled"] == 4  # seeded
     for it in items:
         if it.qtype == "sentence":

@@ -42,11 +42,27 @@ def open_r(index: Path, home: Path | None = None, *, query_encoder=None, **kw) -
     return Retriever.open(s, query_encoder=query_encoder)
 
 
-@pytest.fixture()
-def r(sample_index, tmp_path):
+@pytest.fixture(params=["sqlite", "postgres"])
+def r(sample_index, tmp_path, request):
+    """A Retriever on the sample index: the SQLite file, or its copy on Postgres (the same
+    assertions hold on both backends)."""
+    if request.param == "postgres":
+        s = get_settings(index_url=request.getfixturevalue("sample_pg"), home=tmp_path / "home",
+                         library=sample_index.library)
+        with Retriever.open(s, query_encoder=sample_index.query_encoder) as ret:
+            yield ret
+        return
     with open_r(sample_index.path, tmp_path / "home", library=sample_index.library,
                 query_encoder=sample_index.query_encoder) as ret:
         yield ret
+
+
+@pytest.fixture()
+def sq_conn(sample_index):
+    """The sample SQLite index read directly (ground truth for either backend)."""
+    c = ix.open_index(sample_index.path, readonly=True)
+    yield c
+    c.close()
 
 
 def code_of(excinfo) -> str:
@@ -168,15 +184,15 @@ def test_grep_finds_100_percent_of_the_planted_variants(tmp_path):
         assert len(one.matches) == len(truth) // 2
 
 
-def test_grep_sample_paper_code_in_all_spellings(r, sample_index):
+def test_grep_sample_paper_code_in_all_spellings(r, sq_conn, sample_index):
     res = r.grep("QLN-482")
     assert res.matches and {m["zotero_key"] for m in res.matches} == {CODE_PAPER}
     assert {"QLN-482", "QLN482", "QLN 482"} <= set(res.data["variants"])
     # independent brute force over every unit field of every paper
     simple = re.compile(r"(?<![A-Za-z0-9])QLN[\s\-\u2010\u2011\u2013]?482(?![A-Za-z0-9])", re.I)
     expected = set()
-    for pid in rd.paper_ids(r.conn):
-        b, o = rd.paper_units(r.conn, pid)
+    for pid in rd.paper_ids(sq_conn):
+        b, o = rd.paper_units(sq_conn, pid)
         for u in b:
             expected |= {(u.unit_id, "text", m.start()) for m in simple.finditer(u.text)}
         for x in o:
@@ -298,8 +314,8 @@ def or_truth(conn, query: str, kinds=("body", "object")) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("query", ["cough frequency", "results temperature", "model"])
-def test_per_paper_cap_and_limit_guarantee(r, query):
-    per = or_truth(r.conn, query)
+def test_per_paper_cap_and_limit_guarantee(r, sq_conn, query):
+    per = or_truth(sq_conn, query)
     for per_paper in (0, 1, 2, 3):
         for limit in (1, 2, 5, 8, 13, 40, 200):
             res = r.retrieve(query, mode="lexical", limit=limit, per_paper=per_paper)
@@ -334,11 +350,11 @@ def test_kind_and_paper_filters(r):
     assert code_of(e) == "NOT_FOUND"
 
 
-def test_full_text_and_snippets(r):
+def test_full_text_and_snippets(r, sq_conn):
     compact = r.retrieve("awake cough frequency", mode="lexical", limit=3)
     full = r.retrieve("awake cough frequency", mode="lexical", limit=3, full=True)
     assert [m["unit_id"] for m in compact.matches] == [m["unit_id"] for m in full.matches]
-    units = rd.get_units(r.conn, [m["unit_id"] for m in full.matches])
+    units = rd.get_units(sq_conn, [m["unit_id"] for m in full.matches])
     for c, f in zip(compact.matches, full.matches):
         assert f["text"] == rv._unit_text(units[f["unit_id"]]) and f["text_is_full"]
         assert len(c["text"]) <= sn.SNIPPET_CHARS + 2 and not c["text_is_full"]
@@ -384,13 +400,13 @@ def test_hybrid_is_rrf_of_both_legs(r):
 
 # --- get / timeline: the three layers --------------------------------------------------------------
 
-def test_three_layer_round_trip(r):
+def test_three_layer_round_trip(r, sq_conn):
     res = r.retrieve("awake cough frequency", mode="lexical", limit=4)
     ids = [m["short_id"] for m in res.matches]
     got = r.get(ids + ["ffffffffff"])
     assert [m["short_id"] for m in got.matches] == ids and got.data["missing"] == ["ffffffffff"]
     assert got.warnings == ["no unit with id ffffffffff"]
-    units = rd.get_units(r.conn, [m["unit_id"] for m in got.matches])
+    units = rd.get_units(sq_conn, [m["unit_id"] for m in got.matches])
     for m in got.matches:
         assert m["text"] == rv._unit_text(units[m["unit_id"]]) and m["score"] is None
     anchor = ids[0]
@@ -398,7 +414,7 @@ def test_three_layer_round_trip(r):
     offs = [m["offset"] for m in tl.matches]
     assert 0 in offs and offs == list(range(offs[0], offs[-1] + 1)) and -2 <= offs[0] and offs[-1] <= 2
     pid = tl.data["paper"]["zotero_key"]
-    order = reading_order(*rd.paper_units(r.conn, pid))
+    order = reading_order(*rd.paper_units(sq_conn, pid))
     pos = tl.data["anchor"]["position"]
     assert order[pos].short_id == anchor
     assert [m["unit_id"] for m in tl.matches] == [u.unit_id for u in order[max(0, pos - 2):pos + 3]]
@@ -416,9 +432,9 @@ def test_three_layer_round_trip(r):
     assert code_of(e) == "BAD_QUERY"
 
 
-def test_reading_order_places_objects_after_their_section(r):
-    for pid in rd.paper_ids(r.conn):
-        b, o = rd.paper_units(r.conn, pid)
+def test_reading_order_places_objects_after_their_section(r, sq_conn):
+    for pid in rd.paper_ids(sq_conn):
+        b, o = rd.paper_units(sq_conn, pid)
         order = reading_order(b, o)
         assert sorted(u.unit_id for u in order) == sorted(u.unit_id for u in (*b, *o))
         assert [u for u in order if isinstance(u, BodyUnit)] == b

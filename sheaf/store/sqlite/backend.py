@@ -12,17 +12,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
+from sheaf.core.lazy import lazy_module
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.store.records import FtsHit, Unit, VectorHit
-from sheaf.store.sqlite import reader, writer
-from sheaf.store.sqlite.db import sqlite3
+from sheaf.store.sqlite import integrity, reader, writer
+from sheaf.store.sqlite.db import sqlite3, transaction
 from sheaf.store.sqlite.fts import build_match_query
 from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
 from sheaf.store.sqlite.reader import LexicalEngine, VectorEngine
+from sheaf.vectors.identity import EmbeddedPassages, Passage
+
+np = lazy_module("numpy")  # the export only
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.models import PaperMeta
-    from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, QueryVector
+    from sheaf.vectors.identity import ModelIdentity, QueryVector
 
 #: The distinct paper ids of units, by a loose index scan (one seek per paper in the
 #: ``paper_id`` indexes, not a pass over every unit row: ~3 ms instead of ~7 at 100k units).
@@ -312,6 +316,75 @@ class SqliteIndex:
 
     def embedding_cache(self) -> SqliteEmbeddingCache:
         return SqliteEmbeddingCache(self.conn)
+
+    # --- integrity (`sheaf doctor`, the build's drift check) ----------------------------------------
+
+    def paper_index_stats(self, collection_key: str | None = None) -> dict[str, dict[str, int]]:
+        return integrity.paper_index_stats(self.conn, collection_key)
+
+    def unit_digest(self, paper_id: str) -> str:
+        return integrity.unit_digest(self.conn, paper_id)
+
+    def global_orphans(self) -> dict[str, int]:
+        return integrity.global_orphans(self.conn)
+
+    def remove_global_orphans(self) -> dict[str, int]:
+        return integrity.remove_global_orphans(self.conn)
+
+    def vector_bytes_mismatch(self, ident: ModelIdentity) -> dict[str, int]:
+        """Per paper: vectors whose bytes differ from the embedding cache's vector of their text."""
+        bad: dict[str, int] = {}
+        pt, vt = ident.passages_table, ident.vec_table
+        try:
+            rows = self.conn.execute(
+                f"SELECT p.paper_id, v.embedding, c.vector FROM {pt} p JOIN {vt} v ON v.passage_rowid = "
+                f"p.passage_rowid JOIN embedding_cache c ON c.model_key = ? AND c.text_sha256 = p.text_sha256",
+                (ident.key,))
+            for pid, a, b in rows:
+                if a != b:
+                    bad[pid] = bad.get(pid, 0) + 1
+        except sqlite3.DatabaseError:  # an unreadable collection is reported by the health check
+            pass
+        return bad
+
+    # --- export (`sheaf.store.copy`) ---------------------------------------------------------------
+
+    def export_papers(self) -> list[PaperMeta]:
+        """The library metadata of every paper that has it, in the order it was first written."""
+        ids = [r[0] for r in self.conn.execute("SELECT paper_id FROM papers WHERE has_metadata = 1 "
+                                               "ORDER BY paper_rowid")]
+        return [m for m in (reader.get_paper(self.conn, pid) for pid in ids) if m is not None]
+
+    def papers_in_write_order(self) -> list[str]:
+        """The papers with units, in the order their units were first written."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT paper_id FROM (SELECT paper_id, min(unit_rowid) AS r FROM body_units GROUP BY paper_id "
+            "UNION ALL SELECT paper_id, min(unit_rowid) + 1000000000000 FROM object_units GROUP BY paper_id) "
+            "GROUP BY paper_id ORDER BY min(r), paper_id")]
+
+    def paper_passages(self, paper_id: str, identity: ModelIdentity) -> EmbeddedPassages:
+        """A paper's passages and vectors in one collection (texts are not stored: empty)."""
+        rows = self.conn.execute(
+            f"SELECT p.passage_id, p.unit_id, p.unit_type, p.ordinal, p.char_start, p.char_end, p.text_sha256, "
+            f"v.embedding FROM {identity.passages_table} p JOIN {identity.vec_table} v ON v.passage_rowid = "
+            f"p.passage_rowid WHERE p.paper_id = ? ORDER BY p.passage_rowid", (paper_id,)).fetchall()
+        vecs = (np.stack([np.frombuffer(r[7], dtype=np.float32) for r in rows]) if rows
+                else np.zeros((0, identity.dimension), np.float32))
+        return EmbeddedPassages(identity, tuple(Passage(r[0], r[1], paper_id, r[2], r[3], r[4], r[5], "", r[6], 0)
+                                                for r in rows), vecs)
+
+    def cache_rows(self) -> Iterable[tuple[str, str, bytes]]:
+        """Every embedding-cache entry: (model key, text sha256, float32 bytes)."""
+        for r in self.conn.execute("SELECT model_key, text_sha256, vector FROM embedding_cache ORDER BY cache_rowid"):
+            yield r[0], r[1], bytes(r[2])
+
+    def put_cache_rows(self, rows: Iterable[tuple[str, str, bytes]]) -> int:
+        """Add cache entries (existing ones are kept); returns how many rows were offered."""
+        rows = list(rows)
+        with transaction(self.conn):
+            self.conn.executemany("INSERT OR IGNORE INTO embedding_cache(model_key, text_sha256, vector) "
+                                  "VALUES (?, ?, ?)", rows)
+        return len(rows)
 
     def __enter__(self) -> "SqliteIndex":
         return self

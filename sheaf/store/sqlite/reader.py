@@ -98,6 +98,13 @@ def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | 
         args += [collection, len(collection) + 1, collection + "/"]
     rows = conn.execute(f"SELECT paper_id, collections, authors FROM papers WHERE {' AND '.join(where)} "
                         "ORDER BY paper_id", args).fetchall()
+    return filter_papers(rows, collections=collections, authors=authors)
+
+
+def filter_papers(rows: Sequence[Sequence[Any]], *, collections: Sequence[str] | None = None,
+                  authors: Sequence[str] | None = None) -> list[str]:
+    """The ids of ``(paper_id, collections JSON, authors JSON)`` rows passing the `collections`
+    and `authors` filters of `paper_ids_where` (every backend filters with this one function)."""
     if collections:
         wanted = ["/" + "/".join(p.strip() for p in fold(c).split("/")) + "/" for c in collections]
         rows = [r for r in rows if any(w in "/" + fold(path) + "/" for path in json.loads(r[1] or "[]")

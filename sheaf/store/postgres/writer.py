@@ -1,0 +1,411 @@
+"""Writes to the Postgres index: a paper's rows replaced in one transaction (units, lexical rows
+and their term statistics, passages and vectors), removal, library metadata, the embedding cache.
+
+What a lexical row indexes is the SQLite backend's definition (`sheaf.store.sqlite.index`'s
+FTS row functions over `fts_text`), tokenized by FTS5's own tokenizer in process
+(`sheaf.store.bm25.FtsTokenizer`): the same terms, positions and lengths as the FTS5 tables,
+so bm25 computed from them ranks as FTS5 does. The validation, the unit conversion and the
+metadata hash are the SQLite writer's.
+
+Writers of different papers touch disjoint rows (every key starts with the paper id; the
+term statistics are kept per paper). The one shared constraint, unique short ids, can make a
+writer lose a race: `sheaf.store.postgres.db.retrying` then runs the paper's transaction again.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sheaf.core.lazy import lazy_module
+from sheaf.core.models import BodyUnit, ObjectUnit, valid_paper_key
+from sheaf.store.bm25 import FtsTokenizer
+from sheaf.store.postgres.db import Where, psycopg, retrying
+from sheaf.store.postgres.schema import SCOPES, collections, ensure_collection
+from sheaf.store.sqlite.fts import FTS_TOKENIZER
+from sheaf.store.sqlite.index import _body_fts_row, _object_fts_row, _papers_fts_row
+from sheaf.store.sqlite.writer import ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sheaf.core.models import PaperMeta
+    from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity
+
+np = lazy_module("numpy")
+hashlib = lazy_module("hashlib")
+
+Hook = Callable[[str], None] | None
+Conn = psycopg.Connection
+
+TOKENIZER = FtsTokenizer()
+
+
+def _call(hook: Hook, step: str) -> None:
+    if hook is not None:
+        hook(step)
+
+
+def changed(conn: Conn) -> None:
+    """Advance the change counter (`PostgresIndex.state`): before a write and after its commit."""
+    conn.execute("SELECT nextval('sheaf_changes')")
+
+
+# --- the embedding cache -------------------------------------------------------------------
+
+def cache_get(conn: Conn, identity: ModelIdentity, shas: Iterable[str]) -> dict[str, Any]:
+    shas = list(shas)
+    out: dict[str, Any] = {}
+    for i in range(0, len(shas), 5000):
+        for sha, blob in conn.execute("SELECT text_sha256, vector FROM embedding_cache WHERE model_key = %s "
+                                      "AND text_sha256 = ANY(%s)", (identity.key, shas[i:i + 5000])):
+            v = np.frombuffer(bytes(blob), dtype=np.float32)
+            if v.shape == (identity.dimension,):
+                out[sha] = v
+    return out
+
+
+def cache_put(conn: Conn, where: Where, identity: ModelIdentity, vectors: Mapping[str, Any]) -> None:
+    if not vectors:
+        return
+    rows = [(identity.key, sha, np.asarray(v, dtype=np.float32).tobytes()) for sha, v in vectors.items()]
+
+    def body(c: Conn) -> None:
+        with c.cursor() as cur:
+            cur.executemany("INSERT INTO embedding_cache VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows)
+    retrying(conn, where, body)
+
+
+# --- lexical rows ----------------------------------------------------------------------------
+
+def _lex_items(conn: Conn, paper_id: str, scope: str) -> list[tuple[str, int, tuple[str, ...]]]:
+    """(ref, seq, column values) of the paper's rows in `scope`, computed from the base rows as
+    the SQLite writer computes an FTS row (`_fts_rows`)."""
+    if scope == "papers":
+        return [(r[0], r[1], _papers_fts_row(0, *r[2:])[1:]) for r in conn.execute(
+            "SELECT paper_id, seq, has_metadata, title, authors, abstract, journal, domain, year FROM papers "
+            "WHERE paper_id = %s", (paper_id,))]
+    if scope == "body":
+        return [(r[0], r[1], _body_fts_row(0, json.loads(r[2]), r[3], r[4])[1:]) for r in conn.execute(
+            "SELECT b.unit_id, b.seq, b.section_path, b.text, p.title FROM body_units b LEFT JOIN papers p "
+            "ON p.paper_id = b.paper_id WHERE b.paper_id = %s ORDER BY b.seq", (paper_id,))]
+    return [(r[0], r[1], _object_fts_row(0, *r[2:])[1:]) for r in conn.execute(
+        "SELECT b.unit_id, b.seq, b.caption, b.label, b.table_text, b.nearby_text, p.title FROM object_units b "
+        "LEFT JOIN papers p ON p.paper_id = b.paper_id WHERE b.paper_id = %s ORDER BY b.seq", (paper_id,))]
+
+
+def _packed(codes: Sequence[int]) -> bytes:
+    """A term's positions in a row (``column << 28 | offset``, sorted) as little-endian int32s."""
+    return np.asarray(codes, dtype="<i4").tobytes()
+
+
+def delete_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
+    ids = [SCOPES[s] for s in scopes]
+    conn.execute("DELETE FROM lex_postings WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids))
+    conn.execute("DELETE FROM lex_stats WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids))
+    return conn.execute("DELETE FROM lex_rows WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids)).rowcount
+
+
+def write_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
+    """(Re)write the paper's lexical rows, postings and statistics of `scopes` from its base rows."""
+    scopes = list(scopes)
+    delete_lex(conn, paper_id, scopes)
+    n = 0
+    for scope in scopes:
+        items = _lex_items(conn, paper_id, scope)
+        if not items:
+            continue
+        sid = SCOPES[scope]
+        inst = TOKENIZER.instances(FTS_TOKENIZER, [vals for _, _, vals in items])
+        with conn.cursor() as cur:
+            with cur.copy("COPY lex_rows (paper_id, scope, ref, seq, doclen) FROM STDIN") as cp:
+                for (ref, seq, _), (_, size) in zip(items, inst):
+                    cp.write_row((paper_id, sid, ref, seq, size))
+            with cur.copy("COPY lex_postings (paper_id, scope, ref, term, seq, doclen, codes) FROM STDIN") as cp:
+                for (ref, seq, _), (terms, size) in zip(items, inst):
+                    for term, codes in terms.items():
+                        cp.write_row((paper_id, sid, ref, term, seq, size, _packed(codes)))
+        conn.execute("INSERT INTO lex_stats VALUES (%s, %s, %s, %s)",
+                     (paper_id, sid, len(items), sum(size for _, size in inst)))
+        n += len(items)
+    return n
+
+
+# --- units and vectors -------------------------------------------------------------------------
+
+def _seqs(conn: Conn, n: int) -> list[int]:
+    if n <= 0:
+        return []
+    return sorted(r[0] for r in conn.execute("SELECT nextval('sheaf_seq') FROM generate_series(1, %s)", (n,)))
+
+
+def _ensure_paper_row(conn: Conn, paper_id: str) -> None:
+    cur = conn.execute("INSERT INTO papers (paper_id) VALUES (%s) ON CONFLICT DO NOTHING", (paper_id,))
+    if cur.rowcount:
+        write_lex(conn, paper_id, ["papers"])
+
+
+def _assign_short_ids(conn: Conn, units: Sequence[BodyUnit | ObjectUnit]) -> tuple[list[str], int]:
+    """As `sheaf.store.sqlite.writer._assign_short_ids`: a unit's own short id, lengthened while
+    another unit of the index holds it."""
+    taken: set[str] = set()
+    out: list[str] = []
+    lengthened = 0
+    fulls = [hashlib.sha1(u.unit_id.encode("utf-8")).hexdigest() for u in units]
+    first = [u.short_id or f[:4] for u, f in zip(units, fulls)]
+    held = {r[0] for r in conn.execute(  # the first candidates held already: one query, not one per unit
+        "SELECT short_id FROM body_units WHERE short_id = ANY(%s) UNION "
+        "SELECT short_id FROM object_units WHERE short_id = ANY(%s)", (first, first))}
+
+    def clash(cand: str) -> bool:
+        if cand in taken:
+            return True
+        if cand in first_set:
+            return cand in held
+        return conn.execute("SELECT 1 FROM body_units WHERE short_id = %s UNION ALL "
+                            "SELECT 1 FROM object_units WHERE short_id = %s LIMIT 1", (cand, cand)).fetchone() is not None
+
+    first_set = set(first)
+    for u, full, cand in zip(units, fulls, first):
+        n = max(len(cand), 4)
+        while clash(cand):
+            n += 1
+            cand = full[:n] if n <= len(full) else f"{full}-{n - len(full)}"
+        lengthened += cand != u.short_id
+        taken.add(cand)
+        out.append(cand)
+    return out, lengthened
+
+
+def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity, keep_units: set[str] | None = None) -> int:
+    vt = identity.vec_table
+    if keep_units:
+        return conn.execute(f"DELETE FROM {vt} WHERE paper_id = %s AND NOT (unit_id = ANY(%s))",
+                            (paper_id, list(keep_units))).rowcount
+    return conn.execute(f"DELETE FROM {vt} WHERE paper_id = %s", (paper_id,)).rowcount
+
+
+def _unchanged_units(conn: Conn, paper_id: str, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> set[str]:
+    """As `sheaf.store.sqlite.writer._unchanged_units`: unit ids whose indexed text a replace
+    leaves as it is (their vectors stay valid)."""
+    old: dict[str, tuple] = {}
+    for uid, text, path in conn.execute(
+            "SELECT unit_id, text, section_path FROM body_units WHERE paper_id = %s", (paper_id,)):
+        old[uid] = ("b", text, path)
+    for uid, cap, label, tt, near, path in conn.execute(
+            "SELECT unit_id, caption, label, table_text, nearby_text, section_path FROM object_units "
+            "WHERE paper_id = %s", (paper_id,)):
+        old[uid] = ("o", cap, label, tt, near, path)
+    if not old:
+        return set()
+    new: dict[str, tuple] = {u.unit_id: ("b", u.text, _j(u.section_path)) for u in units}
+    new.update({o.unit_id: ("o", o.caption or "", o.label, o.table_text or "", o.nearby_text or "",
+                            _j(o.section_path)) for o in objects})
+    return {uid for uid, sig in new.items() if old.get(uid) == sig}
+
+
+def _delete_units(conn: Conn, paper_id: str) -> int:
+    delete_lex(conn, paper_id, ["body", "object"])
+    return sum(conn.execute(f"DELETE FROM {t} WHERE paper_id = %s", (paper_id,)).rowcount
+               for t in ("body_units", "object_units"))
+
+
+def _insert_units(conn: Conn, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit], hook: Hook) -> int:
+    shorts, lengthened = _assign_short_ids(conn, [*units, *objects])
+    seqs = _seqs(conn, len(units) + len(objects))
+    with conn.cursor() as cur:
+        if units:
+            cur.executemany(
+                "INSERT INTO body_units (paper_id, unit_id, seq, short_id, node_id, section_path, section_level, "
+                "page_start, page_end, block_ids, text, token_count, unit_kind, part_ordinal) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                [(u.paper_id, u.unit_id, seqs[i], shorts[i], u.node_id, _j(u.section_path), u.section_level,
+                  (u.page_span or (None, None))[0], (u.page_span or (None, None))[1], _j(u.block_ids), u.text,
+                  u.token_count, u.unit_kind, u.part_ordinal) for i, u in enumerate(units)])
+            _call(hook, "after_body_units")
+        if objects:
+            k = len(units)
+            cur.executemany(
+                "INSERT INTO object_units (paper_id, unit_id, seq, short_id, object_kind, label, caption, table_text, "
+                "nearby_text, node_id, section_path, page, block_ids) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                [(o.paper_id, o.unit_id, seqs[k + i], shorts[k + i], o.object_kind, o.label, o.caption or "",
+                  o.table_text or "", o.nearby_text or "", o.node_id, _j(o.section_path), o.page, _j(o.block_ids))
+                 for i, o in enumerate(objects)])
+            _call(hook, "after_object_units")
+    return lengthened
+
+
+def _insert_vectors(conn: Conn, paper_id: str, ep: EmbeddedPassages, hook: Hook) -> int:
+    if not ep.passages:
+        return 0
+    vecs = np.ascontiguousarray(ep.vectors, dtype=np.float32)
+    seqs = _seqs(conn, len(ep.passages))
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {ep.identity.vec_table} (paper_id, passage_id, seq, unit_id, unit_type, ordinal, "
+            "char_start, char_end, text_sha256, embedding) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            [(paper_id, p.passage_id, seqs[i], p.unit_id, p.unit_type, p.ordinal, p.char_start, p.char_end,
+              p.text_sha256, vecs[i]) for i, p in enumerate(ep.passages)])
+    _call(hook, "after_vectors")
+    return len(ep.passages)
+
+
+def replace_paper(conn: Conn, where: Where, paper_id: str, units: Sequence[Any], objects: Sequence[Any] = (),
+                  passages: Any = None, *, hook: Hook = None) -> ReplaceStats:
+    """Replace every row of one paper in ONE transaction, as `sheaf.store.sqlite.writer.replace_paper`
+    does (its docstring): units, lexical rows, and vectors (those of `passages` anew; other
+    collections keep the vectors of unchanged units)."""
+    t0 = time.perf_counter()
+    units = [as_unit(u) for u in units]
+    objects = [as_unit(o) for o in objects]
+    eps = _as_list(passages)
+    _validate(paper_id, units, objects, eps)
+    for ep in eps:
+        ensure_collection(conn, ep.identity)
+
+    def body(c: Conn) -> tuple[int, int, int]:
+        _ensure_paper_row(c, paper_id)
+        given = {ep.identity.key for ep in eps}
+        cols = collections(c)
+        keep = _unchanged_units(c, paper_id, units, objects) if set(cols) - given else set()
+        for ident in cols.values():
+            _delete_vectors(c, paper_id, ident, keep_units=None if ident.key in given else keep)
+        deleted = _delete_units(c, paper_id)
+        _call(hook, "after_delete")
+        lengthened = _insert_units(c, units, objects, hook)
+        write_lex(c, paper_id, ["body", "object"])
+        _call(hook, "after_units_fts")
+        n_pass = sum(_insert_vectors(c, paper_id, ep, hook) for ep in eps)
+        return deleted, lengthened, n_pass
+
+    changed(conn)
+    deleted, lengthened, n_pass = retrying(conn, where, body, hook)
+    changed(conn)
+    return ReplaceStats(paper_id, deleted, len(units), len(objects), n_pass, lengthened, time.perf_counter() - t0)
+
+
+def replace_paper_vectors(conn: Conn, where: Where, paper_id: str, passages: EmbeddedPassages, *,
+                          hook: Hook = None) -> int:
+    """Replace one paper's passages and vectors in one model's collection (one transaction)."""
+    ids = {p.unit_id for p in passages.passages}
+    for p in passages.passages:
+        if p.paper_id != paper_id:
+            raise ValueError(f"passage {p.passage_id} does not belong to {paper_id}")
+    ensure_collection(conn, passages.identity)
+
+    def body(c: Conn) -> int:
+        known = {r[0] for r in c.execute("SELECT unit_id FROM body_units WHERE paper_id = %s UNION ALL "
+                                         "SELECT unit_id FROM object_units WHERE paper_id = %s", (paper_id, paper_id))}
+        if ids - known:
+            raise ValueError(f"passages of units not in the index: {sorted(ids - known)[:5]}")
+        _delete_vectors(c, paper_id, passages.identity)
+        _call(hook, "after_delete")
+        return _insert_vectors(c, paper_id, passages, hook)
+
+    changed(conn)
+    n = retrying(conn, where, body, hook)
+    changed(conn)
+    return n
+
+
+def remove_paper(conn: Conn, where: Where, paper_id: str, *, prune_cache: bool = True, keep_metadata: bool = False,
+                 hook: Hook = None) -> bool:
+    """Delete every row of a paper in one transaction (see `sheaf.store.sqlite.writer.remove_paper`)."""
+    def body(c: Conn) -> bool:
+        idents = list(collections(c).values())
+        shas: set[str] = set()
+        if prune_cache:
+            for ident in idents:
+                shas |= {r[0] for r in c.execute(f"SELECT text_sha256 FROM {ident.vec_table} WHERE paper_id = %s",
+                                                 (paper_id,))}
+        n = sum(_delete_vectors(c, paper_id, ident) for ident in idents)
+        _call(hook, "after_vectors")
+        n += _delete_units(c, paper_id)
+        _call(hook, "after_units")
+        row = c.execute("SELECT has_metadata FROM papers WHERE paper_id = %s", (paper_id,)).fetchone()
+        if row is not None and not (keep_metadata and row[0]):
+            delete_lex(c, paper_id, ["papers"])
+            c.execute("DELETE FROM papers WHERE paper_id = %s", (paper_id,))
+            n += 1
+        _call(hook, "after_paper")
+        for ident in idents if shas else ():
+            still = {r[0] for r in c.execute(f"SELECT DISTINCT text_sha256 FROM {ident.vec_table} WHERE "
+                                             "text_sha256 = ANY(%s)", (list(shas),))}
+            c.execute("DELETE FROM embedding_cache WHERE model_key = %s AND text_sha256 = ANY(%s)",
+                      (ident.key, list(shas - still)))
+        return n > 0
+
+    changed(conn)
+    out = retrying(conn, where, body, hook)
+    changed(conn)
+    return out
+
+
+_META_COLS = ("citation_key", "title", "authors", "first_author", "year", "journal", "doi", "pmid", "abstract",
+              "collections", "domain", "item_type", "has_metadata", "meta_sha256", "source")
+
+
+def upsert_papers(conn: Conn, where: Where, metas: Iterable[PaperMeta], *, hook: Hook = None) -> dict[str, int]:
+    """Insert or update library metadata in one transaction (see `sheaf.store.sqlite.writer.upsert_papers`):
+    unchanged records skipped; a changed title rewrites the lexical rows of the paper's units."""
+    metas = list(metas)
+    for m in metas:
+        if not valid_paper_key(m.key):
+            raise ValueError(f"invalid paper id {m.key!r}")
+
+    def body(c: Conn) -> dict[str, int]:
+        stats = {"inserted": 0, "updated": 0, "unchanged": 0}
+        old = {r[0]: (r[1], r[2]) for r in c.execute("SELECT paper_id, meta_sha256, title FROM papers WHERE "
+                                                     "paper_id = ANY(%s)", ([m.key for m in metas],))}
+        for m in metas:
+            sha = _meta_sha(m)
+            vals = (m.citation_key, m.title, _j(m.authors), m.first_author, m.year, m.journal, m.doi, m.pmid,
+                    m.abstract, _j(m.collections), m.domain, m.item_type, 1, sha, m.source)
+            row = old.get(m.key)
+            if row is not None and row[0] == sha:
+                stats["unchanged"] += 1
+                continue
+            if row is None:
+                c.execute(f"INSERT INTO papers (paper_id, {', '.join(_META_COLS)}) VALUES (%s, "
+                          f"{', '.join(['%s'] * len(_META_COLS))})", (m.key, *vals))
+                stats["inserted"] += 1
+            else:
+                c.execute(f"UPDATE papers SET {', '.join(k + ' = %s' for k in _META_COLS)} WHERE paper_id = %s",
+                          (*vals, m.key))
+                stats["updated"] += 1
+            retitle = row is not None and (row[1] or "") != (m.title or "")
+            write_lex(c, m.key, ["papers", "body", "object"] if retitle else ["papers"])
+        return stats
+
+    changed(conn)
+    out = retrying(conn, where, body, hook)
+    changed(conn)
+    return out
+
+
+def prune_metadata(conn: Conn, where: Where, exported: Iterable[str], *, hook: Hook = None) -> dict[str, int]:
+    """Forget the metadata of papers no longer exported (see `sheaf.store.sqlite.writer.prune_metadata`)."""
+    keep = set(exported)
+
+    def body(c: Conn) -> dict[str, int]:
+        stats = {"stubbed": 0, "removed": 0}
+        gone = [r for r in c.execute("SELECT paper_id, title FROM papers WHERE has_metadata = 1") if r[0] not in keep]
+        for pid, title in gone:
+            indexed = c.execute("SELECT 1 FROM body_units WHERE paper_id = %s UNION ALL "
+                                "SELECT 1 FROM object_units WHERE paper_id = %s LIMIT 1", (pid, pid)).fetchone()
+            if indexed is None:
+                delete_lex(c, pid, ["papers"])
+                c.execute("DELETE FROM papers WHERE paper_id = %s", (pid,))
+                stats["removed"] += 1
+                continue
+            c.execute("UPDATE papers SET citation_key = NULL, title = NULL, authors = '[]', first_author = NULL, "
+                      "year = NULL, journal = NULL, doi = NULL, pmid = NULL, abstract = NULL, collections = '[]', "
+                      "domain = NULL, item_type = NULL, has_metadata = 0, meta_sha256 = NULL, source = NULL "
+                      "WHERE paper_id = %s", (pid,))
+            write_lex(c, pid, ["papers", "body", "object"] if title else ["papers"])
+            stats["stubbed"] += 1
+        return stats
+
+    changed(conn)
+    out = retrying(conn, where, body, hook)
+    changed(conn)
+    return out
