@@ -25,7 +25,7 @@ from sheaf.store.postgres.schema import (
     EF_SEARCH, EXACT_BELOW, SCOPE_COLUMNS, SCOPES, collections, ensure_schema, has_vector_type,
 )
 from sheaf.store.records import FtsHit, Unit, VectorHit
-from sheaf.store.sqlite.fts import FTS_TOKENIZER, build_match_query
+from sheaf.store.sqlite.fts import FTS_TOKENIZER, build_match_query, match_queries
 from sheaf.store.sqlite.integrity import IndexHealth, artifact_unit_digest
 from sheaf.store.sqlite.reader import _BODY_COLS, _OBJ_COLS, _body, _obj, filter_papers
 from sheaf.core.models import PaperMeta
@@ -131,12 +131,7 @@ class PostgresIndex:
     # --- queries (the SQLite backend's expressions: one builder, one parser) -------------------
 
     def match_queries(self, query: str) -> tuple[str, str]:
-        and_q = build_match_query(query, mode="and")
-        if and_q is None:
-            raise SheafError("BAD_QUERY", "the query holds no word to search for", {"query": query},
-                             hint="use letters or digits; FTS operators (AND, OR, NEAR, *, quotes, "
-                                  "brackets) are treated as plain text")
-        return and_q, build_match_query(query, mode="or", drop_stopwords=True) or and_q
+        return match_queries(query)
 
     def match_query(self, term: str) -> str | None:
         return build_match_query(term, mode="and")

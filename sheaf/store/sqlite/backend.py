@@ -17,7 +17,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.sqlite import integrity, reader, writer
 from sheaf.store.sqlite.db import sqlite3, transaction
-from sheaf.store.sqlite.fts import build_match_query
+from sheaf.store.sqlite.fts import build_match_query, match_queries
 from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
 from sheaf.store.sqlite.reader import LexicalEngine, VectorEngine
 from sheaf.vectors.identity import EmbeddedPassages, Passage
@@ -134,14 +134,7 @@ class SqliteIndex:
     def match_queries(self, query: str) -> tuple[str, str]:
         """(every word, some words without function words) as MATCH expressions; BAD_QUERY
         when the query holds no word."""
-        and_q = build_match_query(query, mode="and")
-        if and_q is None:
-            raise SheafError("BAD_QUERY", "the query holds no word to search for", {"query": query},
-                             hint="use letters or digits; FTS operators (AND, OR, NEAR, *, quotes, "
-                                  "brackets) are treated as plain text")
-        # The relaxed form without function words: in an OR they match nearly every unit (all
-        # of which bm25 must then score) and weigh next to nothing in the ranking.
-        return and_q, build_match_query(query, mode="or", drop_stopwords=True) or and_q
+        return match_queries(query)
 
     def match_query(self, term: str) -> str | None:
         return build_match_query(term, mode="and")

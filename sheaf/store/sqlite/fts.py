@@ -28,6 +28,8 @@ import re
 import unicodedata
 from typing import Any
 
+from sheaf.core.envelope import SheafError
+
 __all__ = ["FTS_TOKENIZER", "FTS_TEXT_VERSION", "QUERY_STOPWORDS", "fts_text", "build_match_query",
            "query_terms"]
 
@@ -230,3 +232,16 @@ def build_match_query(user_query: str, *, mode: str = "and", prefix_last: bool =
     if prefix_last and groups[-1].endswith('"'):
         groups[-1] += "*"
     return f" {mode.upper()} ".join(groups)
+
+
+def match_queries(query: str) -> tuple[str, str]:
+    """(every word, some words without function words) as MATCH expressions, what every index
+    backend's `match_queries` gives; BAD_QUERY when the query holds no word."""
+    and_q = build_match_query(query, mode="and")
+    if and_q is None:
+        raise SheafError("BAD_QUERY", "the query holds no word to search for", {"query": query},
+                         hint="use letters or digits; FTS operators (AND, OR, NEAR, *, quotes, "
+                              "brackets) are treated as plain text")
+    # The relaxed form without function words: in an OR they match nearly every unit (all
+    # of which bm25 must then score) and weigh next to nothing in the ranking.
+    return and_q, build_match_query(query, mode="or", drop_stopwords=True) or and_q
