@@ -2,9 +2,9 @@
 
 Each function imports `pipelines` (and so Dagster) when it needs it, the Dagster side being
 reached only inside these commands: `sheaf search` never loads it. `sheaf build` and `sheaf
-status` first ask the no-op proof (`pipelines.noop`, imported with this module: it loads no
-Dagster) whether nothing changed since the last recorded plan; when it proves so they answer
-without loading Dagster at all, with the same envelope.
+status` first ask the no-op proof (`pipelines.noop`, which loads no Dagster) whether nothing
+changed since the last recorded plan; when it proves so they answer without loading Dagster at
+all, with the same envelope.
 """
 from __future__ import annotations
 
@@ -12,9 +12,6 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pipelines import noop
-from pipelines.plan import PaperStatus
-from pipelines.reliability import idle_state
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.models import paper_key_problem
 from sheaf.core.progress import stop_on_sigterm
@@ -37,6 +34,15 @@ Events = Callable[[dict[str, Any]], None]
 def _pipelines() -> Any:
     """The Dagster side (`pipelines`), imported when one of these commands runs, never before."""
     import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.live, pipelines.planner, pipelines.record, pipelines.state, pipelines.sync  # noqa: E401,E501
+
+    return pipelines
+
+
+def _light() -> Any:
+    """The Dagster-free part of the Dagster side: the no-op proof (`pipelines.noop`) and the plain
+    types and crash-safety helpers it uses, imported when build, status or build_state runs,
+    before they know whether they need Dagster at all."""
+    import pipelines.noop, pipelines.plan, pipelines.reliability  # noqa: E401
 
     return pipelines
 
@@ -65,7 +71,8 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
     with (default: `definitions(settings)`, made only when the no-op proof does not hold)."""
     _require_library(settings)
     with stop_on_sigterm():
-        rep, why = (None, "") if defs is not None or papers or full else noop.quick_build(settings, progress, events)
+        quick = defs is None and not papers and not full
+        rep, why = _light().noop.quick_build(settings, progress, events) if quick else (None, "")
         if rep is None:
             pipelines = _pipelines()
             rep = pipelines.build.build(settings, defs if defs is not None else definitions(settings),
@@ -125,12 +132,13 @@ def status(settings: Any) -> Outcome:
     the index probe and the next action (`view`: the statuses by key). No Dagster home yet:
     every paper is missing ("no build yet")."""
     _require_library(settings)
-    proof = noop.quick_status(settings)
+    light = _light()
+    proof = light.noop.quick_status(settings)
     if proof.unchanged:  # nothing changed since the last recorded plan: no Dagster needed
         plan, built_before = proof.plan, True
         present = [p.key for p in plan.scan.discovery.papers]
         statuses = {k: proof.statuses[k] for k in present}  # in the library's order, as below
-        live: dict[str, Any] = idle_state()
+        live: dict[str, Any] = light.reliability.idle_state()
         how = {"record": "current", "papers_read": 0, "dagster": False}
     else:
         pipelines = _pipelines()
@@ -154,7 +162,7 @@ def status(settings: Any) -> Outcome:
                 problem = problem.split("): ", 1)[1]
             st.reasons.append(f"cannot be read: {problem}")
     for key in plan.removed:
-        statuses[key] = PaperStatus(
+        statuses[key] = light.plan.PaperStatus(
             key, "removed", ["removed from the library (run `sheaf build` to drop it from the index)"])
     skipped = [{"folder": name, "reason": f"not a valid paper key: {paper_key_problem(name)}"}
                for name in plan.invalid_keys]
@@ -278,8 +286,9 @@ def build_state(settings: Any) -> dict[str, Any]:
     """The live state of the build of `settings`' home (`pipelines.live.build_state`), without
     loading the Definitions: what a program polling a running build asks for. Idle with no
     unfinished run: answered without loading Dagster (`pipelines.noop.idle_without_dagster`)."""
-    if noop.idle_without_dagster(settings):
-        return idle_state()
+    light = _light()
+    if light.noop.idle_without_dagster(settings):
+        return light.reliability.idle_state()
     pipelines = _pipelines()
 
     return pipelines.live.build_state(settings, pipelines.build.get_instance(settings))

@@ -131,7 +131,7 @@ def test_status_without_dagster_is_the_status_the_dagster_way_gives(home, monkey
 
     settings = home.settings()
     quick = pipeline.status(settings).envelope
-    monkeypatch.setattr(pipeline.noop, "quick_status", lambda s: noop.Proof.no("asked to go the Dagster way"))
+    monkeypatch.setattr(noop, "quick_status", lambda s: noop.Proof.no("asked to go the Dagster way"))
     full = pipeline.status(settings).envelope
     assert (quick["data"]["plan"]["dagster"], full["data"]["plan"]["dagster"]) == (False, True)
     for env in (quick, full):
