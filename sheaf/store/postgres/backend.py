@@ -26,8 +26,8 @@ from sheaf.store.postgres.schema import (
 )
 from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.sqlite.fts import FTS_TOKENIZER, build_match_query, match_queries
-from sheaf.store.sqlite.integrity import IndexHealth, artifact_unit_digest
-from sheaf.store.sqlite.reader import _BODY_COLS, _OBJ_COLS, _body, _obj, filter_papers
+from sheaf.store.sqlite.integrity import IndexHealth, artifact_unit_digest, zero_filled
+from sheaf.store.sqlite.reader import _BODY_COLS, _OBJ_COLS, _body, _obj, collection_segments, filter_papers
 from sheaf.core.models import PaperMeta
 from sheaf.vectors.identity import EmbeddedPassages, ModelChangedError, Passage
 
@@ -377,11 +377,8 @@ class PostgresIndex:
 
     @_guarded
     def collection_names(self) -> set[str]:
-        out: set[str] = set()
-        for (cols,) in self.conn.execute("SELECT collections FROM papers WHERE collections != '[]'"):
-            for path in json.loads(cols):
-                out.update(p for p in path.split("/") if p)
-        return out
+        return collection_segments(c for (c,) in self.conn.execute(
+            "SELECT collections FROM papers WHERE collections != '[]'"))
 
     @_guarded
     def domains(self) -> set[str]:
@@ -495,13 +492,7 @@ class PostgresIndex:
                                          "body_units b WHERE b.unit_id = p.unit_id AND b.paper_id = p.paper_id) AND NOT "
                                          "EXISTS (SELECT 1 FROM object_units o WHERE o.unit_id = p.unit_id AND "
                                          "o.paper_id = p.paper_id) GROUP BY 1")
-        for s in stats.values():
-            for k in ("body_units", "object_units", "body_fts", "object_fts"):
-                s.setdefault(k, 0)
-            if collection_key:
-                for k in ("passages", "vectors", "dangling_passages"):
-                    s.setdefault(k, 0)
-        return stats
+        return zero_filled(stats, collection_key)
 
     @_guarded
     def unit_digest(self, paper_id: str) -> str:

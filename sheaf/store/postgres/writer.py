@@ -25,7 +25,7 @@ from sheaf.store.postgres.db import Where, psycopg, retrying
 from sheaf.store.postgres.schema import SCOPES, collections, ensure_collection
 from sheaf.store.sqlite.fts import FTS_TOKENIZER
 from sheaf.store.sqlite.index import _body_fts_row, _object_fts_row, _papers_fts_row
-from sheaf.store.sqlite.writer import ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit
+from sheaf.store.sqlite.writer import ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit, unchanged_unit_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.models import PaperMeta
@@ -195,12 +195,7 @@ def _unchanged_units(conn: Conn, paper_id: str, units: Sequence[BodyUnit], objec
             "SELECT unit_id, caption, label, table_text, nearby_text, section_path FROM object_units "
             "WHERE paper_id = %s", (paper_id,)):
         old[uid] = ("o", cap, label, tt, near, path)
-    if not old:
-        return set()
-    new: dict[str, tuple] = {u.unit_id: ("b", u.text, _j(u.section_path)) for u in units}
-    new.update({o.unit_id: ("o", o.caption or "", o.label, o.table_text or "", o.nearby_text or "",
-                            _j(o.section_path)) for o in objects})
-    return {uid for uid, sig in new.items() if old.get(uid) == sig}
+    return unchanged_unit_ids(old, units, objects)
 
 
 def _delete_units(conn: Conn, paper_id: str) -> int:

@@ -19,7 +19,7 @@ from sheaf.store.sqlite import integrity, reader, writer
 from sheaf.store.sqlite.db import sqlite3, transaction
 from sheaf.store.sqlite.fts import build_match_query, match_queries
 from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
-from sheaf.store.sqlite.reader import LexicalEngine, VectorEngine
+from sheaf.store.sqlite.reader import LexicalEngine, VectorEngine, collection_segments
 from sheaf.vectors.identity import EmbeddedPassages, Passage
 
 np = lazy_module("numpy")  # the export only
@@ -201,8 +201,6 @@ class SqliteIndex:
                               (paper_id,)).fetchone()
         if r is None:
             return None
-        import json
-
         return {"title": r[0] or "", "abstract": r[1] or "", "authors": json.loads(r[2] or "[]"),
                 "journal": r[3] or ""}
 
@@ -233,11 +231,8 @@ class SqliteIndex:
 
     def collection_names(self) -> set[str]:
         """Every segment of every collection path ("Library/Ecology" → Library, Ecology)."""
-        out: set[str] = set()
-        for (cols,) in self.conn.execute("SELECT collections FROM papers WHERE collections != '[]'"):
-            for path in json.loads(cols):
-                out.update(p for p in path.split("/") if p)
-        return out
+        return collection_segments(c for (c,) in self.conn.execute(
+            "SELECT collections FROM papers WHERE collections != '[]'"))
 
     def domains(self) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT DISTINCT domain FROM papers WHERE domain IS NOT NULL")}

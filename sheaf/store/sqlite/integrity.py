@@ -312,6 +312,11 @@ def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = Non
             f"SELECT p.paper_id, count(*) FROM {pt} p WHERE NOT EXISTS (SELECT 1 FROM body_units b "
             f"WHERE b.unit_id = p.unit_id AND b.paper_id = p.paper_id) AND NOT EXISTS (SELECT 1 FROM "
             f"object_units o WHERE o.unit_id = p.unit_id AND o.paper_id = p.paper_id) GROUP BY p.paper_id")))
+    return zero_filled(stats, collection_key)
+
+
+def zero_filled(stats: dict[str, dict[str, int]], collection_key: str | None) -> dict[str, dict[str, int]]:
+    """`stats` with every count `paper_index_stats` reports present (0 where a paper has none)."""
     for s in stats.values():
         for k in ("body_units", "object_units", "body_fts", "object_fts"):
             s.setdefault(k, 0)

@@ -450,3 +450,13 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
             break
         fetch = min(fetch * 2, MAX_KNN_K)
     return [VectorHit(r[2], r[3], r[4], r[5], r[6], float(r[1]), 1.0 - float(r[1])) for r in rows[:k]]
+
+
+def collection_segments(rows: Iterable[str]) -> set[str]:
+    """Every segment of every collection path in `rows` (the papers' `collections` JSON lists:
+    "Library/Ecology" → Library, Ecology), as both index backends report them."""
+    out: set[str] = set()
+    for cols in rows:
+        for path in json.loads(cols):
+            out.update(p for p in path.split("/") if p)
+    return out

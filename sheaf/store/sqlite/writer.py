@@ -181,6 +181,13 @@ def _unchanged_units(conn: Conn, paper_id: str, units: Sequence[BodyUnit],
             "SELECT unit_id, caption, label, table_text, nearby_text, section_path FROM object_units "
             "WHERE paper_id = ?", (paper_id,)):
         old[uid] = ("o", cap, label, tt, near, path)
+    return unchanged_unit_ids(old, units, objects)
+
+
+def unchanged_unit_ids(old: dict[str, tuple], units: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> set[str]:
+    """The ids of `units`/`objects` whose signature equals the stored one in `old` ({unit id:
+    ("b", text, section_path json) or ("o", caption, label, table_text, nearby_text, section_path
+    json)}, as both index backends read it)."""
     if not old:
         return set()
     new: dict[str, tuple] = {u.unit_id: ("b", u.text, _j(u.section_path)) for u in units}
