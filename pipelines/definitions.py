@@ -72,7 +72,7 @@ def build_definitions(home: str = "", library: str = "",
     assets = with_code_versions(assets, versions)
     resources = {
         "sheaf": SheafConfig(home=str(settings.home.resolve()), library=str(settings.library.resolve())),
-        "artifacts": PaperArtifactIOManager(root=str(settings.artifacts_dir.resolve())),
+        "artifacts": PaperArtifactIOManager(root=settings.artifacts_root),
         "embedder": embedder_resource,
     }
     # The per-paper chain, for the steps that read every paper's state (paper_up_to_date, library_status):
