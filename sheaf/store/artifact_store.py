@@ -30,7 +30,7 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,14 @@ _PACKAGES = {"s3": "s3fs (pip install sheaf[cluster])", "s3a": "s3fs (pip instal
              "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs"}
 
 
+_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*):[^/@\s]+@")
+
+
+def _scrub(text: str) -> str:
+    """`text` (a library's error message) with any ``user:password@`` of a URL in it replaced."""
+    return redact_url(_CREDENTIALS.sub(r"\1:***@", text))
+
+
 def _serialize(payload: pa.Table | dict | str) -> tuple[str, bytes]:
     """(suffix, bytes) of one payload: an Arrow table as Parquet, anything else as JSON."""
     if isinstance(payload, pa.Table):
@@ -69,6 +77,19 @@ def _deserialize(suffix: str, data: bytes) -> pa.Table | dict:
     if suffix == ".parquet":
         return pq.read_table(pa.BufferReader(data))
     return json.loads(data.decode("utf-8"))
+
+
+def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
+    """`write(tmp)` to a temp file beside `path`, then rename it over `path` (atomic on POSIX)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _check_key(key: str) -> None:
@@ -211,18 +232,11 @@ class LocalArtifactStore(ArtifactStore):
         return self.root.joinpath(*parts)
 
     def _write(self, path: Path, payload: pa.Table | dict | str) -> None:  # type: ignore[override]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.close(fd)
-        try:
-            if isinstance(payload, pa.Table):
-                pq.write_table(payload, tmp)
-            else:
-                Path(tmp).write_text(json.dumps(payload, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        if isinstance(payload, pa.Table):
+            _atomic_write(path, lambda tmp: pq.write_table(payload, tmp))
+        else:
+            text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+            _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
     def _get(self, path: Path) -> bytes | None:  # type: ignore[override]
         try:
@@ -305,7 +319,7 @@ class FsspecArtifactStore(ArtifactStore):
                              f"needs {need}", {"artifacts": self.location, "scheme": scheme},
                              hint=f"install {need}, or set SHEAF_ARTIFACTS_URL to a local folder") from None
         except Exception as e:  # noqa: BLE001 - network, permission, credentials: one clear error
-            text = redact_url(" ".join(str(e).split()))[:300]
+            text = _scrub(" ".join(str(e).split()))[:300]
             raise SheafError("BACKEND_UNAVAILABLE", f"the artifact store {self.location} cannot be used "
                              f"({type(e).__name__}: {text})", {"artifacts": self.location,
                                                                "problem": type(e).__name__},
