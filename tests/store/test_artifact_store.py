@@ -193,3 +193,21 @@ def test_the_local_store_imports_neither_fsspec_nor_pyarrow_until_used():
             "s.names('ocr_blocks'); print([m for m in ('fsspec', 'pyarrow') if m in sys.modules])")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_the_drift_check_lists_a_memory_store(tmp_path):
+    from types import SimpleNamespace
+
+    from pipelines.drift import artifact_index_drift
+
+    url = memory_url()
+    s = get_settings({"SHEAF_ARTIFACTS_URL": url, "SHEAF_HOME": str(tmp_path)})
+    store = open_artifacts(s)
+    for key in ("K1", "K2"):
+        store.write("ocr_blocks", key, pa.table({"a": [1]}))
+    store.write("structure_tree", "K1", {"title": "t"})
+    built = SimpleNamespace(state="built", metadata={}, reasons=[])
+    drift = artifact_index_drift(s, {"K1": built, "K2": built},
+                                 {"ocr_blocks": ".parquet", "structure_tree": ".json"})
+    assert "artifact structure_tree missing" in drift["K2"][1] and "structure_tree" in drift["K2"][0]
+    assert not any("artifact" in r for r in drift["K1"][1])  # K1 drifts only by its (absent) index
