@@ -28,8 +28,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -42,6 +40,7 @@ from sheaf.core.settings import URL_SCHEME, redact_url
 
 # imported on first use: the Retriever reads a title from here on the cold query path (pyarrow),
 # and only a URL with a scheme needs fsspec (~170 ms)
+tempfile = lazy_module("tempfile")  # (and shutil, random, bz2, lzma with it): only a local write needs it
 pa = lazy_module("pyarrow")
 pq = lazy_module("pyarrow.parquet")
 fsspec = lazy_module("fsspec")
@@ -351,7 +350,7 @@ class FsspecArtifactStore(ArtifactStore):
                 self.fs.pipe_file(p, data)
                 return
             head, _, name = p.rpartition("/")
-            tmp = f"{head}/.{name}.{secrets.token_hex(6)}"
+            tmp = f"{head}/.{name}.{os.urandom(6).hex()}"
             try:
                 self.fs.pipe_file(tmp, data)
                 self.fs.mv(tmp, p)

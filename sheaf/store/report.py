@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
+from sheaf.core.lazy import lazy_module
 from sheaf.store.artifact_store import ArtifactStore, LocalArtifactStore, artifact_store
+
+pa = lazy_module("pyarrow")  # the CLI imports this module for every command: only a report reads Arrow
 
 
 def _source(con: Any, store: ArtifactStore, asset: str) -> str | None:
