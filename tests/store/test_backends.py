@@ -205,6 +205,15 @@ def test_lexical_rankings_equal_across_backends(pg_url, tmp_path):
         assert lexical(pg, "body", "SPG302") and lexical(pg, "body", "骨再生")
         m = build_match_query("SPG-302")
         assert {h.ref for h in pg.lexical_units("body", m, limit=-1, paper_ids=["PB"])} == {"PB:body:s1"}
+        # Every word of single terms: Postgres reads only the rows holding the rarest word, with each
+        # word's row count over the whole scope (idf); a paper filter narrows those rows first.
+        assert len(pg.lexical_units("body", sq.match_queries("the inhibitor")[0], limit=-1)) == 3
+        for q in ("the inhibitor", "bone collagen scaffolds", "the of", "regenerating the tissue", "studies of"):
+            and_q, _ = sq.match_queries(q)
+            for papers in (None, ["PA"], ["PB", "PC"], ["NOPE"]):
+                got = [(h.ref, round(h.score, 9)) for h in pg.lexical_units("body", and_q, limit=-1, paper_ids=papers)]
+                assert got == [(h.ref, round(h.score, 9))
+                               for h in sq.lexical_units("body", and_q, limit=-1, paper_ids=papers)], (q, papers)
     finally:
         sq.close()
         pg.close()

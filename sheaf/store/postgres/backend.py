@@ -141,7 +141,8 @@ class PostgresIndex:
     def _ranked(self, scope: str, match: str, weights: Sequence[float] | None,
                 paper_ids: Sequence[str] | None) -> list[tuple[str, float, str]]:
         """(ref, bm25, paper_id) of the rows of `scope` matching `match`, best first (ties: seq),
-        read in one statement (one snapshot)."""
+        read in one snapshot: the postings of the query's terms, or, for every word of a query of
+        single terms, only those of the rows holding its rarest word (and each term's row count)."""
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {sorted(SCOPES)}")
         parsed = parse_match(match)
@@ -152,7 +153,9 @@ class PostgresIndex:
         tok = writer.TOKENIZER.tokens
         exact: set[str] = set()
         prefixes: set[str] = set()
+        groups: list[list[tuple[str, ...]]] = []
         for group in parsed[1]:
+            groups.append([])
             for text, prefix in group:
                 toks = tok(FTS_TOKENIZER, text)
                 if not toks:
@@ -160,20 +163,44 @@ class PostgresIndex:
                 exact.update(toks[:-1] if prefix else toks)
                 if prefix:
                     prefixes.add(toks[-1])
-        cond, args = ["term = ANY(%s)"], [list(exact)]
-        for p in sorted(prefixes):
-            cond.append("(term >= %s AND term < %s)")
-            args += [p, p + "\U0010ffff"]
-        # One statement, so one snapshot (no transaction, one round trip): the postings of the
-        # query's terms sorted by term (the "C" collation: code points, as FTS5 sorts them) then by
-        # row, so each term's codes come out sorted as `Bm25Table` wants them; and last (its term
-        # is NULL) the scope's row and token counts. Binary: the codes arrive as packed int32.
-        with self.conn.cursor(binary=True) as cur:
-            rows = cur.execute(
-                f"SELECT term, seq, paper_id, doclen, codes, ref FROM lex_postings WHERE scope = %s "
-                f"AND ({' OR '.join(cond)}) UNION ALL SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, "
-                f"coalesce(sum(n_tokens), 0)::bigint, NULL, NULL FROM lex_stats WHERE scope = %s "
-                f"ORDER BY 1 NULLS LAST, 2", [sid, *args, sid]).fetchall()
+                groups[-1].append(toks if not prefix else ())
+        n_hits = None
+        if parsed[0] == "AND" and len(groups) > 1 and all(len(t) == 1 for g in groups for t in g):
+            # Every word, each a single term: only the rows holding the rarest group can match, so
+            # only theirs are read (a function word's postings span nearly every row), with each
+            # term's count of rows in the whole scope for its idf. One snapshot for both statements.
+            with snapshot(self.conn, self.where):
+                n_hits = dict(self.conn.execute(
+                    "SELECT term, count(*) FROM lex_postings WHERE scope = %s AND term = ANY(%s) GROUP BY term",
+                    [sid, sorted(exact)]).fetchall())
+                sizes = [sum(n_hits.get(t[0], 0) for t in g) for g in groups]
+                if min(sizes) == 0:
+                    return []
+                rarest = sorted({t[0] for t in groups[sizes.index(min(sizes))]})
+                flt, fargs = ("", []) if paper_ids is None else (" AND paper_id = ANY(%s)", [list(paper_ids)])
+                with self.conn.cursor(binary=True) as cur:
+                    rows = cur.execute(
+                        "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, p.ref FROM (SELECT DISTINCT paper_id, "
+                        f"ref FROM lex_postings WHERE scope = %s AND term = ANY(%s){flt}) c JOIN lex_postings p ON "
+                        "p.paper_id = c.paper_id AND p.scope = %s AND p.ref = c.ref AND p.term = ANY(%s) UNION ALL "
+                        "SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, coalesce(sum(n_tokens), 0)::bigint, "
+                        "NULL, NULL FROM lex_stats WHERE scope = %s ORDER BY 1 NULLS LAST, 2",
+                        [sid, rarest, *fargs, sid, sorted(exact), sid]).fetchall()
+        else:
+            cond, args = ["term = ANY(%s)"], [list(exact)]
+            for p in sorted(prefixes):
+                cond.append("(term >= %s AND term < %s)")
+                args += [p, p + "\U0010ffff"]
+            # One statement, so one snapshot (no transaction, one round trip): the postings of the
+            # query's terms sorted by term (the "C" collation: code points, as FTS5 sorts them) then by
+            # row, so each term's codes come out sorted as `Bm25Table` wants them; and last (its term
+            # is NULL) the scope's row and token counts. Binary: the codes arrive as packed int32.
+            with self.conn.cursor(binary=True) as cur:
+                rows = cur.execute(
+                    f"SELECT term, seq, paper_id, doclen, codes, ref FROM lex_postings WHERE scope = %s "
+                    f"AND ({' OR '.join(cond)}) UNION ALL SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, "
+                    f"coalesce(sum(n_tokens), 0)::bigint, NULL, NULL FROM lex_stats WHERE scope = %s "
+                    f"ORDER BY 1 NULLS LAST, 2", [sid, *args, sid]).fetchall()
         stats = rows.pop()
         n_row, n_token = int(stats[1]), int(stats[3])
         if not rows:
@@ -199,7 +226,8 @@ class PostgresIndex:
         ends = np.concatenate(([0], np.cumsum(lens)))
         starts = ends[np.asarray(bounds + [len(rows)], dtype=np.int64)]
         cols = list(SCOPE_COLUMNS[scope])
-        table = Bm25Table(scope, cols, FTS_TOKENIZER, None, int(n_row), int(n_token), doclen, terms, starts, codes)
+        table = Bm25Table(scope, cols, FTS_TOKENIZER, None, int(n_row), int(n_token), doclen, terms, starts, codes,
+                          n_hits)
         w = table.weights(weights)
         if w is None:  # not multiples of 1/64: still bm25, additions in query order
             w = tuple(float(x) for x in (weights or ()))[:len(cols)]

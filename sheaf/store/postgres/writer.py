@@ -152,19 +152,21 @@ def _assign_short_ids(conn: Conn, units: Sequence[BodyUnit | ObjectUnit]) -> tup
     lengthened = 0
     fulls = [hashlib.sha1(u.unit_id.encode("utf-8")).hexdigest() for u in units]
     first = [u.short_id or f[:4] for u, f in zip(units, fulls)]
-    held = {r[0] for r in conn.execute(  # the first candidates held already: one query, not one per unit
+    # Every candidate up to 12 characters, looked up in one query, not one per unit and length (in
+    # a large index most 4-character ids are held: 65,536 of them).
+    asked = set(first) | {f[:n] for c, f in zip(first, fulls) for n in range(max(len(c), 4) + 1, 13)}
+    held = {r[0] for r in conn.execute(
         "SELECT short_id FROM body_units WHERE short_id = ANY(%s) UNION "
-        "SELECT short_id FROM object_units WHERE short_id = ANY(%s)", (first, first))}
+        "SELECT short_id FROM object_units WHERE short_id = ANY(%s)", (sorted(asked), sorted(asked)))}
 
     def clash(cand: str) -> bool:
         if cand in taken:
             return True
-        if cand in first_set:
+        if cand in asked:
             return cand in held
         return conn.execute("SELECT 1 FROM body_units WHERE short_id = %s UNION ALL "
                             "SELECT 1 FROM object_units WHERE short_id = %s LIMIT 1", (cand, cand)).fetchone() is not None
 
-    first_set = set(first)
     for u, full, cand in zip(units, fulls, first):
         n = max(len(cand), 4)
         while clash(cand):
