@@ -53,8 +53,6 @@ ATOMIC_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", 
 #: the extra to install per scheme, for the error of a missing fsspec implementation
 _PACKAGES = {"s3": "s3fs (pip install sheaf[cluster])", "s3a": "s3fs (pip install sheaf[cluster])",
              "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs", "abfss": "adlfs"}
-
-
 _CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*):[^/@\s]+@")
 
 
@@ -294,8 +292,8 @@ class FsspecArtifactStore(ArtifactStore):
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
         self.location = redact_url(self.url)
-        with self._calls():
-            self.fs, self.base = fsspec.core.url_to_fs(self.url)
+        with self._calls():  # no listings cache: other machines write to the same store
+            self.fs, self.base = fsspec.core.url_to_fs(self.url, use_listings_cache=False)
         self.base = self.base.rstrip("/")
         protocol = self.fs.protocol
         self.protocol = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
@@ -362,6 +360,8 @@ class FsspecArtifactStore(ArtifactStore):
     def _rm(self, path: str) -> bool:
         try:
             with self._calls():
+                if not self.fs.exists(path):  # S3 deletes a missing key without a word: say what went
+                    return False
                 self.fs.rm_file(path)
             return True
         except FileNotFoundError:
