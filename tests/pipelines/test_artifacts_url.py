@@ -49,3 +49,4 @@ def test_doctor_drift_report_and_repair_on_a_memory_store(tmp_path_factory, tmp_
     assert code == 0 and env["ok"], env
     assert "ZOMBIE9.parquet" not in store.names("ocr_blocks")
     assert not any(p.is_file() for p in local.glob("*/*"))  # nothing written to the local folder
+    mem.rm(url.removeprefix("memory://"), recursive=True)  # the process's memory filesystem is shared
