@@ -349,6 +349,7 @@ class FsspecArtifactStore(ArtifactStore):
                 return
             head, _, name = p.rpartition("/")
             tmp = f"{head}/.{name}.{os.urandom(6).hex()}"
+            self.fs.makedirs(head, exist_ok=True)  # a filesystem with real folders
             try:
                 self.fs.pipe_file(tmp, data)
                 self.fs.mv(tmp, p)

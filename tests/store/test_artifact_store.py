@@ -25,12 +25,14 @@ def memory_url() -> str:
     return f"memory://sheaf-test-{uuid.uuid4().hex[:8]}/artifacts"
 
 
-@pytest.fixture(params=["local", "file", "memory"])
+@pytest.fixture(params=["local", "file", "memory", "fsspec-local"])
 def store(request, tmp_path):
     if request.param == "local":
         return artifact_store(tmp_path / "artifacts")
-    if request.param == "file":
+    if request.param == "file":  # file:// is the local folder (pathlib), as a plain path
         return artifact_store(f"file://{tmp_path}/artifacts")
+    if request.param == "fsspec-local":  # fsspec's own local filesystem: a temp file, then a move
+        return FsspecArtifactStore(f"file://{tmp_path}/artifacts")
     return artifact_store(memory_url())
 
 
