@@ -184,11 +184,11 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                               "the file was changed outside Sheaf, or " + _KILLED, "rebuild", key)
             bu_ev = events["body_units"].get(key)
             if bu_ev is not None and "error" not in bu_ev.metadata:
-                bp, op = f"{key}.parquet", f"{key}.parquet"
+                units = f"{key}.parquet"
                 want = bu_ev.metadata.get("output_hash")
-                if bp in names["body_units"] and op in names["object_units"]:
+                if units in names["body_units"] and units in names["object_units"]:
                     try:
-                        bt, ot = store.read_file("body_units", bp), store.read_file("object_units", op)
+                        bt, ot = store.read_file("body_units", units), store.read_file("object_units", units)
                         got = table_hash(bt) + ":" + table_hash(ot)[:16]
                         if want and got != want:
                             d.add("artifact_hash_mismatch", f"units artifacts hash {got[:12]} ≠ recorded {want[:12]}",
