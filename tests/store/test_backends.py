@@ -214,6 +214,9 @@ def test_lexical_rankings_equal_across_backends(pg_url, tmp_path):
             for scope in ("body", "object", "papers"):
                 assert [(h.ref, h.score) for h in pg.lexical_units(scope, or_q, limit=3, weights=WEIGHTS[scope])] == \
                     [(h.ref, h.score) for h in sq.lexical_units(scope, or_q, limit=3, weights=WEIGHTS[scope])], q
+                for n in (1, 2, 50):  # each paper's best row, papers in that order
+                    assert [(h.ref, h.paper_id, h.score) for h in pg.lexical_papers(scope, or_q, limit=n)] == \
+                        [(h.ref, h.paper_id, h.score) for h in sq.lexical_papers(scope, or_q, limit=n)], (q, n)
         assert len(pg.lexical_units("body", sq.match_queries("the inhibitor")[0], limit=-1)) == 3
         for q in ("the inhibitor", "bone collagen scaffolds", "the of", "regenerating the tissue", "studies of"):
             and_q, _ = sq.match_queries(q)
