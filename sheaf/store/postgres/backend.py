@@ -18,7 +18,7 @@ import numpy as np
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.store.bm25 import ROW_SHIFT, Bm25Table, evaluate, parse_match
+from sheaf.store.bm25 import B, K1, ROW_SHIFT, Bm25Table, evaluate, parse_match
 from sheaf.store.postgres import writer
 from sheaf.store.postgres.db import Where, connect, psycopg, retrying, snapshot, unavailable
 from sheaf.store.postgres.schema import (
@@ -48,6 +48,15 @@ def _guarded(fn: F) -> F:
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             raise unavailable(self.where, e) from None
     return call  # type: ignore[return-value]
+
+
+def _weights(scope: str, weights: Sequence[float] | None) -> tuple[float, ...] | None:
+    """bm25's column weights of `scope` as FTS5 reads them (missing ones 1.0), or None when they
+    are not multiples of 1/64 (`Bm25Table.weights`)."""
+    n = len(SCOPE_COLUMNS[scope])
+    w = tuple(float(x) for x in (weights or ()))[:n]
+    w = w + (1.0,) * (n - len(w))
+    return None if any(x * 64 != round(x * 64) or abs(x) > 1024 for x in w) else w
 
 
 class PostgresEmbeddingCache:
@@ -139,7 +148,8 @@ class PostgresIndex:
     # --- lexical candidates: bm25 from the postings of the query's terms -------------------------
 
     def _ranked(self, scope: str, match: str, weights: Sequence[float] | None,
-                paper_ids: Sequence[str] | None) -> list[tuple[str, float, str]]:
+                paper_ids: Sequence[str] | None, limit: int = -1, per_paper: bool = False
+                ) -> list[tuple[str, float, str]]:
         """(ref, bm25, paper_id) of the rows of `scope` matching `match`, best first (ties: seq),
         read in one snapshot: the postings of the query's terms, or, for every word of a query of
         single terms, only those of the rows holding its rarest word (and each term's row count)."""
@@ -164,6 +174,10 @@ class PostgresIndex:
                 if prefix:
                     prefixes.add(toks[-1])
                 groups[-1].append(toks if not prefix else ())
+        w = _weights(scope, weights)
+        if limit >= 0 and w is not None and (parsed[0] == "OR" or len(groups) == 1) and \
+                all(len(t) == 1 for g in groups for t in g):
+            return self._ranked_in_sql(sid, [t[0] for g in groups for t in g], w, paper_ids, limit, per_paper)
         n_hits = None
         if parsed[0] == "AND" and len(groups) > 1 and all(len(t) == 1 for g in groups for t in g):
             # Every word, each a single term: only the rows holding the rarest group can match, so
@@ -241,10 +255,43 @@ class PostgresIndex:
             return []
         return [(refs[i], s, paper[i]) for i, s in ranked.fetchall()]
 
+    def _ranked_in_sql(self, sid: int, terms: list[str], w: tuple[float, ...], paper_ids: Sequence[str] | None,
+                       limit: int, per_paper: bool = False) -> list[tuple[str, float, str]]:
+        """Some words (or one word and its variants), each a single term: ranked by the database,
+        which sends only the best `limit` rows (`per_paper`: each paper's best row, papers in the
+        order of those, ties by paper id). The same bm25 as `sheaf.store.bm25`, operation by
+        operation in double precision (each term's count of rows over the whole scope for its idf;
+        the frequency from the posting's count per column; terms summed in query order), so the
+        same scores and order (ties: seq)."""
+        if limit == 0:
+            return []
+        freq = " + ".join(f"%s * p.freqs[{i + 1}]" for i in range(len(w)))
+        flt, fargs = ("", []) if paper_ids is None else (" AND p.paper_id = ANY(%s)", [list(paper_ids)])
+        uniq = sorted(set(terms))
+        rows = self.conn.execute(
+            "WITH q(pos, term) AS (SELECT * FROM unnest(%s::integer[], %s::text[])), "
+            "st AS (SELECT coalesce(sum(n_rows), 0)::float8 AS n, coalesce(sum(n_tokens), 0)::float8 AS t "
+            "FROM lex_stats WHERE scope = %s), "
+            "df AS (SELECT term, count(*)::float8 AS n FROM lex_postings WHERE scope = %s AND term = ANY(%s) "
+            "GROUP BY term), "
+            "idf AS (SELECT q.pos, q.term, ln((st.n - df.n + 0.5) / (df.n + 0.5)) AS x FROM q JOIN df "
+            "ON df.term = q.term CROSS JOIN st), "
+            "scored AS (SELECT p.ref, p.paper_id, p.seq, sum((CASE WHEN idf.x <= 0 THEN 1e-6::float8 ELSE idf.x END) * "
+            "((f.v * %s) / (f.v + %s * (%s - %s + %s * p.doclen / (st.t / nullif(st.n, 0))))) ORDER BY idf.pos) AS s "
+            f"FROM lex_postings p JOIN idf ON idf.term = p.term CROSS JOIN st CROSS JOIN LATERAL "
+            f"(SELECT ({freq})::float8 AS v) f WHERE p.scope = %s AND p.term = ANY(%s){flt} "
+            "GROUP BY p.seq, p.ref, p.paper_id) "
+            + ("SELECT ref, paper_id, s FROM (SELECT DISTINCT ON (paper_id) ref, paper_id, s FROM scored "
+               "ORDER BY paper_id, s DESC, seq) b ORDER BY s DESC, paper_id COLLATE \"C\" LIMIT %s" if per_paper else
+               "SELECT ref, paper_id, s FROM scored ORDER BY s DESC, seq LIMIT %s"),
+            [list(range(len(terms))), terms, sid, sid, uniq, K1 + 1.0, K1, 1.0, B, B, *w, sid, uniq, *fargs,
+             limit]).fetchall()
+        return [(ref, -float(score), pid) for ref, pid, score in rows]
+
     @_guarded
     def lexical_units(self, scope: str, match: str, *, limit: int, paper_ids: Sequence[str] | None = None,
                       weights: Sequence[float] | None = None) -> list[FtsHit]:
-        ranked = self._ranked(scope, match, weights, paper_ids)
+        ranked = self._ranked(scope, match, weights, paper_ids, limit)
         if limit >= 0:
             ranked = ranked[:limit]
         self.engines["lexical"] = "postgres-bm25"
@@ -256,7 +303,7 @@ class PostgresIndex:
         if limit == 0:
             return []
         best: dict[str, tuple[float, str]] = {}
-        for ref, s, pid in self._ranked(scope, match, weights, paper_ids):
+        for ref, s, pid in self._ranked(scope, match, weights, paper_ids, limit, per_paper=True):
             best.setdefault(pid, (s, ref))  # rank order: a paper's first row is its best
         ranked = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
         if limit >= 0:
