@@ -123,8 +123,9 @@ class Bm25Table:
         self.starts = starts  # int64 (len(terms) + 1,): term i's codes are codes[starts[i]:starts[i+1]]
         self.codes = codes  # int64, sorted within each term
         # The rows of the whole table holding each term, when the table holds only some of its rows
-        # (the Postgres backend's every-word query reads only the rows that can match): idf must
-        # still count them all. Only single-term phrases may then be asked.
+        # (the Postgres backend reads only the rows that can match): a single term's idf must still
+        # count them all. A phrase of several terms or a prefix counts the rows of this table that
+        # hold it: the reader includes every row holding it (`PostgresIndex._ranked`).
         self.n_hits = n_hits
         self._cache: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._singles: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -239,8 +240,6 @@ class Bm25Table:
                 return self.codes[:0], np.zeros(0)
             ustart, rowids, contrib = self._single_terms(weights)
             return rowids[ustart[i]:ustart[i + 1]], contrib[ustart[i]:ustart[i + 1]]
-        if self.n_hits is not None:
-            raise ValueError("a table of some rows answers single-term phrases only")
         key = (tokens, prefix, weights)
         with self._lock:
             hit = self._cache.get(key)

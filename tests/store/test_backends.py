@@ -208,8 +208,10 @@ def test_lexical_rankings_equal_across_backends(pg_url, tmp_path):
         assert {h.ref for h in pg.lexical_units("body", m, limit=-1, paper_ids=["PB"])} == {"PB:body:s1"}
         # Every word of single terms: Postgres reads only the rows holding the rarest word, with each
         # word's row count over the whole scope (idf); a paper filter narrows those rows first.
-        for q in ("regeneration", "bone collagen scaffold stable", "naive mice", "dose response"):
-            # some words, each a single term: ranked in the database, to the last bit of FTS5's score
+        for q in ("regeneration", "bone collagen scaffold stable", "naive mice", "dose response",
+                  "SPG-302 restored density", "T-cell counts", "cross-linking bone", "QLN 482 cells", "SPG302"):
+            # some words: single terms ranked in the database, the rows with a phrase of several terms
+            # or a prefix scored in process, merged; to the last bit of FTS5's score
             _, or_q = sq.match_queries(q)
             for scope in ("body", "object", "papers"):
                 assert [(h.ref, h.score) for h in pg.lexical_units(scope, or_q, limit=3, weights=WEIGHTS[scope])] == \
@@ -218,7 +220,8 @@ def test_lexical_rankings_equal_across_backends(pg_url, tmp_path):
                     assert [(h.ref, h.paper_id, h.score) for h in pg.lexical_papers(scope, or_q, limit=n)] == \
                         [(h.ref, h.paper_id, h.score) for h in sq.lexical_papers(scope, or_q, limit=n)], (q, n)
         assert len(pg.lexical_units("body", sq.match_queries("the inhibitor")[0], limit=-1)) == 3
-        for q in ("the inhibitor", "bone collagen scaffolds", "the of", "regenerating the tissue", "studies of"):
+        for q in ("the inhibitor", "bone collagen scaffolds", "the of", "regenerating the tissue", "studies of",
+                  "the SPG-302 inhibitor", "T-cell studies of", "QLN482 the", "cross-linking was stable"):
             and_q, _ = sq.match_queries(q)
             for papers in (None, ["PA"], ["PB", "PC"], ["NOPE"]):
                 got = [(h.ref, round(h.score, 9)) for h in pg.lexical_units("body", and_q, limit=-1, paper_ids=papers)]
