@@ -10,13 +10,14 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
 
 from pipelines.automation import MAX_PARTITIONS_PER_RUN
-from pipelines.dagster_files import YAML_HEADER, dagster_yaml
+from pipelines.dagster_files import POSTGRES_URL_ENV, YAML_HEADER, dagster_yaml, postgres_dagster_yaml
 from pipelines.drift import metadata_missing
 from pipelines.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
@@ -43,17 +44,36 @@ QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_leve
 def ensure_dagster_home(settings: Settings) -> Path:
     """The Dagster home (DAGSTER_HOME or <SHEAF_HOME>/dagster_home), with our dagster.yaml
     (written when missing; brought up to date when Sheaf wrote it). A home that already holds
-    Dagster's per-run event databases keeps that layout, and so its build history."""
+    Dagster's per-run event databases keeps that layout, and so its build history. With the
+    index on Postgres the instance is there too (`postgres_dagster_yaml`)."""
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     cfg = home / "dagster.yaml"
     current = cfg.read_text() if cfg.exists() else None
     if current is None or current.startswith(YAML_HEADER):
-        want = dagster_yaml(sharded=(home / "history" / "runs" / "index.db").exists())
+        if settings.index_backend == "postgres":
+            want = postgres_dagster_yaml()
+        else:
+            want = dagster_yaml(sharded=(home / "history" / "runs" / "index.db").exists())
         if current != want:
             cfg.write_text(want)
-    os.environ["DAGSTER_HOME"] = str(home)
+    dagster_env(settings)
     return home
+
+
+def dagster_env(settings: Settings) -> None:
+    """The environment the home's instance is loaded with: DAGSTER_HOME, and on Postgres the
+    database URL its dagster.yaml reads (`POSTGRES_URL_ENV`, in the form SQLAlchemy takes), after
+    checking that dagster-postgres is installed."""
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
+    if settings.index_backend != "postgres":
+        return
+    if find_spec("dagster_postgres") is None:
+        raise SheafError("BAD_INPUT", "the index is on Postgres (SHEAF_INDEX_URL) but dagster-postgres, which keeps "
+                         "Dagster's instance there too, is not installed", {"index": settings.index_location},
+                         hint="pip install 'sheaf[postgres]' (dagster-postgres==0.29.27, the release of Dagster 1.13.27)")
+    url = str(settings.index_url)
+    os.environ[POSTGRES_URL_ENV] = "postgresql://" + url[len("postgres://"):] if url.startswith("postgres://") else url
 
 
 def get_instance(settings: Settings) -> DagsterInstance:
