@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dagster import DagsterInstance, Definitions
 
-from pipelines.build import dagster_env, ensure_dagster_home
+from pipelines.runs import dagster_env, ensure_dagster_home
 from pipelines.dagster_private import quiet_dagster_warnings
 from sheaf.core.settings import Settings
 

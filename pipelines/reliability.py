@@ -189,6 +189,22 @@ def build_lock(home: Path, say: Callable[[str], None] | None = None, *,
             os.close(fd)
 
 
+# --- parallel builds ------------------------------------------------------------------------------
+
+def check_workers(settings: Any, workers: int) -> None:
+    """Refuse more than one worker on the SQLite index: one writer at a time, and the embedding
+    runs inside the writer's step (the `sheaf_index` pool), so workers would wait for each other."""
+    if workers < 1:
+        raise SheafError("BAD_INPUT", f"--workers must be at least 1 (got {workers})", {"workers": workers},
+                         hint="--workers 1 (the default) builds in this process")
+    if workers > 1 and settings.index_backend != "postgres":
+        raise SheafError("BAD_INPUT", f"--workers {workers} needs the index on Postgres: the SQLite index at "
+                         f"{settings.index_path} takes one writer at a time", {"workers": workers,
+                                                                             "index": settings.index_location},
+                         hint="set SHEAF_INDEX_URL=postgresql://... (`sheaf index copy --to URL` copies this index), "
+                              "or build with --workers 1")
+
+
 # --- leftovers of interrupted writes --------------------------------------------------------
 
 _TMP_ARTIFACT = re.compile(r"^\.[A-Za-z0-9._-]+\.(parquet|json)\.[A-Za-z0-9_]+$")

