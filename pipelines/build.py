@@ -23,7 +23,7 @@ from pipelines.planner import (
 )
 from pipelines.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
 from pipelines.reliability import (
-    build_lock, check_workers, check_writable, prepare_index, run_tags, storage_error, sweep_leftovers,
+    build_lock, check_workers, check_writable, index_lock, prepare_index, run_tags, storage_error, sweep_leftovers,
 )
 from pipelines.runs import QUIET_RUN_CONFIG, cancel_running, ensure_dagster_home, get_instance, run_chain, with_embedder
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
@@ -66,7 +66,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     check_workers(settings, workers)
     progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
-    with build_lock(settings.home, progress):
+    with build_lock(settings.home, progress), index_lock(settings, progress):
         try:
             check_writable(paths)
             instance = get_instance(settings)

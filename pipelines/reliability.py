@@ -34,7 +34,7 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.db import sqlite3
-from sheaf.store.select import check_backend
+from sheaf.store.select import check_backend, index_build_lock
 from sheaf.store.sqlite.index import open_index
 from sheaf.store.sqlite.integrity import check_index, drop_collection, quarantine_index, salvage_cache, storage_problem
 
@@ -203,6 +203,20 @@ def check_workers(settings: Any, workers: int) -> None:
                                                                              "index": settings.index_location},
                          hint="set SHEAF_INDEX_URL=postgresql://... (`sheaf index copy --to URL` copies this index), "
                               "or build with --workers 1")
+
+
+@contextmanager
+def index_lock(settings: Any, say: Callable[[str], None] | None = None) -> Iterator[None]:
+    """After `build_lock`: the index's own lock (`sheaf.store.select.index_build_lock`), so that
+    builds from other homes or machines sharing a Postgres index and its Dagster instance wait for
+    each other, as two builds of one home do; a no-op on SQLite."""
+    def waiting(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+        if say is not None:
+            say(msg)
+
+    with index_build_lock(settings, f"sheaf build pid {os.getpid()} on {socket.gethostname()}", waiting):
+        yield
 
 
 # --- leftovers of interrupted writes --------------------------------------------------------

