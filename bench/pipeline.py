@@ -175,7 +175,7 @@ def sheaf_build(home: Path, lib: Path, *extra: str, url: str | None = None) -> d
             "embeddings_computed": d["embeddings_computed"], "states": d["states"],
             "passages": sum(p.get("passages") or 0 for p in d["papers"]), "exit": proc.returncode,
             "load": round(load, 2), "load_after": round(_load(), 2), "cpu_s": round(cpu, 1),
-            "workers": d["plan"].get("workers", 1)}
+            "workers": d.get("plan", {}).get("workers", 1)}
 
 
 def child(mode: str, home: Path, lib: Path, *args: str, url: str | None = None) -> dict[str, Any]:

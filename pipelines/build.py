@@ -143,7 +143,8 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     events({"event": "start", "total": len(targets), "considered": len(wanted), "planned": targets, "sync": sync})
     parallel = workers > 1 and len(targets) > 1
     live = LiveProgress(instance, len(targets), chain.assets[-1], events, by_build=parallel)
-    how["workers"] = min(workers, len(targets)) if parallel else 1
+    if workers > 1:  # the one-process default reports exactly what it always did
+        how["workers"] = min(workers, len(targets)) if parallel else 1
 
     def on_paper(step: str, key: str, meta: dict[str, Any]) -> None:
         nonlocal computed
