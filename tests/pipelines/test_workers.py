@@ -243,3 +243,45 @@ def test_workers_on_sqlite_are_refused(tmp_path):
     out = json.loads(r.stdout)
     assert r.returncode == 2 and out["error"]["code"] == "BAD_INPUT", out
     assert "needs the index on Postgres" in out["error"]["message"] and "SHEAF_INDEX_URL" in json.dumps(out)
+
+
+def test_chunks_shrink_as_the_queue_empties_and_cover_every_paper_once():
+    from pipelines.workers import chunk_sizes, chunks_for_workers
+
+    assert chunk_sizes(200, 2) == [50, 38, 28, 21, 16, 12, 9, 7, 5, 4, 4, 4, 2]
+    assert chunk_sizes(4, 2) == [2, 2] and chunk_sizes(1, 4) == [1]
+    assert max(chunk_sizes(10_000, 2)) == 100  # never a run larger than a one-process build's
+    runs = [("ocr_blocks", [f"A{i}" for i in range(7)]), ("vector_collections", ["B1", "B2"])]
+    chunks = chunks_for_workers(runs, 2)
+    assert [k for _, keys in chunks for k in keys] == [*runs[0][1], *runs[1][1]]
+    assert all(first == ("ocr_blocks" if keys[0].startswith("A") else "vector_collections")
+               and len({k[0] for k in keys}) == 1 for first, keys in chunks)
+
+
+def test_the_postgres_dagster_yaml_names_no_url_and_loads_in_dagster(tmp_path, monkeypatch, pg_server):
+    """The file holds `env: SHEAF_INDEX_URL`, never the URL or a password; Dagster's own config
+    validation loads it into our pooled psycopg2 storages; a postgres:// URL is given to Dagster
+    as postgresql://; without dagster-postgres the build says what to install."""
+    import pipelines.runs
+    from dagster import DagsterInstance
+    from sheaf.core.envelope import SheafError
+    from sheaf.core.settings import get_settings
+
+    url = pg_server.database("workers_yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
+    monkeypatch.setenv("SHEAF_INDEX_URL", "restored after the test")  # ensure_dagster_home sets it
+    settings = get_settings(home=tmp_path, index_url="postgres://" + url[len("postgresql://"):])
+    home = pipelines.runs.ensure_dagster_home(settings)
+    text = (home / "dagster.yaml").read_text()
+    assert "env: SHEAF_INDEX_URL" in text and "postgresql://" not in text and "host=" not in text
+    assert os.environ["SHEAF_INDEX_URL"] == url
+    inst = DagsterInstance.from_config(str(home))
+    assert type(inst.event_log_storage).__name__ == "SheafPostgresEventLogStorage"
+    assert inst.run_storage._engine.url.drivername == "postgresql+psycopg2"
+    assert inst.event_log_storage.supports_partition_subset_in_asset_materialization_planned_events
+    assert inst.get_runs() == []  # the tables are there and answer
+    inst.dispose()
+    monkeypatch.setattr(pipelines.runs, "find_spec", lambda name: None)
+    with pytest.raises(SheafError) as e:
+        pipelines.runs.dagster_env(settings)
+    assert e.value.code == "BAD_INPUT" and "sheaf[postgres]" in e.value.details["hint"]
