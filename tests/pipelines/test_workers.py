@@ -104,10 +104,12 @@ def builds(pg_server, onnx_export, tmp_path_factory):
     two = _home(tmp_path_factory.mktemp("w2"), onnx_export)
     url1, url2 = pg_server.database("workers_one"), pg_server.database("workers_two")
     p1 = _sheaf(one, url1, "build", "--json")
-    p2 = _sheaf(two, url2, "build", "--workers", "2", "--json")
-    (c1, e1), (c2, e2) = _done(p1), _done(p2)
-    assert (c1, c2) == (0, 0), (e1, e2)
-    return {"one": (one, url1, e1), "two": (two, url2, e2)}
+    p2 = _sheaf(two, url2, "build", "--workers", "2", "--events")
+    c1, e1 = _done(p1)
+    out, err = p2.communicate(timeout=300)
+    events = [json.loads(line) for line in out.splitlines()]
+    assert (c1, p2.returncode) == (0, 0), (e1, err[-3000:])
+    return {"one": (one, url1, e1), "two": (two, url2, events[-1]["result"]), "events": events}
 
 
 def test_two_workers_equal_one(builds, monkeypatch):
@@ -116,6 +118,9 @@ def test_two_workers_equal_one(builds, monkeypatch):
     assert sorted(e2["data"]["planned"]) == sorted(PAPERS) and e2["data"]["states"] == {"built": len(PAPERS)}
     assert len(e2["data"]["runs"]) == 2  # two chunks of two papers at this size, one per worker
     assert {len(r["papers"]) for r in e2["data"]["runs"]} == {2}
+    progress = [e for e in builds["events"] if e["event"] == "progress"]  # every paper reported, once, in order
+    assert [e["current"] for e in progress] == [1, 2, 3, 4] and sorted(e["item_id"] for e in progress) == list(PAPERS)
+    assert all(e["total"] == len(PAPERS) and e["ok"] for e in progress)
     assert_same_index(snapshot(url1), snapshot(url2))
     # Dagster's record per partition: every chain asset materialized once per paper, in both
     c1 = materialization_counts(instance_of(one, url1, monkeypatch))
