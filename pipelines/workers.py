@@ -181,6 +181,8 @@ def run_parallel(settings: Settings, instance: DagsterInstance, chain: Chain, ch
                 for p in procs:
                     if p.pid not in done and not p.is_alive() and results.empty():
                         done.add(p.pid)
+                        if forwarded and p.exitcode == -signal.SIGTERM and p.pid not in held:
+                            continue  # stopped while starting, before it handled signals: nothing of its own ran
                         died.append(_worker_died(instance, p, held.get(p.pid, []), progress))
                 continue
             kind, pid = msg[0], msg[1]
