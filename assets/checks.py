@@ -7,12 +7,12 @@ from dagster import (
 )
 
 from assets.resources import SheafConfig
-from io_managers.parquet import artifact_rows, read_artifact
 from pipelines.dagster_private import check_target
 from pipelines.paper_view import verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planner import Chain, paper_statuses
 from pipelines.state import latest_events
+from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.store.select import open_backend
 from sheaf.transform.checks import (
@@ -64,16 +64,15 @@ def _per_partition(context: AssetCheckExecutionContext, fn: Callable[[str], Chec
 
 def _reader(sheaf: SheafConfig):
     """`read(asset, key)`: one paper's artifact (the settings read once per check, not per paper)."""
-    root = sheaf.settings().artifacts_dir
-    return lambda asset, key: read_artifact(root, asset, key)
+    return open_artifacts(sheaf.settings()).read
 
 
 def _unit_rows(sheaf: SheafConfig):
     """`rows(key)`: (body units, object units) of one paper from its artifacts' footers, or None."""
-    root = sheaf.settings().artifacts_dir
+    store = open_artifacts(sheaf.settings())
 
     def rows(key: str) -> tuple[int, int] | None:
-        b, o = artifact_rows(root, "body_units", key), artifact_rows(root, "object_units", key)
+        b, o = store.rows("body_units", key), store.rows("object_units", key)
         return None if b is None or o is None else (b, o)
     return rows
 

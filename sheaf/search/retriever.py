@@ -26,7 +26,6 @@ numpy, torch, pydantic or dagster until the semantic leg runs.
 """
 from __future__ import annotations
 
-import json
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ from sheaf.search.snippets import (
     _one_line,
     make_snippet,
 )
+from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.records import FtsHit
 from sheaf.store.select import open_backend
 from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
@@ -256,9 +256,8 @@ class Retriever:
     def _parsed_title(self, paper_id: str) -> str | None:
         """A stub paper's title from its parsed structure tree (the artifact), if any."""
         try:
-            p = Path(self.settings.artifacts_dir) / "structure_tree" / f"{paper_id}.json"
-            title = json.loads(p.read_text(encoding="utf-8")).get("title")
-        except (OSError, ValueError, AttributeError):
+            title = open_artifacts(self.settings).read("structure_tree", paper_id).get("title")
+        except (OSError, ValueError, AttributeError, SheafError):
             return None
         return title if isinstance(title, str) and title.strip() and title != paper_id else None
 
@@ -814,8 +813,13 @@ class Retriever:
                 library = len(discover(s.library).papers)
         except OSError:
             pass
-        units_dir = Path(s.artifacts_dir) / "body_units"
-        parsed = sum(1 for _ in units_dir.glob("*.parquet")) if units_dir.is_dir() else None
+        store = open_artifacts(s)
+        try:
+            names = store.names("body_units")
+            parsed = (sum(1 for n in names if n.endswith(".parquet") and not n.startswith("."))
+                      if names or "body_units" in store.assets() else None)
+        except SheafError:  # an object store out of reach: coverage unknown
+            parsed = None
         indexed = len(self._indexed_papers())
         metadata = self.index.papers_with_metadata()
         embedded = 0

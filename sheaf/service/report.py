@@ -6,6 +6,7 @@ from typing import Any
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.settings import where
 from sheaf.service.requests import Outcome
+from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.report import library_report_data, report_markdown
 
 __all__ = ["report", "report_markdown"]
@@ -14,12 +15,13 @@ __all__ = ["report", "report_markdown"]
 def report(settings: Any) -> Outcome:
     """The library-wide report over the built artifacts (`report_markdown` renders its data).
     No artifacts at all (nothing built in this home): INDEX_NOT_FOUND naming where it looked."""
-    blocks = settings.artifacts_dir / "ocr_blocks"
-    if not blocks.is_dir() or not any(blocks.glob("*.parquet")):
-        raise SheafError("INDEX_NOT_FOUND", f"nothing is built in the home {settings.home} "
-                         f"(looked at {where(settings, 'home')})",
-                         {"home": str(settings.home.absolute()), "artifacts": str(settings.artifacts_dir.absolute())},
+    store = open_artifacts(settings)
+    if not any(n.endswith(".parquet") and not n.startswith(".") for n in store.names("ocr_blocks")):
+        shown = store.location if store.remote else str(settings.artifacts_dir.absolute())
+        msg = (f"nothing is built in the artifact store {shown} (SHEAF_ARTIFACTS_URL)" if store.remote else
+               f"nothing is built in the home {settings.home} (looked at {where(settings, 'home')})")
+        raise SheafError("INDEX_NOT_FOUND", msg, {"home": str(settings.home.absolute()), "artifacts": shown},
                          hint="run `sheaf build`, or point SHEAF_HOME at the folder holding a built home")
-    data = library_report_data(settings.artifacts_dir)
+    data = library_report_data(store)
     return Outcome(ok("report", data, count=data["papers"],
                       next_actions=[] if data["papers"] else ["run `sheaf build` first"]))

@@ -110,7 +110,7 @@ class Bm25Table:
 
     def __init__(self, fts: str, columns: list[str], tokenizer: str, sig: tuple[Any, ...] | None,
                  n_row: int, n_token: int, doclen: np.ndarray, terms: list[str], starts: np.ndarray,
-                 codes: np.ndarray) -> None:
+                 codes: np.ndarray, n_hits: dict[str, int] | None = None) -> None:
         self.fts = fts
         self.columns = columns
         self.tokenizer = tokenizer
@@ -122,6 +122,11 @@ class Bm25Table:
         self.index = {t: i for i, t in enumerate(terms)}
         self.starts = starts  # int64 (len(terms) + 1,): term i's codes are codes[starts[i]:starts[i+1]]
         self.codes = codes  # int64, sorted within each term
+        # The rows of the whole table holding each term, when the table holds only some of its rows
+        # (the Postgres backend reads only the rows that can match): a single term's idf must still
+        # count them all. A phrase of several terms or a prefix counts the rows of this table that
+        # hold it: the reader includes every row holding it (`PostgresIndex._ranked`).
+        self.n_hits = n_hits
         self._cache: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._singles: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
@@ -214,7 +219,9 @@ class Bm25Table:
         first, rowids, f = self._rows_of(self.codes, weights, self.starts[:-1][np.diff(self.starts) > 0])
         ustart = np.searchsorted(first, self.starts)
         n_hit = np.diff(ustart)
-        idf = np.repeat(np.array([self._idf(int(n)) for n in n_hit], dtype=np.float64), n_hit)
+        known = self.n_hits or {}
+        idf = np.repeat(np.array([self._idf(int(known.get(t, n))) for t, n in zip(self.terms, n_hit)],
+                                 dtype=np.float64), n_hit)
         out = (ustart, rowids.astype(np.int32) if len(self.doclen) < 2**31 else rowids,
                self._score(rowids, f, idf))
         with self._lock:

@@ -1,27 +1,47 @@
-"""Library report: DuckDB over the per-paper Parquet artifacts (analytics, never the query path)."""
+"""Library report: DuckDB over the per-paper Parquet artifacts (analytics, never the query path).
+
+A local folder is read by DuckDB itself (a glob over the files); an object store's artifacts are
+read through the artifact store into Arrow tables that DuckDB queries in place (one GET per file:
+no second set of credentials or an httpfs extension to configure).
+"""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from sheaf.core.lazy import lazy_module
+from sheaf.store.artifact_store import ArtifactStore, LocalArtifactStore, artifact_store
 
-def _glob(root: Path, asset: str) -> str | None:
-    d = root / asset
-    return str(d / "*.parquet") if d.is_dir() and any(d.glob("*.parquet")) else None
+pa = lazy_module("pyarrow")  # the CLI imports this module for every command: only a report reads Arrow
 
 
-def library_report_data(artifacts: Path) -> dict[str, Any]:
+def _source(con: Any, store: ArtifactStore, asset: str) -> str | None:
+    """What DuckDB reads for one asset's Parquet artifacts (a table expression), or None when it has none."""
+    if isinstance(store, LocalArtifactStore):
+        d = store.root / asset
+        glob = str(d / "*.parquet") if d.is_dir() and any(d.glob("*.parquet")) else None
+        return None if glob is None else f"read_parquet('{glob}', union_by_name=true)"
+    names = sorted(n for n in store.names(asset) if n.endswith(".parquet") and not n.startswith("."))
+    if not names:
+        return None
+    con.register(f"artifacts_{asset}", pa.concat_tables([store.read_file(asset, n) for n in names],
+                                                          promote_options="default"))
+    return f"artifacts_{asset}"
+
+
+def library_report_data(artifacts: ArtifactStore | Path | str) -> dict[str, Any]:
     """Papers per format, units/tokens distribution, papers without headings, shared unit text."""
     import duckdb
 
     out: dict[str, Any] = {"papers": 0, "units": 0, "tokens": 0, "formats": [], "distribution": {},
                            "papers_without_headings": [], "shared_units": [], "coverage": {}}
-    blocks, units, objects = (_glob(artifacts, a) for a in ("ocr_blocks", "body_units", "object_units"))
-    if blocks is None:
-        return out
+    store = artifact_store(artifacts)
     con = duckdb.connect()
     try:
-        con.execute(f"CREATE VIEW blocks AS SELECT * FROM read_parquet('{blocks}', union_by_name=true)")
+        blocks, units, objects = (_source(con, store, a) for a in ("ocr_blocks", "body_units", "object_units"))
+        if blocks is None:
+            return out
+        con.execute(f"CREATE VIEW blocks AS SELECT * FROM {blocks}")
         out["formats"] = [{"format": f, "papers": n} for f, n in con.execute(
             "SELECT source_format, count(DISTINCT paper_id) FROM blocks GROUP BY 1 ORDER BY 2 DESC, 1").fetchall()]
         out["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM blocks").fetchone()[0]
@@ -30,7 +50,7 @@ def library_report_data(artifacts: Path) -> dict[str, Any]:
             "('heading','abstract_heading','reference_heading','backmatter_heading')) = 0 ORDER BY 1").fetchall()]
         covered = {"parsed": out["papers"]}
         if units:
-            con.execute(f"CREATE VIEW units AS SELECT * FROM read_parquet('{units}', union_by_name=true)")
+            con.execute(f"CREATE VIEW units AS SELECT * FROM {units}")
             per = con.execute(
                 "SELECT count(*), coalesce(sum(token_count),0), count(DISTINCT paper_id) FROM units").fetchone()
             out["units"], out["tokens"], covered["with_units"] = int(per[0]), int(per[1]), int(per[2])
@@ -46,7 +66,7 @@ def library_report_data(artifacts: Path) -> dict[str, Any]:
                 "ORDER BY 2 LIMIT 50").fetchall()]
         if objects:
             covered["objects"] = con.execute(
-                f"SELECT count(*) FROM read_parquet('{objects}', union_by_name=true)").fetchone()[0]
+                f"SELECT count(*) FROM {objects}").fetchone()[0]
         out["coverage"] = covered
     finally:
         con.close()

@@ -69,7 +69,7 @@ def test_every_setting_is_described():
     rows = describe()
     assert {r["variable"] for r in rows} >= {"SHEAF_HOME", "SHEAF_LIBRARY", "SHEAF_UNIT_TOKEN_CAP",
                                              "SHEAF_NIGHTLY_CRON", "SHEAF_EMBEDDING_MODEL", "SHEAF_EMBED_BACKEND",
-                                             "SHEAF_INDEX_FILE", "SHEAF_SQLITE_BUSY_TIMEOUT_MS"}
+                                             "SHEAF_INDEX_FILE", "SHEAF_SQLITE_BUSY_TIMEOUT_MS", "SHEAF_ARTIFACTS_URL"}
     assert all(r["meaning"] for r in rows)
 
 

@@ -23,6 +23,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit, PaperMeta
 from sheaf.store.copy import copy_index
 from sheaf.store.select import open_url
 from sheaf.store.sqlite.fts import build_match_query
+from sheaf.store.sqlite.index import IndexSchemaError
 from sheaf.vectors.identity import ModelChangedError
 
 pytestmark = pytest.mark.slow
@@ -205,6 +206,61 @@ def test_lexical_rankings_equal_across_backends(pg_url, tmp_path):
         assert lexical(pg, "body", "SPG302") and lexical(pg, "body", "骨再生")
         m = build_match_query("SPG-302")
         assert {h.ref for h in pg.lexical_units("body", m, limit=-1, paper_ids=["PB"])} == {"PB:body:s1"}
+        # Every word of single terms: Postgres reads only the rows holding the rarest word, with each
+        # word's row count over the whole scope (idf); a paper filter narrows those rows first.
+        for q in ("regeneration", "bone collagen scaffold stable", "naive mice", "dose response",
+                  "SPG-302 restored density", "T-cell counts", "cross-linking bone", "QLN 482 cells", "SPG302"):
+            # some words: single terms ranked in the database, the rows with a phrase of several terms
+            # or a prefix scored in process, merged; to the last bit of FTS5's score
+            _, or_q = sq.match_queries(q)
+            for scope in ("body", "object", "papers"):
+                assert [(h.ref, h.score) for h in pg.lexical_units(scope, or_q, limit=3, weights=WEIGHTS[scope])] == \
+                    [(h.ref, h.score) for h in sq.lexical_units(scope, or_q, limit=3, weights=WEIGHTS[scope])], q
+                for n in (1, 2, 50):  # each paper's best row, papers in that order
+                    assert [(h.ref, h.paper_id, h.score) for h in pg.lexical_papers(scope, or_q, limit=n)] == \
+                        [(h.ref, h.paper_id, h.score) for h in sq.lexical_papers(scope, or_q, limit=n)], (q, n)
+        assert len(pg.lexical_units("body", sq.match_queries("the inhibitor")[0], limit=-1)) == 3
+        for q in ("the inhibitor", "bone collagen scaffolds", "the of", "regenerating the tissue", "studies of",
+                  "the SPG-302 inhibitor", "T-cell studies of", "QLN482 the", "cross-linking was stable"):
+            and_q, _ = sq.match_queries(q)
+            for papers in (None, ["PA"], ["PB", "PC"], ["NOPE"]):
+                got = [(h.ref, round(h.score, 9)) for h in pg.lexical_units("body", and_q, limit=-1, paper_ids=papers)]
+                assert got == [(h.ref, round(h.score, 9))
+                               for h in sq.lexical_units("body", and_q, limit=-1, paper_ids=papers)], (q, papers)
+    finally:
+        sq.close()
+        pg.close()
+
+
+def test_a_schema_1_index_is_migrated_and_ranks_as_before(pg_url, tmp_path):
+    """Schema 2 adds each posting's count per column; a schema-1 database gets them computed from
+    the packed positions it holds, and then ranks exactly as SQLite does."""
+    import psycopg
+
+    fresh_database(pg_url)
+    sq, pg = open_url(f"sqlite:{tmp_path / 'a.db'}"), open_url(pg_url)
+    try:
+        for pid in ("PA", "PB"):
+            for ix in (sq, pg):
+                ix.replace_paper(pid, *paper_units(pid, pid.lower()))
+                ix.upsert_papers([meta(pid, f"Bone regeneration {pid}")])
+    finally:
+        pg.close()
+    with psycopg.connect(pg_url, autocommit=True) as c:  # as a schema-1 database was
+        want = c.execute("SELECT paper_id, scope, ref, term, freqs FROM lex_postings ORDER BY 1, 2, 3, 4").fetchall()
+        c.execute("ALTER TABLE lex_postings DROP COLUMN freqs")
+        c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with pytest.raises(IndexSchemaError):
+        open_url(pg_url, readonly=True)
+    pg = open_url(pg_url)
+    try:
+        with psycopg.connect(pg_url) as c:
+            assert c.execute("SELECT paper_id, scope, ref, term, freqs FROM lex_postings ORDER BY 1, 2, 3, 4"
+                             ).fetchall() == want
+            assert c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        for q in ("regeneration", "bone collagen", "SPG-302", "studies"):
+            for scope in ("body", "object", "papers"):
+                assert lexical(pg, scope, q) == lexical(sq, scope, q), (q, scope)
     finally:
         sq.close()
         pg.close()

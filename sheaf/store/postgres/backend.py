@@ -18,7 +18,7 @@ import numpy as np
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.store.bm25 import ROW_SHIFT, Bm25Table, evaluate, parse_match
+from sheaf.store.bm25 import B, K1, ROW_SHIFT, Bm25Table, evaluate, parse_match
 from sheaf.store.postgres import writer
 from sheaf.store.postgres.db import Where, connect, psycopg, retrying, snapshot, unavailable
 from sheaf.store.postgres.schema import (
@@ -48,6 +48,28 @@ def _guarded(fn: F) -> F:
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             raise unavailable(self.where, e) from None
     return call  # type: ignore[return-value]
+
+
+def _weights(scope: str, weights: Sequence[float] | None) -> tuple[float, ...] | None:
+    """bm25's column weights of `scope` as FTS5 reads them (missing ones 1.0), or None when they
+    are not multiples of 1/64 (`Bm25Table.weights`)."""
+    n = len(SCOPE_COLUMNS[scope])
+    w = tuple(float(x) for x in (weights or ()))[:n]
+    w = w + (1.0,) * (n - len(w))
+    return None if any(x * 64 != round(x * 64) or abs(x) > 1024 for x in w) else w
+
+
+def _as_codes(rows: list[tuple]) -> list[tuple]:
+    """Postings read with their count per column instead of their positions given codes that say
+    as much: ``column << 28 | k`` for k below the count (the weighted frequency of a single term is
+    all bm25 takes from them; no phrase is ever matched against these)."""
+    out = []
+    for r in rows:
+        if r[0] is not None and r[4] is None:
+            codes = [(c << 28) | k for c, n in enumerate(r[5]) for k in range(n)]
+            r = (r[0], r[1], r[2], r[3], np.asarray(codes, dtype="<i4").tobytes(), r[5], r[6])
+        out.append(r)
+    return out
 
 
 class PostgresEmbeddingCache:
@@ -139,9 +161,19 @@ class PostgresIndex:
     # --- lexical candidates: bm25 from the postings of the query's terms -------------------------
 
     def _ranked(self, scope: str, match: str, weights: Sequence[float] | None,
-                paper_ids: Sequence[str] | None) -> list[tuple[str, float, str]]:
-        """(ref, bm25, paper_id) of the rows of `scope` matching `match`, best first (ties: seq),
-        read in one statement (one snapshot)."""
+                paper_ids: Sequence[str] | None, limit: int = -1, per_paper: bool = False
+                ) -> list[tuple[str, float, str]]:
+        """(ref, bm25, paper_id) of the rows of `scope` matching `match`, best first (ties: seq), read
+        in one snapshot. What is read follows the query, and the answer is FTS5's bm25 either way:
+
+        - some words (or one group), `limit` given: the database ranks the single terms and sends
+          the best `limit` rows (`_ranked_in_sql`); the rows holding a phrase of several terms or a
+          prefix are scored here, from their postings, and merged in;
+        - every word: only the rows that can match are read, those holding the rarest group, with
+          each single term's row count over the scope for its idf;
+        - and the rows holding each phrase of several terms or a prefix (found through its rarest
+          term), so that its count of rows, and so its idf, is complete.
+        """
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {sorted(SCOPES)}")
         parsed = parse_match(match)
@@ -150,30 +182,123 @@ class PostgresIndex:
                              hint="search for plain words; quotes, operators and brackets are treated as text")
         sid = SCOPES[scope]
         tok = writer.TOKENIZER.tokens
-        exact: set[str] = set()
-        prefixes: set[str] = set()
+        groups: list[list[tuple[tuple[str, ...], bool]]] = []
         for group in parsed[1]:
+            groups.append([])
             for text, prefix in group:
                 toks = tok(FTS_TOKENIZER, text)
                 if not toks:
                     return []
-                exact.update(toks[:-1] if prefix else toks)
+                groups[-1].append((toks, prefix))
+        phrases = [ph for g in groups for ph in g]
+        simple = [len(t) == 1 and not p for t, p in phrases]
+        exact = {x for t, p in phrases for x in (t[:-1] if p else t)}
+        prefixes = {t[-1] for t, p in phrases if p}
+        w = _weights(scope, weights)
+        some = limit >= 0 and w is not None and (parsed[0] == "OR" or len(groups) == 1)
+        if some and all(simple):
+            return self._ranked_in_sql(sid, [t[0] for t, _ in phrases], w, paper_ids, limit, per_paper)
+        every = parsed[0] == "AND" and len(groups) > 1
+        if not (some or every):
+            return self._evaluate(scope, parsed, weights, paper_ids, self._postings(sid, exact, prefixes))
+        with snapshot(self.conn, self.where):
+            n_hits, in_range = self._row_counts(sid, exact, prefixes)
+
+            def size(ph: tuple[tuple[str, ...], bool]) -> tuple[int, str, bool]:
+                """The phrase's rarest term (or its prefix): (postings, term, is a prefix)."""
+                toks, prefix = ph
+                opts = [(n_hits.get(x, 0), x, False) for x in (toks[:-1] if prefix else toks)]
                 if prefix:
-                    prefixes.add(toks[-1])
-        cond, args = ["term = ANY(%s)"], [list(exact)]
+                    opts.append((in_range.get(toks[-1], 0), toks[-1], True))
+                return min(opts)
+
+            complex_anchors = [size(ph)[1:] for ph, ok in zip(phrases, simple) if not ok]
+            positions = {x for (t, _), ok in zip(phrases, simple) if not ok for x in t}
+            if every:
+                sizes = [sum(size(ph)[0] for ph in g) for g in groups]
+                if min(sizes) == 0:
+                    return []
+                rarest = [size(ph)[1:] for ph in groups[sizes.index(min(sizes))]]
+                rows = self._postings(sid, exact, prefixes, anchors=rarest, anchor_papers=paper_ids,
+                                      also=complex_anchors, positions=positions)
+                return self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits)
+            # Some words with phrases of several terms or prefixes: the rows holding those phrases
+            # scored here; the best of the others by the database (their score is the single terms').
+            rows = self._postings(sid, exact, prefixes, anchors=[], also=complex_anchors, positions=positions)
+            mine = self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits, with_seq=True,
+                                  only=[ph for ph, ok in zip(phrases, simple) if not ok])
+            singles = [t[0] for (t, _), ok in zip(phrases, simple) if ok]
+            theirs = self._ranked_in_sql(sid, singles, w, paper_ids, limit, per_paper,
+                                         exclude=[q for _, _, _, q in mine], with_seq=True) if singles else []
+        merged = sorted([*mine, *theirs], key=lambda r: (r[1], r[3]))
+        return [(ref, s, pid) for ref, s, pid, _ in merged]
+
+    def _row_counts(self, sid: int, exact: set[str], prefixes: set[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """Postings of each term over the scope (= its rows), and of each prefix's terms."""
+        n_hits = dict(self.conn.execute(
+            "SELECT term, count(*) FROM lex_postings WHERE scope = %s AND term = ANY(%s) GROUP BY term",
+            [sid, sorted(exact)]).fetchall())
+        in_range = {p: int(self.conn.execute(
+            "SELECT count(*) FROM lex_postings WHERE scope = %s AND term >= %s AND term < %s",
+            [sid, p, p + "\U0010ffff"]).fetchone()[0]) for p in sorted(prefixes)}
+        return n_hits, in_range
+
+    @staticmethod
+    def _terms_sql(exact: Iterable[str], prefixes: Iterable[str], col: str = "term") -> tuple[str, list[Any]]:
+        cond, args = [f"{col} = ANY(%s)"], [sorted(exact)]
         for p in sorted(prefixes):
-            cond.append("(term >= %s AND term < %s)")
+            cond.append(f"({col} >= %s AND {col} < %s)")
             args += [p, p + "\U0010ffff"]
-        # One statement, so one snapshot (no transaction, one round trip): the postings of the
-        # query's terms sorted by term (the "C" collation: code points, as FTS5 sorts them) then by
-        # row, so each term's codes come out sorted as `Bm25Table` wants them; and last (its term
-        # is NULL) the scope's row and token counts. Binary: the codes arrive as packed int32.
+        return "(" + " OR ".join(cond) + ")", args
+
+    def _postings(self, sid: int, exact: set[str], prefixes: set[str], *,
+                  anchors: list[tuple[str, bool]] | None = None, anchor_papers: Sequence[str] | None = None,
+                  also: list[tuple[str, bool]] = (), positions: set[str] = frozenset()) -> list[tuple]:
+        """The postings of the query's terms (`exact`, and every term of each prefix) sorted by term
+        (the "C" collation: code points, as FTS5 sorts them) then by row, so each term's codes come
+        out sorted as `Bm25Table` wants them; and last (its term is NULL) the scope's row and token
+        counts. Binary: the codes arrive as packed int32.
+
+        `anchors` given: only in the rows holding one of those terms (a prefix: any of its terms),
+        of `anchor_papers` if given, or one of `also` (whatever the paper); then only the terms of
+        `positions` (and the prefixes) bring their positions, read from the table; the others bring
+        their count per column from the term index alone, which is all a single term's bm25 needs
+        (`_as_codes` makes them codes). One statement: one snapshot, unless inside one already."""
+        stats = ("SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, coalesce(sum(n_tokens), 0)::bigint, NULL, "
+                 "NULL, NULL FROM lex_stats WHERE scope = %s ORDER BY 1 NULLS LAST, 2")
+        if anchors is None:
+            terms, targs = self._terms_sql(exact, prefixes, "p.term")
+            with self.conn.cursor(binary=True) as cur:
+                return cur.execute(f"SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL::integer[], p.ref "
+                                   f"FROM lex_postings p WHERE p.scope = %s AND {terms} UNION ALL {stats}",
+                                   [sid, *targs, sid]).fetchall()
+        parts, pargs = [], []
+        for chosen, papers in ((anchors, anchor_papers), (also, None)):
+            if not chosen:
+                continue
+            cond, cargs = self._terms_sql([t for t, pre in chosen if not pre], [t for t, pre in chosen if pre])
+            flt, fargs = ("", []) if papers is None else (" AND paper_id = ANY(%s)", [list(papers)])
+            parts.append(f"SELECT DISTINCT seq, paper_id, ref FROM lex_postings WHERE scope = %s AND {cond}{flt}")
+            pargs += [sid, *cargs, *fargs]
+        # A term of a prefix's range comes with the range (positions), never twice.
+        counted = sorted(t for t in exact - set(positions) if not any(t.startswith(x) for x in prefixes))
+        placed, pl_args = self._terms_sql(sorted(exact - set(counted)), prefixes, "p.term")
         with self.conn.cursor(binary=True) as cur:
             rows = cur.execute(
-                f"SELECT term, seq, paper_id, doclen, codes, ref FROM lex_postings WHERE scope = %s "
-                f"AND ({' OR '.join(cond)}) UNION ALL SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, "
-                f"coalesce(sum(n_tokens), 0)::bigint, NULL, NULL FROM lex_stats WHERE scope = %s "
-                f"ORDER BY 1 NULLS LAST, 2", [sid, *args, sid]).fetchall()
+                f"WITH c AS ({' UNION '.join(parts)}) "
+                "SELECT p.term, p.seq, p.paper_id, p.doclen, NULL::bytea, p.freqs, p.ref FROM c JOIN lex_postings p "
+                "ON p.scope = %s AND p.term = ANY(%s) AND p.seq = c.seq UNION ALL "
+                "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL, p.ref FROM c JOIN lex_postings p "
+                f"ON p.paper_id = c.paper_id AND p.scope = %s AND p.ref = c.ref AND {placed} UNION ALL {stats}",
+                [*pargs, sid, counted, sid, *pl_args, sid]).fetchall()
+        return _as_codes(rows)
+
+    def _evaluate(self, scope: str, parsed: Any, weights: Sequence[float] | None, paper_ids: Sequence[str] | None,
+                  rows: list[tuple], n_hits: dict[str, int] | None = None, *, with_seq: bool = False,
+                  only: list[tuple[tuple[str, ...], bool]] | None = None) -> list[tuple]:
+        """bm25 over the postings read (`_postings`): (ref, bm25, paper_id[, seq]) best first.
+        `only`: keep just the rows holding one of these phrases."""
+        tok = writer.TOKENIZER.tokens
         stats = rows.pop()
         n_row, n_token = int(stats[1]), int(stats[3])
         if not rows:
@@ -186,7 +311,7 @@ class PostgresIndex:
         refs = [""] * len(seqs)
         for i, r in zip(local.tolist(), rows):
             paper[i] = r[2]
-            refs[i] = r[5]
+            refs[i] = r[6]
         lens = np.fromiter((len(r[4]) for r in rows), dtype=np.int64, count=len(rows)) // 4
         flat = np.frombuffer(b"".join(bytes(r[4]) for r in rows), dtype="<i4").astype(np.int64)
         codes = (np.repeat(local.astype(np.int64), lens) << ROW_SHIFT) | flat
@@ -199,7 +324,8 @@ class PostgresIndex:
         ends = np.concatenate(([0], np.cumsum(lens)))
         starts = ends[np.asarray(bounds + [len(rows)], dtype=np.int64)]
         cols = list(SCOPE_COLUMNS[scope])
-        table = Bm25Table(scope, cols, FTS_TOKENIZER, None, int(n_row), int(n_token), doclen, terms, starts, codes)
+        table = Bm25Table(scope, cols, FTS_TOKENIZER, None, int(n_row), int(n_token), doclen, terms, starts, codes,
+                          n_hits)
         w = table.weights(weights)
         if w is None:  # not multiples of 1/64: still bm25, additions in query order
             w = tuple(float(x) for x in (weights or ()))[:len(cols)]
@@ -211,12 +337,59 @@ class PostgresIndex:
         ranked = evaluate(table, parsed, w, allow, tok)
         if ranked is None:
             return []
-        return [(refs[i], s, paper[i]) for i, s in ranked.fetchall()]
+        out = ranked.fetchall()
+        if only is not None:
+            keep = set()
+            for toks, prefix in only:
+                keep.update(table.phrase(toks, prefix, w)[0].tolist())
+            out = [(i, s) for i, s in out if i in keep]
+        if with_seq:
+            return [(refs[i], s, paper[i], int(seqs[i])) for i, s in out]
+        return [(refs[i], s, paper[i]) for i, s in out]
+
+    def _ranked_in_sql(self, sid: int, terms: list[str], w: tuple[float, ...], paper_ids: Sequence[str] | None,
+                       limit: int, per_paper: bool = False, *, exclude: Sequence[int] = (),
+                       with_seq: bool = False) -> list[tuple]:
+        """Some words (or one word and its variants), each a single term: ranked by the database,
+        which sends only the best `limit` rows (`per_paper`: each paper's best row, papers in the
+        order of those, ties by paper id). The same bm25 as `sheaf.store.bm25`, operation by
+        operation in double precision (each term's count of rows over the whole scope for its idf;
+        the frequency from the posting's count per column; terms summed in query order), so the
+        same scores and order (ties: seq). `exclude`: rows (seq) left out."""
+        if limit == 0:
+            return []
+        freq = " + ".join(f"%s * p.freqs[{i + 1}]" for i in range(len(w)))
+        flt, fargs = ("", []) if paper_ids is None else (" AND p.paper_id = ANY(%s)", [list(paper_ids)])
+        if exclude:
+            flt, fargs = flt + " AND p.seq <> ALL(%s)", [*fargs, list(exclude)]
+        uniq = sorted(set(terms))
+        rows = self.conn.execute(
+            "WITH q(pos, term) AS (SELECT * FROM unnest(%s::integer[], %s::text[])), "
+            "st AS (SELECT coalesce(sum(n_rows), 0)::float8 AS n, coalesce(sum(n_tokens), 0)::float8 AS t "
+            "FROM lex_stats WHERE scope = %s), "
+            "df AS (SELECT term, count(*)::float8 AS n FROM lex_postings WHERE scope = %s AND term = ANY(%s) "
+            "GROUP BY term), "
+            "idf AS (SELECT q.pos, q.term, ln((st.n - df.n + 0.5) / (df.n + 0.5)) AS x FROM q JOIN df "
+            "ON df.term = q.term CROSS JOIN st), "
+            "scored AS (SELECT any_value(p.ref) AS ref, any_value(p.paper_id) AS paper_id, p.seq, "
+            "sum((CASE WHEN idf.x <= 0 THEN 1e-6::float8 ELSE idf.x END) * "
+            "((f.v * %s) / (f.v + %s * (%s - %s + %s * p.doclen / (st.t / nullif(st.n, 0))))) ORDER BY idf.pos) AS s "
+            f"FROM lex_postings p JOIN idf ON idf.term = p.term CROSS JOIN st CROSS JOIN LATERAL "
+            f"(SELECT ({freq})::float8 AS v) f WHERE p.scope = %s AND p.term = ANY(%s){flt} "
+            "GROUP BY p.seq) "
+            + ("SELECT ref, paper_id, s, seq FROM (SELECT DISTINCT ON (paper_id) ref, paper_id, s, seq FROM scored "
+               "ORDER BY paper_id, s DESC, seq) b ORDER BY s DESC, paper_id COLLATE \"C\" LIMIT %s" if per_paper else
+               "SELECT ref, paper_id, s, seq FROM scored ORDER BY s DESC, seq LIMIT %s"),
+            [list(range(len(terms))), terms, sid, sid, uniq, K1 + 1.0, K1, 1.0, B, B, *w, sid, uniq, *fargs,
+             limit]).fetchall()
+        if with_seq:
+            return [(ref, -float(score), pid, int(seq)) for ref, pid, score, seq in rows]
+        return [(ref, -float(score), pid) for ref, pid, score, _ in rows]
 
     @_guarded
     def lexical_units(self, scope: str, match: str, *, limit: int, paper_ids: Sequence[str] | None = None,
                       weights: Sequence[float] | None = None) -> list[FtsHit]:
-        ranked = self._ranked(scope, match, weights, paper_ids)
+        ranked = self._ranked(scope, match, weights, paper_ids, limit)
         if limit >= 0:
             ranked = ranked[:limit]
         self.engines["lexical"] = "postgres-bm25"
@@ -228,7 +401,7 @@ class PostgresIndex:
         if limit == 0:
             return []
         best: dict[str, tuple[float, str]] = {}
-        for ref, s, pid in self._ranked(scope, match, weights, paper_ids):
+        for ref, s, pid in self._ranked(scope, match, weights, paper_ids, limit, per_paper=True):
             best.setdefault(pid, (s, ref))  # rank order: a paper's first row is its best
         ranked = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
         if limit >= 0:

@@ -13,10 +13,12 @@ SQLite backend's rowids are)
                        a paper's metadata): its ref (unit_id or paper_id), ``seq`` and length in
                        tokens. What FTS5's docsize table is.
 ``lex_postings``       (row, term) → the term's positions in the row (``column << 28 | offset``,
-                       packed int32):
+                       packed int32) and (schema 2) its count in each column of the scope (``freqs``,
+                       what bm25 needs when the database ranks a query of single terms itself):
                        FTS5's inverted index, terms made by FTS5's own tokenizer
                        (`sheaf.store.bm25.FtsTokenizer`), btree on (scope, term) in the "C"
-                       collation (exact and prefix lookups).
+                       collation (exact and prefix lookups), covering (schema 2) the row, its
+                       length and ``freqs``: a ranking reads the index alone.
 ``lex_stats``          per paper and scope: rows and tokens (FTS5's averages record, kept per
                        paper so that writers of different papers never touch one row).
 ``embedding_cache``    (model key, sha256 of passage text) → float32 bytes, content-addressed.
@@ -36,7 +38,7 @@ from sheaf.vectors.identity import ModelChangedError, ModelIdentity
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The scopes of the lexical tables and their columns (those of the SQLite FTS5 tables).
 SCOPES = {"body": 0, "object": 1, "papers": 2}
@@ -141,9 +143,26 @@ CREATE TABLE embedding_cache (
 );
 """
 
+def _v1_to_v2(conn: Any) -> None:
+    """Schema 2: each posting's count per column (``freqs``), computed from its packed positions
+    (the column is the top four bits of each little-endian int32); the term index covers what a
+    ranking reads."""
+    conn.execute("ALTER TABLE lex_postings ADD COLUMN freqs integer[]")
+    conn.execute(
+        "UPDATE lex_postings SET freqs = ARRAY(SELECT (SELECT count(*) FROM generate_series(0, length(codes) / 4 - 1) i "
+        "WHERE get_byte(codes, 4 * i + 3) >> 4 = c)::integer FROM generate_series(0, CASE scope "
+        + " ".join(f"WHEN {sid} THEN {len(SCOPE_COLUMNS[name]) - 1}" for name, sid in SCOPES.items())
+        + " END) c ORDER BY c)")
+    conn.execute("ALTER TABLE lex_postings ALTER COLUMN freqs SET NOT NULL")
+    # What ranking in the database reads, in the term index itself: index-only scans, no visit to
+    # the table's pages (scattered: a term's rows were written paper by paper).
+    conn.execute("DROP INDEX IF EXISTS lex_postings_term")
+    conn.execute("CREATE INDEX lex_postings_term ON lex_postings(scope, term, seq) INCLUDE (paper_id, ref, doclen, freqs)")
+
+
 #: Forward migrations: ``MIGRATIONS[v](cur)`` upgrades a version-``v`` index to ``v + 1`` (in the
-#: transaction of the version bump). None yet.
-MIGRATIONS: dict[int, "Callable[[Any], None]"] = {}
+#: transaction of the version bump). A new database is made at version 1, then migrated.
+MIGRATIONS: dict[int, "Callable[[Any], None]"] = {1: _v1_to_v2}
 
 _LOCK_SCHEMA = 0x5E4F0001  # advisory locks: the schema, collections
 _LOCK_COLLECTION = 0x5E4F0002

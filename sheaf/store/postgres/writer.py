@@ -22,7 +22,7 @@ from sheaf.core.lazy import lazy_module
 from sheaf.core.models import BodyUnit, ObjectUnit, valid_paper_key
 from sheaf.store.bm25 import FtsTokenizer
 from sheaf.store.postgres.db import Where, psycopg, retrying
-from sheaf.store.postgres.schema import SCOPES, collections, ensure_collection
+from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES, collections, ensure_collection
 from sheaf.store.sqlite.fts import FTS_TOKENIZER
 from sheaf.store.sqlite.index import _body_fts_row, _object_fts_row, _papers_fts_row
 from sheaf.store.sqlite.writer import ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit, unchanged_unit_ids
@@ -98,6 +98,14 @@ def _packed(codes: Sequence[int]) -> bytes:
     return np.asarray(codes, dtype="<i4").tobytes()
 
 
+def _freqs(codes: Sequence[int], ncol: int) -> list[int]:
+    """A term's count in each column of its row."""
+    out = [0] * ncol
+    for c in codes:
+        out[c >> 28] += 1
+    return out
+
+
 def delete_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
     ids = [SCOPES[s] for s in scopes]
     conn.execute("DELETE FROM lex_postings WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids))
@@ -120,10 +128,11 @@ def write_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
             with cur.copy("COPY lex_rows (paper_id, scope, ref, seq, doclen) FROM STDIN") as cp:
                 for (ref, seq, _), (_, size) in zip(items, inst):
                     cp.write_row((paper_id, sid, ref, seq, size))
-            with cur.copy("COPY lex_postings (paper_id, scope, ref, term, seq, doclen, codes) FROM STDIN") as cp:
+            ncol = len(SCOPE_COLUMNS[scope])
+            with cur.copy("COPY lex_postings (paper_id, scope, ref, term, seq, doclen, codes, freqs) FROM STDIN") as cp:
                 for (ref, seq, _), (terms, size) in zip(items, inst):
                     for term, codes in terms.items():
-                        cp.write_row((paper_id, sid, ref, term, seq, size, _packed(codes)))
+                        cp.write_row((paper_id, sid, ref, term, seq, size, _packed(codes), _freqs(codes, ncol)))
         conn.execute("INSERT INTO lex_stats VALUES (%s, %s, %s, %s)",
                      (paper_id, sid, len(items), sum(size for _, size in inst)))
         n += len(items)
@@ -152,19 +161,21 @@ def _assign_short_ids(conn: Conn, units: Sequence[BodyUnit | ObjectUnit]) -> tup
     lengthened = 0
     fulls = [hashlib.sha1(u.unit_id.encode("utf-8")).hexdigest() for u in units]
     first = [u.short_id or f[:4] for u, f in zip(units, fulls)]
-    held = {r[0] for r in conn.execute(  # the first candidates held already: one query, not one per unit
+    # Every candidate up to 12 characters, looked up in one query, not one per unit and length (in
+    # a large index most 4-character ids are held: 65,536 of them).
+    asked = set(first) | {f[:n] for c, f in zip(first, fulls) for n in range(max(len(c), 4) + 1, 13)}
+    held = {r[0] for r in conn.execute(
         "SELECT short_id FROM body_units WHERE short_id = ANY(%s) UNION "
-        "SELECT short_id FROM object_units WHERE short_id = ANY(%s)", (first, first))}
+        "SELECT short_id FROM object_units WHERE short_id = ANY(%s)", (sorted(asked), sorted(asked)))}
 
     def clash(cand: str) -> bool:
         if cand in taken:
             return True
-        if cand in first_set:
+        if cand in asked:
             return cand in held
         return conn.execute("SELECT 1 FROM body_units WHERE short_id = %s UNION ALL "
                             "SELECT 1 FROM object_units WHERE short_id = %s LIMIT 1", (cand, cand)).fetchone() is not None
 
-    first_set = set(first)
     for u, full, cand in zip(units, fulls, first):
         n = max(len(cand), 4)
         while clash(cand):
