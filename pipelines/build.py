@@ -6,27 +6,28 @@ hands it to each of its runs as the `embedder` resource (`assets.resources`).
 """
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
+from dagster import AssetKey, DagsterInstance, Definitions
 
 from pipelines.automation import MAX_PARTITIONS_PER_RUN
-from pipelines.dagster_files import YAML_HEADER, dagster_yaml
 from pipelines.drift import metadata_missing
 from pipelines.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
 from pipelines.plan import BuildReport, needs_build, with_warning_events
 from pipelines.planner import (
-    Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, paper_statuses, selection_from,
+    Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, paper_statuses,
 )
 from pipelines.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
-from pipelines.reliability import build_lock, check_writable, prepare_index, run_tags, storage_error, sweep_leftovers
+from pipelines.reliability import (
+    build_lock, check_workers, check_writable, index_lock, prepare_index, run_tags, storage_error, sweep_leftovers,
+)
+from pipelines.runs import QUIET_RUN_CONFIG, cancel_running, ensure_dagster_home, get_instance, run_chain, with_embedder
 from pipelines.sync import SyncPlan, apply_sync, plan_sync
+from pipelines.workers import chunks_for_workers, run_parallel
 from sheaf.core.envelope import SheafError
 from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
@@ -37,63 +38,6 @@ from sheaf.vectors.embedder import Embedder
 __all__ = ["BuildReport", "PaperStatus", "build", "ensure_dagster_home", "get_instance", "paper_statuses",
            "run_chain", "with_embedder"]
 
-#: Dagster's console logger at WARNING: `sheaf build` prints its own per-paper progress.
-QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-def ensure_dagster_home(settings: Settings) -> Path:
-    """The Dagster home (DAGSTER_HOME or <SHEAF_HOME>/dagster_home), with our dagster.yaml
-    (written when missing; brought up to date when Sheaf wrote it). A home that already holds
-    Dagster's per-run event databases keeps that layout, and so its build history."""
-    home = settings.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
-    cfg = home / "dagster.yaml"
-    current = cfg.read_text() if cfg.exists() else None
-    if current is None or current.startswith(YAML_HEADER):
-        want = dagster_yaml(sharded=(home / "history" / "runs" / "index.db").exists())
-        if current != want:
-            cfg.write_text(want)
-    os.environ["DAGSTER_HOME"] = str(home)
-    return home
-
-
-def get_instance(settings: Settings) -> DagsterInstance:
-    ensure_dagster_home(settings)
-    return DagsterInstance.get()
-
-
-def with_embedder(defs: Definitions, embedder: Embedder) -> Definitions:
-    """`defs` with `embedder` as the `embedder` resource of every run (the same object each
-    time, so its model loads at most once however many runs use it)."""
-    return Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=defs.jobs, sensors=defs.sensors,
-                       schedules=defs.schedules, resources={**(defs.resources or {}), "embedder": embedder},
-                       executor=defs.executor, loggers=defs.loggers, metadata=defs.metadata)
-
-
-def run_chain(instance: DagsterInstance, defs: Definitions, keys: list[str], start: str | None = None,
-              chain: Chain | None = None) -> dict[str, Any]:
-    """One in-process run of the paper chain, from asset `start` (default: the first) down,
-    over a contiguous range of partitions."""
-    chain = chain or chain_of(defs)
-    start = start or chain.first
-    job = defs.resolve_job_def("paper_chain")
-    t0 = time.perf_counter()
-    tags = run_tags()  # sheaf/pid (+ start time): a later build marks the run failed if we die
-    quiet = QUIET_RUN_CONFIG
-    selection = selection_from(chain, start)
-    if len(keys) == 1:
-        res = job.execute_in_process(instance=instance, partition_key=keys[0], raise_on_error=False,
-                                     tags=tags, run_config=quiet, asset_selection=selection)
-    else:
-        res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=quiet, tags={
-            **tags, "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
-            asset_selection=selection)
-    failures = [e.message for e in res.all_events if e.event_type_value == "STEP_FAILURE"]
-    errors = [str(getattr(e.event_specific_data, "error", "") or "") for e in res.all_events
-              if e.event_type_value == "STEP_FAILURE"]
-    interrupted = any("StopRequested" in x or "Interrupted" in x for x in errors)
-    return {"run_id": res.run_id, "papers": keys, "from": start, "success": res.success, "interrupted": interrupted,
-            "seconds": round(time.perf_counter() - t0, 2), "failures": failures, "errors": errors}
-
 
 def _export_hash(settings: Settings, plan: SyncPlan) -> str:
     return export_hash(plan.scan.discovery.metadata_files)
@@ -101,7 +45,7 @@ def _export_hash(settings: Settings, plan: SyncPlan) -> str:
 
 def build(settings: Settings, defs: Definitions, papers: list[str] | None = None, full: bool = False,
           progress: Callable[[str], None] = lambda s: None, embedder: Embedder | None = None,
-          events: Events | None = None) -> BuildReport:
+          events: Events | None = None, workers: int = 1) -> BuildReport:
     """Discover, then materialize missing and stale papers (all of them with `full`).
 
     Crash safety (`pipelines/reliability.py`): one build at a time per SHEAF_HOME (a second
@@ -114,10 +58,15 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
     `events`: structured progress for programs (`sheaf build --events`, `pipelines.live`):
     `start` once planned, `progress` per paper done, `warning` per problem (each "! ..." line
-    of `progress` too)."""
+    of `progress` too).
+
+    `workers`: more than 1 builds the planned papers in that many processes (`pipelines.workers`;
+    only with the index on Postgres); each builds the home's own Definitions with its own model,
+    so `defs` and `embedder` then serve this process only (library metadata and report)."""
+    check_workers(settings, workers)
     progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
-    with build_lock(settings.home, progress):
+    with build_lock(settings.home, progress), index_lock(settings, progress):
         try:
             check_writable(paths)
             instance = get_instance(settings)
@@ -128,7 +77,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
             swept = sweep_leftovers(settings.home, settings.artifacts_dir)
             prepared = prepare_index(settings, full=full, say=progress)
             defs = with_embedder(defs, embedder if embedder is not None else Embedder.from_settings(settings))
-            rep = _build(settings, defs, papers, full, progress, instance, events)
+            rep = _build(settings, defs, papers, full, progress, instance, events, workers)
         except SheafError:
             raise
         except Exception as e:
@@ -144,7 +93,8 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
 
 def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full: bool,
-           progress: Callable[[str], None], instance: DagsterInstance, events: Events) -> BuildReport:
+           progress: Callable[[str], None], instance: DagsterInstance, events: Events,
+           workers: int = 1) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
     # The last build's record, while provably current (pipelines/record.py): papers whose OCR
@@ -191,7 +141,10 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     if targets:
         progress(f"building {len(targets)} of {len(wanted)} papers")
     events({"event": "start", "total": len(targets), "considered": len(wanted), "planned": targets, "sync": sync})
-    live = LiveProgress(instance, len(targets), chain.assets[-1], events)
+    parallel = workers > 1 and len(targets) > 1
+    live = LiveProgress(instance, len(targets), chain.assets[-1], events, by_build=parallel)
+    if workers > 1:  # the one-process default reports exactly what it always did
+        how["workers"] = min(workers, len(targets)) if parallel else 1
 
     def on_paper(step: str, key: str, meta: dict[str, Any]) -> None:
         nonlocal computed
@@ -202,23 +155,17 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             progress(f"✓ {key}: {meta.get('passages', 0)} passages, {meta.get('embeddings_computed', 0)} embedded")
         live.paper(step, key, meta)
 
+    planned_runs = chunk_targets(chain, ordered, starts, MAX_PARTITIONS_PER_RUN)
     with interactive_build(on_paper):
-        try:
-            for first, keys in chunk_targets(chain, ordered, starts, MAX_PARTITIONS_PER_RUN):
-                if stop_requested():  # asked before this run began: launch no run only to cancel it
-                    interrupted = True
-                    break
-                live.new_run()
-                runs.append(run_chain(instance, defs, keys, first, chain))
-                if stop_requested() or runs[-1]["interrupted"]:
-                    if not runs[-1]["success"]:
-                        instance.report_run_canceled(instance.get_run_by_id(runs[-1]["run_id"]),
-                                                     message=f"sheaf build stopped by {stop_reason()} at a paper boundary")
-                    interrupted = True
-                    break
-        except KeyboardInterrupt:
+        if parallel and stop_requested():
             interrupted = True
-            _cancel_running(instance)
+        elif parallel:
+            ran, interrupted, died = run_parallel(settings, instance, chain, chunks_for_workers(planned_runs, workers),
+                                                  workers, live, on_paper, progress)
+            runs += ran
+            how["workers_died"] = died
+        else:
+            interrupted = _run_serially(instance, defs, chain, planned_runs, live, runs)
     if interrupted:
         progress("interrupted: the next `sheaf build` carries on with what is left")
     if runs and not interrupted and report_due(instance, len(targets), len(ordered)):
@@ -256,9 +203,22 @@ def report_due(instance: DagsterInstance, rebuilt: int, papers: int) -> bool:
     return rebuilt >= REPORT_SHARE * max(papers, 1)
 
 
-def _cancel_running(instance: DagsterInstance) -> None:
-    """Mark this process's unfinished runs as canceled (not left 'running' forever)."""
-    for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING,
-                                                       DagsterRunStatus.NOT_STARTED])):
-        if run.tags.get("sheaf/pid") == str(os.getpid()):
-            instance.report_run_canceled(run, message="sheaf build interrupted (Ctrl-C)")
+def _run_serially(instance: DagsterInstance, defs: Definitions, chain: Chain, planned: list[tuple[str, list[str]]],
+                  live: LiveProgress, runs: list[dict[str, Any]]) -> bool:
+    """The planned runs one after another in this process (the default); appends to `runs`.
+    Returns whether the build was interrupted."""
+    try:
+        for first, keys in planned:
+            if stop_requested():  # asked before this run began: launch no run only to cancel it
+                return True
+            live.new_run()
+            runs.append(run_chain(instance, defs, keys, first, chain))
+            if stop_requested() or runs[-1]["interrupted"]:
+                if not runs[-1]["success"]:
+                    instance.report_run_canceled(instance.get_run_by_id(runs[-1]["run_id"]),
+                                                 message=f"sheaf build stopped by {stop_reason()} at a paper boundary")
+                return True
+    except KeyboardInterrupt:
+        cancel_running(instance)
+        return True
+    return False

@@ -34,6 +34,29 @@ def dagster_yaml(sharded: bool = False) -> str:
             "run_storage:\n  module: pipelines.dagster_private\n  class: SheafRunStorage\n")
 
 
+#: The environment variable a Postgres dagster.yaml reads its database URL from (so no password is
+#: ever written into the file): the index's own, Dagster's tables living beside the index's.
+POSTGRES_URL_ENV = "SHEAF_INDEX_URL"
+
+
+def postgres_dagster_yaml(url_env: str = POSTGRES_URL_ENV) -> str:
+    """Sheaf's dagster.yaml when the index is on Postgres: run, event log and schedule storage in
+    the index's database (dagster-postgres, URL read from `url_env`), so that every worker, every
+    machine and `dagster dev` / `dagster-daemon` share one instance. No pool limit: Postgres index
+    writers of different papers retry their own conflicts, so the `sheaf_index` pool admits as many
+    writers as runs (one per worker)."""
+    url = f"    postgres_url:\n      env: {url_env}\n"
+    return (f"{YAML_HEADER}: Dagster's run, event log and schedule storage on Postgres, in the index's\n"
+            f"# database (the URL comes from ${url_env}: export it for `dagster dev` and `dagster-daemon`).\n"
+            "# Rewritten by sheaf while this header stays; delete the header to keep your own edits.\n"
+            "telemetry:\n  enabled: false\n"
+            f"run_storage:\n  module: pipelines.dagster_private\n  class: SheafPostgresRunStorage\n  config:\n{url}"
+            "event_log_storage:\n  module: pipelines.dagster_private\n  class: SheafPostgresEventLogStorage\n"
+            f"  config:\n{url}"
+            "schedule_storage:\n  module: pipelines.dagster_private\n  class: SheafPostgresScheduleStorage\n"
+            f"  config:\n{url}")
+
+
 # --- reading the home without Dagster ------------------------------------------------------------
 
 #: The Dagster release whose storage layout `DagsterFiles` reads (pyproject.toml pins it).
@@ -75,6 +98,8 @@ class DagsterFiles:
             text = cfg.read_text()
         except OSError:
             raise CannotTell(f"no dagster.yaml in {self.home}") from None
+        if text == postgres_dagster_yaml():
+            raise CannotTell("the Dagster instance is on Postgres (this reader knows only the SQLite files)")
         if text != dagster_yaml(sharded=False):
             raise CannotTell("the dagster.yaml is not the one this Sheaf writes")
         self._events = self._open(self.home / "history" / "event_log.db")

@@ -5,11 +5,9 @@ warnings are silenced first, then the definitions are imported and built.
 """
 from __future__ import annotations
 
-import os
-
 from dagster import DagsterInstance, Definitions
 
-from pipelines.build import ensure_dagster_home
+from pipelines.runs import dagster_env, ensure_dagster_home
 from pipelines.dagster_private import quiet_dagster_warnings
 from sheaf.core.settings import Settings
 
@@ -39,5 +37,5 @@ def read_side(settings: Settings) -> tuple[Definitions, DagsterInstance, bool]:
     home = settings.dagster_home
     if not home.is_dir():
         return defs, DagsterInstance.ephemeral(), False
-    os.environ["DAGSTER_HOME"] = str(home)
+    dagster_env(settings)
     return defs, DagsterInstance.get(), True

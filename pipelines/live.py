@@ -30,7 +30,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from pipelines.dagster_private import free_pool_slots
 from pipelines.reliability import _proc_start, idle_state, lock_holder, lock_path, process_alive
 
-__all__ = ["LiveProgress", "build_state", "dead_runs", "reap_dead_runs", "stop_build", "PROGRESS_TAGS"]
+__all__ = ["BUILD_PID_TAG", "LiveProgress", "build_state", "dead_runs", "reap_dead_runs", "stop_build", "PROGRESS_TAGS"]
 
 DIED_MESSAGE = "the sheaf process (pid {pid}) running this run died (killed or crashed) before it finished"
 
@@ -39,6 +39,9 @@ Events = Callable[[dict[str, Any]], None]
 #: The run tags the build keeps current while it runs.
 PROGRESS_TAGS = ("sheaf/current", "sheaf/total", "sheaf/paper_id", "sheaf/stage", "sheaf/embedded")
 STOP_TAG = "sheaf/stop_requested"
+#: The build process (the lock holder) a worker's run belongs to (`pipelines.workers`); its own
+#: `sheaf/pid` is the worker's.
+BUILD_PID_TAG = "sheaf/build_pid"
 _UNFINISHED = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
                DagsterRunStatus.CANCELING, DagsterRunStatus.QUEUED]
 
@@ -56,9 +59,11 @@ class LiveProgress:
 
     `paper(step, key, meta)` is called for every paper finishing every step (the
     `sheaf.core.progress` listener); a paper counts as done when it finishes `last` (the
-    chain's last asset, which every run of the chain ends with), failed or not."""
+    chain's last asset, which every run of the chain ends with), failed or not. `by_build`: the runs
+    are the workers' (`pipelines.workers`), found by their `sheaf/build_pid` tag."""
 
-    def __init__(self, instance: DagsterInstance, total: int, last: str, events: Events | None = None) -> None:
+    def __init__(self, instance: DagsterInstance, total: int, last: str, events: Events | None = None,
+                 by_build: bool = False) -> None:
         self.instance, self.total, self.last = instance, total, last
         self.events = events or _quiet
         self.current = 0
@@ -67,6 +72,7 @@ class LiveProgress:
         self.failed: set[str] = set()
         self._run_id: str | None = None
         self._pid = str(os.getpid())
+        self._tag_key = BUILD_PID_TAG if by_build else "sheaf/pid"
 
     def new_run(self) -> None:
         """A new run of the chain is about to start (its id is found on its first paper)."""
@@ -75,7 +81,7 @@ class LiveProgress:
     def _running_run(self) -> str | None:
         if self._run_id is None:
             runs = self.instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED],
-                                                     tags={"sheaf/pid": self._pid}), limit=1)
+                                                     tags={self._tag_key: self._pid}), limit=1)
             self._run_id = runs[0].run_id if runs else None
         return self._run_id
 
@@ -135,12 +141,14 @@ def _holder(home: Path) -> tuple[int | None, str | None, float | None]:
 
 
 def _build_runs(instance: DagsterInstance, pid: int, start: str | None, since: float | None) -> list[Any]:
-    """The runs of the build process `pid` (oldest first), launched since it took the lock."""
-    recs = instance.get_run_records(RunsFilter(tags={"sheaf/pid": str(pid)}), limit=500)
+    """The runs of the build process `pid` (oldest first), launched since it took the lock: its own
+    and its workers' (`BUILD_PID_TAG`)."""
+    recs = [*instance.get_run_records(RunsFilter(tags={"sheaf/pid": str(pid)}), limit=500),
+            *instance.get_run_records(RunsFilter(tags={BUILD_PID_TAG: str(pid)}), limit=500)]
     out = []
     for rec in recs:
         tags = rec.dagster_run.tags
-        if start and tags.get("sheaf/pid_start") not in (None, start):
+        if start and tags.get("sheaf/pid_start") not in (None, start) and BUILD_PID_TAG not in tags:
             continue
         if since is not None and rec.create_timestamp.timestamp() < since - 1:
             continue

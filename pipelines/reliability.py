@@ -35,7 +35,7 @@ from typing import Any
 from sheaf.core.envelope import SheafError
 from sheaf.store.artifact_store import ArtifactStore, artifact_store
 from sheaf.store.sqlite.db import sqlite3
-from sheaf.store.select import check_backend
+from sheaf.store.select import check_backend, index_build_lock
 from sheaf.store.sqlite.index import open_index
 from sheaf.store.sqlite.integrity import check_index, drop_collection, quarantine_index, salvage_cache, storage_problem
 
@@ -188,6 +188,36 @@ def build_lock(home: Path, say: Callable[[str], None] | None = None, *,
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+# --- parallel builds ------------------------------------------------------------------------------
+
+def check_workers(settings: Any, workers: int) -> None:
+    """Refuse more than one worker on the SQLite index: one writer at a time, and the embedding
+    runs inside the writer's step (the `sheaf_index` pool), so workers would wait for each other."""
+    if workers < 1:
+        raise SheafError("BAD_INPUT", f"--workers must be at least 1 (got {workers})", {"workers": workers},
+                         hint="--workers 1 (the default) builds in this process")
+    if workers > 1 and settings.index_backend != "postgres":
+        raise SheafError("BAD_INPUT", f"--workers {workers} needs the index on Postgres: the SQLite index at "
+                         f"{settings.index_path} takes one writer at a time", {"workers": workers,
+                                                                             "index": settings.index_location},
+                         hint="set SHEAF_INDEX_URL=postgresql://... (`sheaf index copy --to URL` copies this index), "
+                              "or build with --workers 1")
+
+
+@contextmanager
+def index_lock(settings: Any, say: Callable[[str], None] | None = None) -> Iterator[None]:
+    """After `build_lock`: the index's own lock (`sheaf.store.select.index_build_lock`), so that
+    builds from other homes or machines sharing a Postgres index and its Dagster instance wait for
+    each other, as two builds of one home do; a no-op on SQLite."""
+    def waiting(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+        if say is not None:
+            say(msg)
+
+    with index_build_lock(settings, f"sheaf build pid {os.getpid()} on {socket.gethostname()}", waiting):
+        yield
 
 
 # --- leftovers of interrupted writes --------------------------------------------------------

@@ -86,7 +86,10 @@ def _pipeline_service() -> Any:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    return get_settings(**({"library": args.library} if getattr(args, "library", None) else {}))
+    given = {"library": args.library} if getattr(args, "library", None) else {}
+    if getattr(args, "workers", None) is not None:
+        given["build_workers"] = args.workers
+    return get_settings(**given)
 
 
 def cmd_build(args: argparse.Namespace) -> Outcome:

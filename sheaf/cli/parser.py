@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--library", default=None, help="library folder (default: SHEAF_LIBRARY)")
     b.add_argument("--paper", action="append", default=[], metavar="KEY", help="only these papers (repeatable)")
     b.add_argument("--full", action="store_true", help="rebuild every paper, changed or not")
+    b.add_argument("--workers", type=int, default=None, metavar="N", help="build in N worker processes "
+                   "(default: SHEAF_BUILD_WORKERS, 1); above 1 needs the index on Postgres (SHEAF_INDEX_URL)")
     b.add_argument("--json", action="store_true")
     b.add_argument("--events", action="store_true", help="stream NDJSON events on stdout (start, progress per "
                    "paper, warning, then result or error with the envelope); human lines go to stderr")

@@ -132,6 +132,8 @@ class Settings:
                                          optional=True, check=lambda v: _artifacts_url(v))
     sqlite_busy_timeout_ms: int = _setting(10_000, "how long a SQLite writer waits for a lock",
                                            check=_at_least(0))
+    build_workers: int = _setting(1, "processes `sheaf build` builds papers in (more than 1 needs the Postgres "
+                                  "index: SHEAF_INDEX_URL)", check=_at_least(1))
 
     @property
     def artifacts_remote(self) -> bool:

@@ -70,13 +70,15 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
     at the next paper boundary, as the first Ctrl-C does. `defs`: the Definitions to build
     with (default: `definitions(settings)`, made only when the no-op proof does not hold)."""
     _require_library(settings)
+    _light().reliability.check_workers(settings, settings.build_workers)  # before the no-op proof answers
     with stop_on_sigterm():
         quick = defs is None and not papers and not full
         rep, why = _light().noop.quick_build(settings, progress, events) if quick else (None, "")
         if rep is None:
             pipelines = _pipelines()
             rep = pipelines.build.build(settings, defs if defs is not None else definitions(settings),
-                                        papers=papers or None, full=full, progress=progress, events=events)
+                                        papers=papers or None, full=full, progress=progress, events=events,
+                                        workers=settings.build_workers)
             if why:
                 rep.plan["no_op_proof"] = why
     states: dict[str, int] = {}
@@ -87,10 +89,13 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
             "embeddings_computed": rep.embeddings_computed, "seconds": rep.seconds, "interrupted": rep.interrupted,
             "plan": rep.plan}
     failed = [k for k, s in rep.statuses.items() if s.state == "failed"]
+    died = rep.plan.get("workers_died") or []
     env = ok("build", data, count=len(rep.planned),
-             warnings=[f"{k}: {rep.statuses[k].error}" for k in failed],
-             next_actions=["fix the failed papers' OCR output and run `sheaf build` again"] if failed else [])
-    return Outcome(env, 130 if rep.interrupted else (1 if failed else 0), rep)
+             warnings=[f"{k}: {rep.statuses[k].error}" for k in failed]
+             + [f"worker pid {d['pid']} died (exit {d['exit']}); its papers are left to the next build" for d in died],
+             next_actions=(["fix the failed papers' OCR output and run `sheaf build` again"] if failed else [])
+             + (["run `sheaf build` again to rebuild the papers of the worker that died"] if died else []))
+    return Outcome(env, 130 if rep.interrupted else (1 if failed or died else 0), rep)
 
 
 def _require_library(settings: Any) -> None:

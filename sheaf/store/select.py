@@ -6,6 +6,8 @@ first use: the SQLite default never loads it, whatever command runs.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from sheaf.store.backend import IndexBackend
 
 _pg = lazy_module("sheaf.store.postgres.backend")  # only for a postgresql:// URL
+_pg_db = lazy_module("sheaf.store.postgres.db")
 
-__all__ = ["open_backend", "open_url", "is_postgres_url", "check_backend"]
+__all__ = ["open_backend", "open_url", "is_postgres_url", "check_backend", "index_build_lock"]
 
 
 def check_backend(settings: Settings, *, deep: bool = False) -> IndexHealth:
@@ -30,6 +33,15 @@ def check_backend(settings: Settings, *, deep: bool = False) -> IndexHealth:
     if settings.index_backend == "postgres":
         return _pg.check(settings.index_url)
     return check_index(settings.index_path, deep=deep)
+
+
+def index_build_lock(settings: Settings, holder: str, say: Callable[[str], None]) -> AbstractContextManager[Any]:
+    """The index's own build lock, beside the home's flock: on Postgres, one build at a time for
+    every home and machine sharing the index (and the Dagster instance in it); nothing on SQLite,
+    whose file belongs to one home."""
+    if settings.index_backend == "postgres":
+        return _pg_db.build_lock(settings.index_url, holder, say)
+    return nullcontext()
 
 
 def is_postgres_url(url: str | None) -> bool:

@@ -23,7 +23,7 @@ from pgvector.psycopg import register_vector
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import redact_url
 
-__all__ = ["psycopg", "Where", "connect", "unavailable", "retrying", "snapshot", "RETRYABLE"]
+__all__ = ["psycopg", "Where", "build_lock", "connect", "unavailable", "retrying", "snapshot", "RETRYABLE"]
 
 T = TypeVar("T")
 
@@ -31,6 +31,8 @@ T = TypeVar("T")
 RETRYABLE = (pg_errors.UniqueViolation, pg_errors.DeadlockDetected, pg_errors.SerializationFailure,
              pg_errors.LockNotAvailable)
 MAX_ATTEMPTS = 8
+#: The session advisory lock one `sheaf build` at a time holds on a Postgres index (any machine).
+LOCK_BUILD = 0x5E4F0003
 
 
 class Where:
@@ -128,3 +130,34 @@ def retrying(conn: psycopg.Connection, where: Where, body: Callable[[psycopg.Con
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             raise unavailable(where, e) from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextmanager
+def build_lock(url: str, holder: str, say: Callable[[str], None], *, poll: float = 0.5) -> Iterator[None]:
+    """Hold the index's build lock (a session advisory lock, on a connection of its own named
+    `holder`) for the block, waiting while another build holds it: one build at a time per Postgres
+    index and so per Dagster instance, whichever machine or home it runs from. The server drops
+    the lock when the holder's connection goes, so a killed build never blocks the next one."""
+    where = Where(url)
+    try:
+        conn = psycopg.connect(where.url, autocommit=True, connect_timeout=10, application_name=holder[:63])
+    except psycopg.Error as e:
+        raise unavailable(where, e) from None
+    try:
+        said = False
+        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_BUILD,)).fetchone()[0]:
+            if not said:
+                row = conn.execute(
+                    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid::bigint = %s "
+                    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                    (LOCK_BUILD,)).fetchone()
+                say(f"another sheaf build is running on the Postgres index at {where.host}:{where.port}, database "
+                    f"{where.dbname} ({row[0] if row and row[0] else 'holder unknown'}); waiting…")
+                said = True
+            time.sleep(poll)
+        yield
+    except psycopg.Error as e:
+        raise unavailable(where, e) from None
+    finally:
+        conn.close()
