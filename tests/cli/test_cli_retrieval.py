@@ -44,6 +44,7 @@ def env(sample_index, tmp_path, monkeypatch) -> dict[str, str]:
     for k, v in values.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("SHEAF_EMBEDDING_MODEL", raising=False)
+    monkeypatch.setenv("COLUMNS", "110")  # the tables' width whatever runs the tests (a terminal, xdist)
     return values
 
 

@@ -188,9 +188,11 @@ def test_a_worker_killed_and_a_stop_mid_build_then_two_builds_at_once(builds, pg
     rest = p.stdout.read()
     p.wait(timeout=300)
     result = json.loads(rest.strip().splitlines()[-1])
-    assert p.returncode == 130, (result, p.stderr.read()[-3000:])
+    # 130: stopped; 1: the other worker had finished the last papers before the stop came (a loaded
+    # machine: the kill and the stop are 0.5 s apart), and the build says a worker died
+    assert p.returncode in (130, 1), (result, p.stderr.read()[-3000:])
     data = result["result"]["data"]
-    assert data["interrupted"] is True
+    assert data["interrupted"] is (p.returncode == 130)
     died = data["plan"]["workers_died"]
     assert [d["pid"] for d in died] == [victim] and died[0]["exit"] == -signal.SIGKILL
     from dagster import DagsterRunStatus, RunsFilter
