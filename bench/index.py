@@ -15,7 +15,7 @@ Measures
   disk size, KNN latency and recall@10 against the exact sqlite-vec answer.
 
 Run from the project root:
-    /work/venv/bin/python bench/index.py --units 2000 --write-docs
+    .venv/bin/python bench/index.py --units 2000 --write-docs
 """
 from __future__ import annotations
 
@@ -307,7 +307,7 @@ def markdown(r: dict) -> str:
         "Rerun from the project root (a few minutes; chromadb is the optional `bench` extra):",
         "",
         "```",
-        f"/work/venv/bin/python bench/index.py --units {r['args']['units']} --per-paper {r['args']['per_paper']} "
+        f".venv/bin/python bench/index.py --units {r['args']['units']} --per-paper {r['args']['per_paper']} "
         f"--batch-size {r['args']['batch_size']} --write-docs",
         "```",
         "",

@@ -17,9 +17,9 @@ model load excluded. Target: parsing under 5% of the embedding stage, and about 
 for a 20-page paper.
 
 Run from the project root:
-    /work/venv/bin/python bench/parse.py                      # table on stdout
-    /work/venv/bin/python bench/parse.py --json out.json      # and the raw results
-    /work/venv/bin/python bench/parse.py --write-docs         # and the "Parse" section of docs/benchmarks.md
+    .venv/bin/python bench/parse.py                      # table on stdout
+    .venv/bin/python bench/parse.py --json out.json      # and the raw results
+    .venv/bin/python bench/parse.py --write-docs         # and the "Parse" section of docs/benchmarks.md
 """
 from __future__ import annotations
 
@@ -387,7 +387,7 @@ def markdown(r: dict[str, Any]) -> str:
         "Rerun from the project root (about a minute; `--no-embed` skips the model):",
         "",
         "```",
-        "scripts/dev python bench/parse.py --write-docs      # or: /work/venv/bin/python bench/parse.py --write-docs",
+        "scripts/dev python bench/parse.py --write-docs      # or: .venv/bin/python bench/parse.py --write-docs",
         "```",
         "",
         "Corpus: every real sample of `../shared/data` (4 PaddleOCR-VL, 14 MinerU, 3 GROBID TEI, 7 DoclingDocument "
@@ -433,7 +433,7 @@ scripts/dev python bench/parse.py --write-docs     # Parse: adapters → units, 
 scripts/dev python bench/index.py --write-docs     # Index and embeddings
 ```
 
-(`scripts/dev` creates/updates `.venv`; with an existing venv use `/work/venv/bin/python bench/...`.)
+(`scripts/dev` creates/updates `.venv`; with an existing venv use `.venv/bin/python bench/...`.)
 
 Machine: {cores} cores, {memory} RAM, {cpu} (`lscpu` model name), Python {python}; header written {date}.
 """

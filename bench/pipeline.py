@@ -36,12 +36,12 @@ the assets) / papers; with 2 workers the runs overlap, so this is per worker-sec
 average before and after; then a projection to 16 cores and to a GPU from the measured per-paper
 costs (labelled a projection). Results: bench/results/parallel.json, docs/benchmarks.md (Parallel
 builds):
-    /work/venv/bin/python bench/pipeline.py --parallel 200 --write-docs
+    .venv/bin/python bench/pipeline.py --parallel 200 --write-docs
 
 Run from the project root (about 12 minutes on a quiet 2-core machine, 25-35 with other jobs on
 it; embedding ~4,800 passages twice, in the builds and bare, dominates):
-    /work/venv/bin/python bench/pipeline.py --write-docs
-    /work/venv/bin/python bench/pipeline.py --sizes 50 --no-alternatives      # quicker
+    .venv/bin/python bench/pipeline.py --write-docs
+    .venv/bin/python bench/pipeline.py --sizes 50 --no-alternatives      # quicker
 """
 from __future__ import annotations
 
@@ -414,7 +414,7 @@ def render(r: dict[str, Any]) -> str:
         f"other jobs for CPU). Total bench time {r['total_s'] / 60:.1f} min.",
         "", f"Rerun from the project root (this run took {r['total_s'] / 60:.0f} min; the embedding of ~4,800 "
         "passages dominates):", "", "```",
-        "/work/venv/bin/python bench/pipeline.py --write-docs", "```", "",
+        ".venv/bin/python bench/pipeline.py --write-docs", "```", "",
         "Corpus: copies of the 8 text-format sample papers (PaddleOCR-VL, MinerU, GROBID, Docling, Markdown; "
         "not the 2 PDFs) under new keys, each with a seeded variation of its text (~30% of lowercase words "
         "of 4+ letters swapped for other words of the same paper), so each copy has its own OCR hash and "

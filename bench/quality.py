@@ -19,7 +19,7 @@ product's setting:
 
 Run from the project root (the first run embeds ~10k passages per prefix variant: 5-30 min on 2
 cores depending on load; later runs take ~2 minutes):
-    /work/venv/bin/python bench/quality.py --json bench/results/quality.json --write-docs
+    .venv/bin/python bench/quality.py --json bench/results/quality.json --write-docs
 """
 from __future__ import annotations
 
@@ -390,8 +390,8 @@ def render(q: dict[str, Any], ev: dict[str, Any] | None, lib: dict[str, Any] | N
           "/work/venv/bin/sheaf eval beir --corpus ../shared/data/scifact/corpus.jsonl \\",
           "    --queries ../shared/data/scifact/queries.jsonl --qrels ../shared/data/scifact/qrels/train.tsv \\",
           "    --cache-dir /tmp/sheaf-eval --out bench/results/eval-scifact-train.json",
-          "/work/venv/bin/python bench/quality.py --cache-dir /tmp/sheaf-eval --json bench/results/quality.json --write-docs",
-          "/work/venv/bin/python bench/report.py                      # the plots below",
+          ".venv/bin/python bench/quality.py --cache-dir /tmp/sheaf-eval --json bench/results/quality.json --write-docs",
+          ".venv/bin/python bench/report.py                      # the plots below",
           "```", ""]
     if d:
         M, lat = d["metrics"], d.get("latency_ms", {})

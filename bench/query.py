@@ -30,7 +30,7 @@ output against `--full`, in characters and ~tokens (chars / 4), JSON and text.
 
 Run from the project root (about 10-15 minutes the first time, the embedding of the 5,183
 abstracts being most of it; reruns reuse bench/.cache):
-    /work/venv/bin/python bench/query.py --write-docs
+    .venv/bin/python bench/query.py --write-docs
 """
 from __future__ import annotations
 
@@ -533,7 +533,7 @@ def section(r: dict[str, Any]) -> str:
         "abstracts once; reruns reuse `bench/.cache`):",
         "",
         "```",
-        "/work/venv/bin/python bench/query.py --write-docs",
+        ".venv/bin/python bench/query.py --write-docs",
         "```",
         "",
         "Corpus: SciFact abstracts as body units, one unit per abstract, 30 units a paper; past the "

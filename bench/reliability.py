@@ -7,8 +7,8 @@ bind mount, damaged index files, hostile input for every adapter, planted drift 
 `sheaf doctor`); each saves its numbers through `tests.reliability_kit.report` into a folder
 this script reads.
 
-    /work/venv/bin/python bench/reliability.py --write-docs
-    /work/venv/bin/python bench/reliability.py --from-json /tmp/rel.json --write-docs   # re-render
+    .venv/bin/python bench/reliability.py --write-docs
+    .venv/bin/python bench/reliability.py --from-json /tmp/rel.json --write-docs   # re-render
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ Inputs (each optional; a plot whose data is missing is skipped with a message):
 | `quality_levers.png`: hybrid nDCG@10 per lever | `bench/results/quality.json` | `bench/quality.py --json bench/results/quality.json` |
 
 Run from the project root (matplotlib is in the `bench` extra: `pip install -e '.[bench]'`):
-    /work/venv/bin/python bench/report.py
+    .venv/bin/python bench/report.py
 """
 from __future__ import annotations
 

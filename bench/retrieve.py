@@ -15,7 +15,7 @@ Measures
   hybrid retrieval (stand-in query vectors: KNN + dedupe + RRF + snippets, no encoder).
 
 Run from the project root:
-    /work/venv/bin/python bench/retrieve.py --write-docs
+    .venv/bin/python bench/retrieve.py --write-docs
 """
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ def markdown(r: dict) -> str:
              f"two units each, five to a paper) with metadata and one 384-d vector per unit; "
              f"{c['bytes'] / 1e6:.0f} MB. Built in {c['build_s']} s.", "",
              "Rerun from the project root (about a minute):", "",
-             "```", "/work/venv/bin/python bench/retrieve.py --write-docs", "```", "",
+             "```", ".venv/bin/python bench/retrieve.py --write-docs", "```", "",
              f"**Cold process** (the `sheaf` console script, `--json`, p50 / p90 of {r['runs']} runs, ms). "
              "*bytecode cached* is an installed package; *no bytecode cache* is this repository's dev "
              "shell (`PYTHONDONTWRITEBYTECODE=1`: every module is compiled at each start).", "",
