@@ -387,7 +387,7 @@ def render(q: dict[str, Any], ev: dict[str, Any] | None, lib: dict[str, Any] | N
           "project machine (2 shared cores, AMD EPYC, Python 3.11.7), model all-MiniLM-L6-v2 (the default).",
           "", "Rerun from the project root (the first run embeds ~10k passages: 5-30 min depending on load; "
           "reruns reuse the cache dir and take a few minutes):", "", "```",
-          "/work/venv/bin/sheaf eval beir --corpus ../shared/data/scifact/corpus.jsonl \\",
+          ".venv/bin/sheaf eval beir --corpus ../shared/data/scifact/corpus.jsonl \\",
           "    --queries ../shared/data/scifact/queries.jsonl --qrels ../shared/data/scifact/qrels/train.tsv \\",
           "    --cache-dir /tmp/sheaf-eval --out bench/results/eval-scifact-train.json",
           ".venv/bin/python bench/quality.py --cache-dir /tmp/sheaf-eval --json bench/results/quality.json --write-docs",
@@ -479,7 +479,7 @@ def render(q: dict[str, Any], ev: dict[str, Any] | None, lib: dict[str, Any] | N
               f"The 10 bundled papers ({ld.get('units_scanned', '?')} units), every paper sampled (`--sample 0`): "
               "its title → the paper, a quoted sentence → its unit, a code or number only one unit holds → "
               "that unit. Rerun: build the sample library (`sheaf build`), then "
-              "`/work/venv/bin/sheaf eval library --sample 0 --out bench/results/eval-library-sample.json`.", "",
+              "`.venv/bin/sheaf eval library --sample 0 --out bench/results/eval-library-sample.json`.", "",
               "| mode | type | queries | recall@1 | recall@10 | MRR@10 |", "|---|---|---|---|---|---|"]
         for mode, per in ld["metrics"].items():
             for qtype, m in per.items():
