@@ -683,8 +683,9 @@ def render_parallel(r: dict[str, Any]) -> str:
         *rows,
         "",
         f"Cores used (CPU s / wall s): {p.get('cores_used_1')} by the one-worker build, {p.get('cores_used_2')} by "
-        f"the two-worker one: the other jobs left the builds about one core, so the two workers shared it and the "
-        f"wall did not drop; the two workers cost {round(100 * (p.get('worker_cpu_cost') or 0))}% more CPU than one "
+        f"the two-worker one (the encoder of one worker already runs on both cores, so on a 2-core machine a "
+        f"second worker has little left to take, and the load average says what other jobs took); the two workers "
+        f"cost {round(100 * (p.get('worker_cpu_cost') or 0))}% more CPU than one "
         "(a second start-up and model load, 17 smaller runs instead of 2, the Postgres instance's events).",
         "",
         "**Projection (not measured)**, from CPU seconds (the 2-worker build's "
