@@ -34,7 +34,7 @@ import numpy as np
 
 from sheaf.store.sqlite.db import sqlite3
 
-__all__ = ["K1", "B", "ROW_SHIFT", "COL_SHIFT", "OFFSET_MASK", "parse_match", "Bm25Table", "RankedRows",
+__all__ = ["K1", "B", "ROW_SHIFT", "COL_SHIFT", "OFFSET_MASK", "parse_match", "column_weights", "Bm25Table", "RankedRows",
            "FtsTokenizer", "evaluate", "member"]
 
 K1 = 1.2
@@ -105,6 +105,14 @@ def parse_match(match: str) -> tuple[str, list[list[tuple[str, bool]]]] | None:
 
 
 
+def column_weights(n: int, weights: Sequence[float] | None) -> tuple[float, ...] | None:
+    """bm25's weights of `n` columns as FTS5 reads them (missing ones are 1.0), or None when they
+    are not multiples of 1/64: frequencies would then depend on the order of the additions."""
+    w = tuple(float(x) for x in (weights or ()))[:n]
+    w = w + (1.0,) * (n - len(w))
+    return None if any(x * 64 != round(x * 64) or abs(x) > 1024 for x in w) else w
+
+
 class Bm25Table:
     """An FTS5 table's instances and row lengths (or only those of some terms), for one state of the table."""
 
@@ -140,11 +148,7 @@ class Bm25Table:
     # -- phrases ----------------------------------------------------------------------------------
 
     def weights(self, weights: Sequence[float] | None) -> tuple[float, ...] | None:
-        """bm25's column weights as FTS5 reads them (missing ones are 1.0), or None when they are
-        not multiples of 1/64: frequencies would then depend on the order of the additions."""
-        w = tuple(float(x) for x in (weights or ()))[:len(self.columns)]
-        w = w + (1.0,) * (len(self.columns) - len(w))
-        return None if any(x * 64 != round(x * 64) or abs(x) > 1024 for x in w) else w
+        return column_weights(len(self.columns), weights)
 
     def _term_range(self, token: str, prefix: bool) -> tuple[int, int]:
         """The codes of the term (`prefix`: of every term starting with it) are

@@ -18,7 +18,7 @@ import numpy as np
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.store.bm25 import B, K1, ROW_SHIFT, Bm25Table, evaluate, parse_match
+from sheaf.store.bm25 import B, K1, ROW_SHIFT, Bm25Table, column_weights, evaluate, parse_match
 from sheaf.store.postgres import writer
 from sheaf.store.postgres.db import Where, connect, psycopg, retrying, snapshot, unavailable
 from sheaf.store.postgres.schema import (
@@ -27,9 +27,11 @@ from sheaf.store.postgres.schema import (
 from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.sqlite.fts import FTS_TOKENIZER, build_match_query, match_queries
 from sheaf.store.sqlite.integrity import IndexHealth, artifact_unit_digest, zero_filled
-from sheaf.store.sqlite.reader import _BODY_COLS, _OBJ_COLS, _body, _obj, collection_segments, filter_papers
+from sheaf.store.sqlite.reader import (
+    _BODY_COLS, _OBJ_COLS, _body, _obj, collection_segments, filter_papers, query_collection, year_clauses,
+)
 from sheaf.core.models import PaperMeta
-from sheaf.vectors.identity import EmbeddedPassages, ModelChangedError, Passage
+from sheaf.vectors.identity import EmbeddedPassages, Passage
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.vectors.identity import ModelIdentity, QueryVector
@@ -48,15 +50,6 @@ def _guarded(fn: F) -> F:
         except (psycopg.OperationalError, psycopg.InterfaceError) as e:
             raise unavailable(self.where, e) from None
     return call  # type: ignore[return-value]
-
-
-def _weights(scope: str, weights: Sequence[float] | None) -> tuple[float, ...] | None:
-    """bm25's column weights of `scope` as FTS5 reads them (missing ones 1.0), or None when they
-    are not multiples of 1/64 (`Bm25Table.weights`)."""
-    n = len(SCOPE_COLUMNS[scope])
-    w = tuple(float(x) for x in (weights or ()))[:n]
-    w = w + (1.0,) * (n - len(w))
-    return None if any(x * 64 != round(x * 64) or abs(x) > 1024 for x in w) else w
 
 
 def _as_codes(rows: list[tuple]) -> list[tuple]:
@@ -194,7 +187,7 @@ class PostgresIndex:
         simple = [len(t) == 1 and not p for t, p in phrases]
         exact = {x for t, p in phrases for x in (t[:-1] if p else t)}
         prefixes = {t[-1] for t, p in phrases if p}
-        w = _weights(scope, weights)
+        w = column_weights(len(SCOPE_COLUMNS[scope]), weights)
         some = limit >= 0 and w is not None and (parsed[0] == "OR" or len(groups) == 1)
         if some and all(simple):
             return self._ranked_in_sql(sid, [t[0] for t, _ in phrases], w, paper_ids, limit, per_paper)
@@ -416,18 +409,7 @@ class PostgresIndex:
         return collections(self.conn)
 
     def _collection(self, ident: ModelIdentity) -> ModelIdentity:
-        cols = collections(self.conn)
-        if ident.key not in cols:
-            if not cols:
-                raise SheafError("VECTOR_NOT_BUILT", "the index has no vectors yet", hint="build the index (sheaf build)")
-            raise ModelChangedError(
-                f"the query was embedded with {ident.describe()}, but the index holds vectors of "
-                + "; ".join(c.describe() for c in cols.values()),
-                {"query_model": ident.to_dict(), "index_models": [c.to_dict() for c in cols.values()]},
-                hint="set SHEAF_EMBEDDING_MODEL back, or rebuild the vectors with the new model")
-        if cols[ident.key] != ident:
-            raise ModelChangedError("collection key collision between two model identities", {"key": ident.key})
-        return cols[ident.key]
+        return query_collection(collections(self.conn), ident)
 
     @_guarded
     def vector_candidates(self, query: QueryVector, k: int, paper_ids: Sequence[str] | None = None,
@@ -533,13 +515,7 @@ class PostgresIndex:
     def papers_where(self, *, year_min: int | None = None, year_max: int | None = None,
                      domains: Sequence[str] | None = None, collections: Sequence[str] | None = None,
                      authors: Sequence[str] | None = None) -> list[str]:
-        where, args = ["TRUE"], []
-        if year_min is not None:
-            where.append("year >= %s")
-            args.append(int(year_min))
-        if year_max is not None:
-            where.append("year <= %s")
-            args.append(int(year_max))
+        where, args = year_clauses(year_min, year_max, mark="%s")
         if domains:
             where.append("domain = ANY(%s)")
             args.append(list(domains))

@@ -25,7 +25,8 @@ from sheaf.store.postgres.db import Where, psycopg, retrying
 from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES, collections, ensure_collection
 from sheaf.store.sqlite.fts import FTS_TOKENIZER
 from sheaf.store.sqlite.index import _body_fts_row, _object_fts_row, _papers_fts_row
-from sheaf.store.sqlite.writer import ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit, unchanged_unit_ids
+from sheaf.store.sqlite.writer import ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit
+from sheaf.store.sqlite.writer import _unchanged_units as sqlite_unchanged_units
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.models import PaperMeta
@@ -196,17 +197,8 @@ def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity, keep_uni
 
 
 def _unchanged_units(conn: Conn, paper_id: str, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> set[str]:
-    """As `sheaf.store.sqlite.writer._unchanged_units`: unit ids whose indexed text a replace
-    leaves as it is (their vectors stay valid)."""
-    old: dict[str, tuple] = {}
-    for uid, text, path in conn.execute(
-            "SELECT unit_id, text, section_path FROM body_units WHERE paper_id = %s", (paper_id,)):
-        old[uid] = ("b", text, path)
-    for uid, cap, label, tt, near, path in conn.execute(
-            "SELECT unit_id, caption, label, table_text, nearby_text, section_path FROM object_units "
-            "WHERE paper_id = %s", (paper_id,)):
-        old[uid] = ("o", cap, label, tt, near, path)
-    return unchanged_unit_ids(old, units, objects)
+    """`sheaf.store.sqlite.writer._unchanged_units`, with Postgres' placeholder."""
+    return sqlite_unchanged_units(conn, paper_id, units, objects, mark="%s")
 
 
 def _delete_units(conn: Conn, paper_id: str) -> int:

@@ -26,6 +26,7 @@ hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.models import PaperMeta
+    from sheaf.vectors.identity import ModelIdentity
 
 
 def counts(conn: Conn, paper_id: str | None = None) -> dict[str, int]:
@@ -82,13 +83,7 @@ def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | 
     and "Library/Ecology/Soils"). `authors`: any of these names, matched against the start of a
     word of an author's name, case- and accent-insensitively ("muller" matches "Anna Müller-Lenz").
     """
-    where, args = ["1"], []
-    if year_min is not None:
-        where.append("year >= ?")
-        args.append(int(year_min))
-    if year_max is not None:
-        where.append("year <= ?")
-        args.append(int(year_max))
+    where, args = year_clauses(year_min, year_max)
     if domains is not None:
         where.append(f"domain IN ({','.join('?' * len(domains))})")
         args += list(domains)
@@ -99,6 +94,38 @@ def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | 
     rows = conn.execute(f"SELECT paper_id, collections, authors FROM papers WHERE {' AND '.join(where)} "
                         "ORDER BY paper_id", args).fetchall()
     return filter_papers(rows, collections=collections, authors=authors)
+
+
+def year_clauses(year_min: int | None, year_max: int | None, mark: str = "?") -> tuple[list[str], list[Any]]:
+    """The WHERE clauses (ANDed; always at least one) and arguments of a year range, for either
+    backend (`mark`: its parameter placeholder)."""
+    where, args = ["1 = 1"], []
+    if year_min is not None:
+        where.append(f"year >= {mark}")
+        args.append(int(year_min))
+    if year_max is not None:
+        where.append(f"year <= {mark}")
+        args.append(int(year_max))
+    return where, args
+
+
+def query_collection(cols: dict[str, ModelIdentity], ident: ModelIdentity) -> ModelIdentity:
+    """The index's collection for a query embedded with `ident` (`cols`: every collection of the
+    index, either backend): VECTOR_NOT_BUILT when it has none, `ModelChangedError`
+    (``MODEL_CHANGED``) when none is of the query's model."""
+    if ident.key not in cols:
+        if not cols:
+            raise SheafError("VECTOR_NOT_BUILT", "the index has no vectors yet",
+                             hint="build the index (sheaf build)")
+        raise ModelChangedError(
+            f"the query was embedded with {ident.describe()}, but the index holds vectors of "
+            + "; ".join(c.describe() for c in cols.values()),
+            {"query_model": ident.to_dict(), "index_models": [c.to_dict() for c in cols.values()]},
+            hint="set SHEAF_EMBEDDING_MODEL back, or rebuild the vectors with the new model")
+    if cols[ident.key] != ident:
+        raise ModelChangedError("collection key collision between two model identities",
+                                {"key": ident.key})
+    return cols[ident.key]
 
 
 def filter_papers(rows: Sequence[Sequence[Any]], *, collections: Sequence[str] | None = None,
@@ -402,20 +429,7 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
     of the query's identity; ``VECTOR_NOT_BUILT`` when it has no vectors at all.
     """
 
-    cols = collections(conn)
-    ident = query.identity
-    if ident.key not in cols:
-        if not cols:
-            raise SheafError("VECTOR_NOT_BUILT", "the index has no vectors yet",
-                             hint="build the index (sheaf build)")
-        raise ModelChangedError(
-            f"the query was embedded with {ident.describe()}, but the index holds vectors of "
-            + "; ".join(c.describe() for c in cols.values()),
-            {"query_model": ident.to_dict(), "index_models": [c.to_dict() for c in cols.values()]},
-            hint="set SHEAF_EMBEDDING_MODEL back, or rebuild the vectors with the new model")
-    if cols[ident.key] != ident:
-        raise ModelChangedError("collection key collision between two model identities",
-                                {"key": ident.key})
+    ident = query_collection(collections(conn), query.identity)
     vec = np.ascontiguousarray(query.vector, dtype=np.float32).reshape(-1)
     if vec.shape != (ident.dimension,) or not np.all(np.isfinite(vec)):
         raise SheafError("BAD_QUERY", f"query vector has shape {vec.shape}, expected ({ident.dimension},)")

@@ -169,17 +169,18 @@ def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity,
     return len(rowids)
 
 
-def _unchanged_units(conn: Conn, paper_id: str, units: Sequence[BodyUnit],
-                     objects: Sequence[ObjectUnit]) -> set[str]:
+def _unchanged_units(conn: Any, paper_id: str, units: Sequence[BodyUnit],
+                     objects: Sequence[ObjectUnit], mark: str = "?") -> set[str]:
     """Unit ids whose indexed text (and section path, caption, label ...) a replace leaves as
-    they are: their passages and vectors stay valid (the vector step re-checks them next)."""
+    they are: their passages and vectors stay valid (the vector step re-checks them next). Either
+    backend's connection: `mark` is its parameter placeholder ("?" for SQLite, "%s" for Postgres)."""
     old: dict[str, tuple] = {}
     for uid, text, path in conn.execute(
-            "SELECT unit_id, text, section_path FROM body_units WHERE paper_id = ?", (paper_id,)):
+            f"SELECT unit_id, text, section_path FROM body_units WHERE paper_id = {mark}", (paper_id,)):
         old[uid] = ("b", text, path)
     for uid, cap, label, tt, near, path in conn.execute(
             "SELECT unit_id, caption, label, table_text, nearby_text, section_path FROM object_units "
-            "WHERE paper_id = ?", (paper_id,)):
+            f"WHERE paper_id = {mark}", (paper_id,)):
         old[uid] = ("o", cap, label, tt, near, path)
     return unchanged_unit_ids(old, units, objects)
 
