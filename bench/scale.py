@@ -163,22 +163,29 @@ def _size_mb(p: Path) -> float:
     return round(sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 1e6, 1) if p.exists() else 0.0
 
 
-def run_size(work: Path, n: int, fraction: float, say) -> dict[str, Any]:
+def run_size(work: Path, n: int, fraction: float, say, s: dict[str, Any] | None = None,
+             save=lambda: None) -> dict[str, Any]:
+    """Every row for one size, in `s` (saved after each step through `save`, so a run stopped
+    part way keeps what it measured)."""
     lib, home = work / f"lib-{n}", work / f"home-{n}"
     for p in (lib, home):
         shutil.rmtree(p, ignore_errors=True)
     make_library(lib, n)
-    s: dict[str, Any] = {"papers": n}
+    s = {} if s is None else s
+    s.update(papers=n, date=dt.date.today().isoformat())
     s["full"] = build(home, lib)
     say(f"full {s['full']}")
+    save()
     s["storage_mb"] = {"dagster_home": _size_mb(home / "dagster_home"), "index": _size_mb(home / "index"),
                        "artifacts": _size_mb(home / "artifacts")}
     s["bare"] = json.loads(subprocess.run(
         [sys.executable, __file__, "_bare", "--home", str(home), "--fraction", str(fraction)],
         env=_env(home, lib), capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip().splitlines()[-1])
     say(f"bare {s['bare']}")
+    save()
     s["noop"] = [build(home, lib) for _ in range(3)]
     say(f"noop {[r['wall_s'] for r in s['noop']]}")
+    save()
     st = timed(home, lib, "status")
     st.pop("env")
     s["status"] = st
@@ -191,16 +198,20 @@ def run_size(work: Path, n: int, fraction: float, say) -> dict[str, Any]:
     s["status_again"] = st
     say(f"side by side: no-op {s['noop_again']['wall_s']} s vs {s['noop_dagster_way']['wall_s']} s the Dagster way; "
         f"status {s['status_again']['wall_s']} s vs {s['status_dagster_way']['wall_s']} s")
+    save()
     keys = sorted(p.name for p in (lib / "papers").iterdir())
     s["edit"] = edit_one(home, lib, keys[len(keys) // 2])
     say(f"edit {s['edit']}")
+    save()
     shutil.rmtree(lib / "papers" / keys[1])
     s["remove"] = build(home, lib)
     say(f"remove {s['remove']['wall_s']}")
+    save()
     s["orchestration_only"] = build(home, lib, "--full")
     say(f"orchestration-only {s['orchestration_only']}")
     s["storage_mb_final"] = {"dagster_home": _size_mb(home / "dagster_home"), "index": _size_mb(home / "index"),
                              "artifacts": _size_mb(home / "artifacts")}
+    save()
     return s
 
 
@@ -213,8 +224,17 @@ def render(r: dict[str, Any]) -> str:
              "load average at each step in the raw JSON).", "",
              "| | " + " | ".join(f"{n} papers" for n in r["sizes"]) + " |", "|---|" + "---|" * len(r["sizes"])]
 
+    def cell(fn, s: dict[str, Any]) -> str:
+        try:
+            return fn(s)
+        except (KeyError, TypeError):
+            return "not measured"
+
     def row(label: str, fn) -> None:
-        lines.append(f"| {label} | " + " | ".join(fn(r["results"][str(n)]) for n in r["sizes"]) + " |")
+        lines.append(f"| {label} | " + " | ".join(cell(fn, r["results"][str(n)]) for n in r["sizes"]) + " |")
+
+    if any(r["results"][str(n)].get("date", r["date"]) != r["date"] for n in r["sizes"]):
+        row("measured on", lambda s: s.get("date", r["date"]))
 
     row("full build (wall / user CPU / peak RSS)", lambda s: f"{s['full']['wall_s']} s / {s['full']['user_s']} s / "
         f"{s['full']['rss_mb']} MB")
@@ -269,6 +289,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--from-json", type=Path)
+    ap.add_argument("--merge-json", type=Path, nargs="*", default=[],
+                    help="earlier runs' JSON whose sizes join the table (a size measured here wins)")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     if args.from_json:
@@ -281,11 +303,23 @@ def main() -> None:
 
         work = args.work or Path(tempfile.mkdtemp(prefix="sheaf-bench-scale-"))
         r = {"date": dt.date.today().isoformat(), "machine": machine(), "sizes": args.sizes, "results": {}}
+
+        def save() -> None:
+            if args.json:
+                args.json.write_text(json.dumps(r, indent=1))
+
         for n in args.sizes:
-            r["results"][str(n)] = run_size(work, n, 1.0 if n <= 1000 else args.bare_fraction,
-                                            lambda m, n=n: print(f"[{n}] {m}", file=sys.stderr, flush=True))
+            r["results"][str(n)] = {}
+            run_size(work, n, 1.0 if n <= 1000 else args.bare_fraction,
+                     lambda m, n=n: print(f"[{n}] {m}", file=sys.stderr, flush=True), r["results"][str(n)], save)
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
+    for extra in args.merge_json:
+        old = json.loads(extra.read_text())
+        for n in old["sizes"]:
+            if str(n) not in r["results"]:
+                r["results"][str(n)] = {"date": old["date"], **old["results"][str(n)]}
+                r["sizes"] = sorted({*r["sizes"], n})
     if args.json:
         args.json.write_text(json.dumps(r, indent=1))
     text = render(r)
