@@ -50,7 +50,7 @@ from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
 from sheaf.vectors.embedder import Embedder
 
-__all__ = ["chunk_sizes", "chunks_for_workers", "run_parallel"]
+__all__ = ["chunk_sizes", "chunks_for_workers", "run_parallel", "threads_per_worker"]
 
 #: Chunk sizes shrink as the queue empties (guided self-scheduling): each chunk is the remaining
 #: papers / (2 x workers), at most `MAX_CHUNK` (a run's size in a one-process build) and at least
@@ -62,6 +62,19 @@ MIN_CHUNK = 4
 #: The metadata of a finished paper a worker sends to the build (what progress and events read).
 _META_KEYS = ("error", "passages", "embeddings_computed")
 _PR_SET_PDEATHSIG = 1
+
+
+def threads_per_worker(settings: Settings, workers: int) -> int:
+    """The encoder threads of each of `workers` processes: `SHEAF_EMBED_THREADS` when set, else the
+    cores this process may run on shared out (at least 1). Left to their default, each worker's
+    runtime would start a thread per core, N workers x all cores on the same cores."""
+    if settings.embed_threads:
+        return settings.embed_threads
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(workers, 1))
 
 
 def chunk_sizes(targets: int, workers: int) -> list[int]:
@@ -103,14 +116,15 @@ def _die_with_parent() -> None:
             os._exit(1)
 
 
-def worker_main(settings: Settings, tasks: Any, results: Any, build_pid: int) -> None:
-    """One worker: load the definitions, instance and model once, then build chunks from `tasks`
-    (None: no more work) until none is left or a stop was asked for; report to `results`."""
+def worker_main(settings: Settings, tasks: Any, results: Any, build_pid: int, threads: int | None = None) -> None:
+    """One worker: load the definitions, instance and model once (the encoder on `threads`
+    threads), then build chunks from `tasks` (None: no more work) until none is left or a stop
+    was asked for; report to `results`."""
     _die_with_parent()
     pid = os.getpid()
     defs = dagster_side(settings)
     instance = DagsterInstance.get()
-    defs = with_embedder(defs, Embedder.from_settings(settings))
+    defs = with_embedder(defs, Embedder.from_settings(settings, threads=threads))
     chain = chain_of(defs)
     tags = {BUILD_PID_TAG: str(build_pid)}
 
@@ -158,11 +172,13 @@ def run_parallel(settings: Settings, instance: DagsterInstance, chain: Chain, ch
     n = min(workers, len(chunks))
     for _ in range(n):
         tasks.put(None)
-    procs = [ctx.Process(target=worker_main, args=(settings, tasks, results, os.getpid()), daemon=True,
+    threads = threads_per_worker(settings, n)
+    procs = [ctx.Process(target=worker_main, args=(settings, tasks, results, os.getpid(), threads), daemon=True,
                          name=f"sheaf-worker-{i + 1}") for i in range(n)]
     for p in procs:
         p.start()
-    progress(f"{n} workers building {sum(len(k) for _, k in chunks)} papers in {len(chunks)} chunks")
+    progress(f"{n} workers ({threads} encoder thread{'s' if threads > 1 else ''} each) building "
+             f"{sum(len(k) for _, k in chunks)} papers in {len(chunks)} chunks")
     runs: list[dict[str, Any]] = []
     died: list[dict[str, Any]] = []
     done: set[int] = set()

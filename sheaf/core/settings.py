@@ -121,6 +121,8 @@ class Settings:
                                   check=_one_of(*EMBED_BACKENDS))
     embed_device: str = _setting("auto", "auto (a GPU when the machine has one) | cpu | cuda | cuda:N | mps",
                                  check=_device)
+    embed_threads: int = _setting(0, "threads the embedder computes on (0: every core; `sheaf build --workers N` "
+                                  "gives each worker its share of the cores)", check=_at_least(0))
     index_file: Path | None = _setting(None, "the index file (default <home>/index/sheaf.db)", kind=Path,
                                        optional=True)
     index_url: str | None = _setting(None, "the index as a URL: unset (or sqlite:PATH) the SQLite file, "

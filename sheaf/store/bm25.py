@@ -187,8 +187,10 @@ class Bm25Table:
     def _idf(self, n_hit: int) -> float:
         """fts5Bm25GetData's idf, with the C library's log as SQLite calls it (numpy's vector
         log may differ in the last bit)."""
-        idf = math.log((self.n_row - n_hit + 0.5) / (n_hit + 0.5))
-        return 1e-6 if idf <= 0.0 else idf
+        ratio = (self.n_row - n_hit + 0.5) / (n_hit + 0.5)
+        # log(ratio) <= 0 exactly when ratio <= 1; a count above the rows (statistics out of step
+        # with the rows, which doctor finds) would have no log at all.
+        return 1e-6 if ratio <= 1.0 else math.log(ratio)
 
     def _score(self, rowids: np.ndarray, f: np.ndarray, idf: np.ndarray | float) -> np.ndarray:
         """fts5Bm25Function's term for each row: ``idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D

@@ -126,6 +126,9 @@ class Embedder:
     #: auto | cpu | cuda | cuda:N | mps (`SHEAF_EMBED_DEVICE`); `resolved_device` says what ran.
     device: str = "auto"
     resolved_device: str | None = None
+    #: Threads the encoder computes on (`SHEAF_EMBED_THREADS`); None: the runtime's default, every core.
+    #: A build's worker gets its share of the cores, so N workers do not each spread over all of them.
+    threads: int | None = None
     encoded_count: int = 0
     model_calls: int = 0
     models_dir: str | None = None  # where ONNX exports live; None: sentence-transformers only
@@ -134,14 +137,16 @@ class Embedder:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def from_settings(cls, settings: "Settings | None" = None) -> "Embedder":
-        """An embedder configured by `settings` (model name or path, batch size, overlap)."""
+    def from_settings(cls, settings: "Settings | None" = None, *, threads: int | None = None) -> "Embedder":
+        """An embedder configured by `settings` (model name or path, batch size, overlap, threads;
+        `threads` given here wins over the setting)."""
         if settings is None:
             settings = get_settings()
         onnx = getattr(settings, "embed_backend", "onnx") == "onnx"
         return cls(model_name=settings.embedding_model, batch_size=settings.embed_batch_size,
                    overlap_tokens=settings.embed_overlap_tokens, device=getattr(settings, "embed_device", "auto"),
-                   models_dir=str(Path(settings.home) / "models") if onnx else None)
+                   models_dir=str(Path(settings.home) / "models") if onnx else None,
+                   threads=threads or getattr(settings, "embed_threads", 0) or None)
 
     # --- loading ------------------------------------------------------------------------
 
@@ -169,7 +174,7 @@ class Embedder:
             found = find_export(Path(self.models_dir or ""), self.model_name)
             if found is None:
                 return None
-            enc = OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens)
+            enc = OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens, threads=self.threads)
         except Exception as e:  # noqa: BLE001 - an unusable export: sentence-transformers, then re-export
             self.backend_note = f"ONNX export unusable ({type(e).__name__}: {e})"
             return None
@@ -198,6 +203,10 @@ class Embedder:
                                  f"(torch {torch.__version__} sees no {device.split(':')[0].upper()} device)",
                                  {"device": device, "setting": "SHEAF_EMBED_DEVICE"},
                                  hint="set SHEAF_EMBED_DEVICE=cpu (or auto) or install a torch build for this GPU")
+        if self.threads:  # torch's pool is the process's: this process embeds for this embedder alone
+            import torch
+
+            torch.set_num_threads(self.threads)
         try:
             model = SentenceTransformer(target, device=device)
         except Exception as e:

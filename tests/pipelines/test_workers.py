@@ -293,3 +293,15 @@ def test_the_postgres_dagster_yaml_names_no_url_and_loads_in_dagster(tmp_path, m
     with pytest.raises(SheafError) as e:
         pipelines.runs.dagster_env(settings)
     assert e.value.code == "BAD_INPUT" and "sheaf[postgres]" in e.value.details["hint"]
+
+
+def test_each_worker_gets_its_share_of_the_cores(monkeypatch):
+    """N workers each run their encoder on cores / N threads (at least one), unless
+    SHEAF_EMBED_THREADS says how many: N runtimes each spreading over every core fight for them."""
+    from pipelines.workers import threads_per_worker
+    from sheaf.core.settings import get_settings
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    auto = get_settings(environ={})
+    assert [threads_per_worker(auto, n) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    assert threads_per_worker(get_settings(environ={"SHEAF_EMBED_THREADS": "3"}), 2) == 3

@@ -315,3 +315,27 @@ def test_build_of_a_changed_paper_never_imports_torch(export, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out == {"code": 0, "heavy": []}, (out, r.stderr[-2000:])
+
+
+def test_embed_threads_reach_the_onnx_session_and_change_no_vector(onnx_export, tmp_path):
+    """SHEAF_EMBED_THREADS (or a build worker's share of the cores, given to `from_settings`) sets
+    the encoder's intra-op threads; unset, the runtime's default (0: every core). The vectors are
+    the same either way."""
+    from sheaf.core.envelope import SheafError
+    from sheaf.vectors.embedder import Embedder
+    from tests.conftest import link_onnx_export
+
+    link_onnx_export(onnx_export, tmp_path)
+    one = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_THREADS": "1"}, home=tmp_path))
+    default = Embedder.from_settings(get_settings(environ={}, home=tmp_path))
+    assert (one.threads, default.threads) == (1, None)
+    assert one.load().onnx is not None and default.load().onnx is not None
+    assert one.load().onnx.session.get_session_options().intra_op_num_threads == 1
+    assert default.load().onnx.session.get_session_options().intra_op_num_threads == 0
+    texts = ["Aspirin lowers the risk of heart attack.", "A longer passage about the immune response " * 8]
+    assert np.allclose(one.encode(texts), default.encode(texts), atol=1e-5)
+    assert Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_THREADS": "1"}, home=tmp_path),
+                                  threads=2).threads == 2  # the caller's share wins
+    with pytest.raises(SheafError) as e:
+        get_settings(environ={"SHEAF_EMBED_THREADS": "-1"})
+    assert e.value.code == "BAD_INPUT" and "SHEAF_EMBED_THREADS" in e.value.message

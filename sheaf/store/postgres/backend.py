@@ -1,8 +1,8 @@
 """`PostgresIndex`: the `IndexBackend` on Postgres + pgvector (`SHEAF_INDEX_URL=postgresql://...`).
 
 Lexical ranking is FTS5's bm25 (`sheaf.store.bm25`), computed per query from the postings of the
-query's terms and the term statistics each paper's replace keeps current (`lex_stats`), read in
-one statement (one snapshot): the same scores and order as the SQLite backend's FTS5 tables, the
+query's terms and the term statistics each paper's replace keeps current (`lex_stats`, and each
+term's rows per paper in `lex_terms`), read in one snapshot: the same scores and order as the SQLite backend's FTS5 tables, the
 same rows for `grep` and the code variants (the retriever cuts spans from the rows matched).
 Vector search is exact (a scan ordered by cosine distance, ties by insertion order) below
 `EXACT_BELOW` passages or with a paper filter, HNSW with a wide ``ef_search`` above.
@@ -227,12 +227,13 @@ class PostgresIndex:
         return [(ref, s, pid) for ref, s, pid, _ in merged]
 
     def _row_counts(self, sid: int, exact: set[str], prefixes: set[str]) -> tuple[dict[str, int], dict[str, int]]:
-        """Postings of each term over the scope (= its rows), and of each prefix's terms."""
-        n_hits = dict(self.conn.execute(
-            "SELECT term, count(*) FROM lex_postings WHERE scope = %s AND term = ANY(%s) GROUP BY term",
-            [sid, sorted(exact)]).fetchall())
+        """Postings of each term over the scope (= its rows), and of each prefix's terms: sums of
+        the papers' counts (``lex_terms``)."""
+        n_hits = {t: int(n) for t, n in self.conn.execute(
+            "SELECT term, sum(n_rows) FROM lex_terms WHERE scope = %s AND term = ANY(%s) GROUP BY term",
+            [sid, sorted(exact)]).fetchall()}
         in_range = {p: int(self.conn.execute(
-            "SELECT count(*) FROM lex_postings WHERE scope = %s AND term >= %s AND term < %s",
+            "SELECT coalesce(sum(n_rows), 0) FROM lex_terms WHERE scope = %s AND term >= %s AND term < %s",
             [sid, p, p + "\U0010ffff"]).fetchone()[0]) for p in sorted(prefixes)}
         return n_hits, in_range
 
@@ -256,7 +257,8 @@ class PostgresIndex:
         of `anchor_papers` if given, or one of `also` (whatever the paper); then only the terms of
         `positions` (and the prefixes) bring their positions, read from the table; the others bring
         their count per column from the term index alone, which is all a single term's bm25 needs
-        (`_as_codes` makes them codes). One statement: one snapshot, unless inside one already."""
+        (`_as_codes` makes them codes), and only in the anchors' rows when there are anchors. One
+        statement: one snapshot, unless inside one already."""
         stats = ("SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, coalesce(sum(n_tokens), 0)::bigint, NULL, "
                  "NULL, NULL FROM lex_stats WHERE scope = %s ORDER BY 1 NULLS LAST, 2")
         if anchors is None:
@@ -265,26 +267,57 @@ class PostgresIndex:
                 return cur.execute(f"SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL::integer[], p.ref "
                                    f"FROM lex_postings p WHERE p.scope = %s AND {terms} UNION ALL {stats}",
                                    [sid, *targs, sid]).fetchall()
-        parts, pargs = [], []
-        for chosen, papers in ((anchors, anchor_papers), (also, None)):
-            if not chosen:
-                continue
-            cond, cargs = self._terms_sql([t for t, pre in chosen if not pre], [t for t, pre in chosen if pre])
-            flt, fargs = ("", []) if papers is None else (" AND paper_id = ANY(%s)", [list(papers)])
-            parts.append(f"SELECT DISTINCT seq, paper_id, ref FROM lex_postings WHERE scope = %s AND {cond}{flt}")
-            pargs += [sid, *cargs, *fargs]
-        # A term of a prefix's range comes with the range (positions), never twice.
+        # Prefix ranges that no other covers, and the exact terms outside them: each posting read once.
+        ranges = sorted(x for x in prefixes if not any(x != y and x.startswith(y) for y in prefixes))
+        a_sql, a_args = self._rows_holding(sid, anchors, anchor_papers)
+        o_sql, o_args = self._rows_holding(sid, also, None)
+        # The single terms' counts are needed only where a match can be: the anchors' rows, when
+        # there are anchors (every word: a row without the rarest group matches nothing); the rows
+        # of `also` are there for the phrases' and prefixes' own rows (their idf), so they bring the
+        # positions of those terms alone.
+        if a_sql and o_sql:
+            ctes, cargs, counted_in = (f"a AS ({a_sql}), c AS (SELECT * FROM a UNION SELECT * FROM ({o_sql}) o)",
+                                       [*a_args, *o_args], "a")
+        else:
+            none = "SELECT NULL::bigint AS seq, NULL::text AS paper_id, NULL::text AS ref WHERE false"
+            ctes, cargs, counted_in = f"c AS ({a_sql or o_sql or none})", [*a_args, *o_args], "c"
         counted = sorted(t for t in exact - set(positions) if not any(t.startswith(x) for x in prefixes))
-        placed, pl_args = self._terms_sql(sorted(exact - set(counted)), prefixes, "p.term")
+        placed = sorted(t for t in exact - set(counted) if not any(t.startswith(x) for x in ranges))
+        own = "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL, p.ref FROM c JOIN lex_postings p " \
+              "ON p.paper_id = c.paper_id AND p.scope = %s AND p.ref = c.ref AND "
+        branches = [own + "p.term = ANY(%s)"] + [own + "p.term >= %s AND p.term < %s"] * len(ranges)
+        bargs: list[Any] = [sid, placed]
+        for x in ranges:
+            bargs += [sid, x, x + "\U0010ffff"]
         with self.conn.cursor(binary=True) as cur:
             rows = cur.execute(
-                f"WITH c AS ({' UNION '.join(parts)}) "
-                "SELECT p.term, p.seq, p.paper_id, p.doclen, NULL::bytea, p.freqs, p.ref FROM c JOIN lex_postings p "
-                "ON p.scope = %s AND p.term = ANY(%s) AND p.seq = c.seq UNION ALL "
-                "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL, p.ref FROM c JOIN lex_postings p "
-                f"ON p.paper_id = c.paper_id AND p.scope = %s AND p.ref = c.ref AND {placed} UNION ALL {stats}",
-                [*pargs, sid, counted, sid, *pl_args, sid]).fetchall()
+                f"WITH {ctes} "
+                f"SELECT p.term, p.seq, p.paper_id, p.doclen, NULL::bytea, p.freqs, p.ref FROM {counted_in} x "
+                "JOIN lex_postings p ON p.scope = %s AND p.term = ANY(%s) AND p.seq = x.seq UNION ALL "
+                + " UNION ALL ".join(branches) + f" UNION ALL {stats}",
+                [*cargs, sid, counted, *bargs, sid]).fetchall()
         return _as_codes(rows)
+
+    @staticmethod
+    def _rows_holding(sid: int, chosen: Sequence[tuple[str, bool]] | None, papers: Sequence[str] | None
+                      ) -> tuple[str, list[Any]]:
+        """SQL of the rows (seq, paper_id, ref) holding one of `chosen` (terms, or prefixes when
+        flagged), of `papers` if given: one index-only scan per term list and per prefix range
+        (an OR of them would visit the table); ("", []) for none."""
+        if not chosen:
+            return "", []
+        flt, fargs = ("", []) if papers is None else (" AND paper_id = ANY(%s)", [list(papers)])
+        exact = sorted({t for t, pre in chosen if not pre})
+        branches, args = [], []
+        if exact:
+            branches.append("SELECT DISTINCT seq, paper_id, ref FROM lex_postings WHERE scope = %s AND "
+                            f"term = ANY(%s){flt}")
+            args += [sid, exact, *fargs]
+        for x in sorted({t for t, pre in chosen if pre}):
+            branches.append("SELECT DISTINCT seq, paper_id, ref FROM lex_postings WHERE scope = %s AND term >= %s AND "
+                            f"term < %s{flt}")
+            args += [sid, x, x + "\U0010ffff", *fargs]
+        return " UNION ".join(branches), args
 
     def _evaluate(self, scope: str, parsed: Any, weights: Sequence[float] | None, paper_ids: Sequence[str] | None,
                   rows: list[tuple], n_hits: dict[str, int] | None = None, *, with_seq: bool = False,
@@ -360,10 +393,10 @@ class PostgresIndex:
             "WITH q(pos, term) AS (SELECT * FROM unnest(%s::integer[], %s::text[])), "
             "st AS (SELECT coalesce(sum(n_rows), 0)::float8 AS n, coalesce(sum(n_tokens), 0)::float8 AS t "
             "FROM lex_stats WHERE scope = %s), "
-            "df AS (SELECT term, count(*)::float8 AS n FROM lex_postings WHERE scope = %s AND term = ANY(%s) "
+            "df AS (SELECT term, sum(n_rows)::float8 AS n FROM lex_terms WHERE scope = %s AND term = ANY(%s) "
             "GROUP BY term), "
-            "idf AS (SELECT q.pos, q.term, ln((st.n - df.n + 0.5) / (df.n + 0.5)) AS x FROM q JOIN df "
-            "ON df.term = q.term CROSS JOIN st), "
+            "idf AS (SELECT q.pos, q.term, CASE WHEN (st.n - df.n + 0.5) / (df.n + 0.5) <= 1 THEN 0 "
+            "ELSE ln((st.n - df.n + 0.5) / (df.n + 0.5)) END AS x FROM q JOIN df ON df.term = q.term CROSS JOIN st), "
             "scored AS (SELECT any_value(p.ref) AS ref, any_value(p.paper_id) AS paper_id, p.seq, "
             "sum((CASE WHEN idf.x <= 0 THEN 1e-6::float8 ELSE idf.x END) * "
             "((f.v * %s) / (f.v + %s * (%s - %s + %s * p.doclen / (st.t / nullif(st.n, 0))))) ORDER BY idf.pos) AS s "
@@ -661,6 +694,10 @@ class PostgresIndex:
         "postings_without_row": ("lex_postings x WHERE NOT EXISTS (SELECT 1 FROM lex_rows l WHERE l.paper_id = "
                                  "x.paper_id AND l.scope = x.scope AND l.ref = x.ref)"),
     }
+    #: (paper, scope, term) whose count of rows (``lex_terms``) is not what its postings say.
+    _TERM_COUNTS_OFF = ("SELECT paper_id FROM lex_terms t FULL JOIN (SELECT paper_id, scope, term, count(*) AS n "
+                        "FROM lex_postings GROUP BY 1, 2, 3) x USING (paper_id, scope, term) "
+                        "WHERE t.n_rows IS DISTINCT FROM x.n")
 
     @_guarded
     def global_orphans(self) -> dict[str, int]:
@@ -670,6 +707,8 @@ class PostgresIndex:
         with snapshot(self.conn, self.where):
             for name, frm in self._ORPHANS.items():
                 out[name] = int(self.conn.execute(f"SELECT count(*) FROM {frm}").fetchone()[0])
+            out["term_counts_off"] = int(self.conn.execute(
+                f"SELECT count(*) FROM ({self._TERM_COUNTS_OFF}) o").fetchone()[0])
             out["units_without_fts"] = sum(int(self.conn.execute(
                 f"SELECT count(*) FROM {t} u WHERE NOT EXISTS (SELECT 1 FROM lex_rows l WHERE l.paper_id = u.paper_id "
                 f"AND l.scope = {sid} AND l.ref = u.unit_id)").fetchone()[0])
@@ -702,6 +741,8 @@ class PostgresIndex:
                 "SELECT DISTINCT paper_id FROM (SELECT paper_id, unit_id, 0 AS s FROM body_units UNION ALL "
                 "SELECT paper_id, unit_id, 1 FROM object_units) u WHERE NOT EXISTS (SELECT 1 FROM lex_rows l WHERE "
                 "l.paper_id = u.paper_id AND l.scope = u.s AND l.ref = u.unit_id)")]
+            off = {r[0] for r in c.execute(f"SELECT DISTINCT paper_id FROM ({self._TERM_COUNTS_OFF}) o")}
+            out["term_counts_off"] = writer.recount_terms(c, off - set(lacking))
             for pid in lacking:
                 writer.write_lex(c, pid, ["body", "object"])
             out["papers_lexical_rows_rewritten"] = len(lacking)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +112,19 @@ def delete_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
     ids = [SCOPES[s] for s in scopes]
     conn.execute("DELETE FROM lex_postings WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids))
     conn.execute("DELETE FROM lex_stats WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids))
+    conn.execute("DELETE FROM lex_terms WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids))
     return conn.execute("DELETE FROM lex_rows WHERE paper_id = %s AND scope = ANY(%s)", (paper_id, ids)).rowcount
+
+
+def recount_terms(conn: Conn, paper_ids: Iterable[str]) -> int:
+    """The papers' rows per term (``lex_terms``) counted again from their postings (after orphan
+    postings were removed); the number of count rows written."""
+    ids = sorted(set(paper_ids))
+    if not ids:
+        return 0
+    conn.execute("DELETE FROM lex_terms WHERE paper_id = ANY(%s)", (ids,))
+    return conn.execute("INSERT INTO lex_terms SELECT paper_id, scope, term, count(*) FROM lex_postings "
+                        "WHERE paper_id = ANY(%s) GROUP BY 1, 2, 3", (ids,)).rowcount
 
 
 def write_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
@@ -134,6 +147,10 @@ def write_lex(conn: Conn, paper_id: str, scopes: Iterable[str]) -> int:
                 for (ref, seq, _), (terms, size) in zip(items, inst):
                     for term, codes in terms.items():
                         cp.write_row((paper_id, sid, ref, term, seq, size, _packed(codes), _freqs(codes, ncol)))
+            rows_of: Counter[str] = Counter(term for terms, _ in inst for term in terms)
+            with cur.copy("COPY lex_terms (paper_id, scope, term, n_rows) FROM STDIN") as cp:
+                for term, k in rows_of.items():
+                    cp.write_row((paper_id, sid, term, k))
         conn.execute("INSERT INTO lex_stats VALUES (%s, %s, %s, %s)",
                      (paper_id, sid, len(items), sum(size for _, size in inst)))
         n += len(items)
