@@ -71,7 +71,6 @@ def check_status(instance: Any, asset: str, check: str, partition: str) -> str:
     """The latest execution status of asset check `asset/check` for one partition
     ("SUCCEEDED", "FAILED", ...), or "NONE" when it never ran for that partition."""
     from dagster import AssetCheckKey, AssetKey
-    from dagster._core.storage.event_log.base import PartitionKeyFilter
 
     hist = instance.event_log_storage.get_asset_check_execution_history(
         AssetCheckKey(AssetKey(asset), check), limit=1, partition_filter=PartitionKeyFilter(key=partition))

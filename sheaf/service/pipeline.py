@@ -156,6 +156,8 @@ def status(settings: Any) -> Outcome:
                                         write_cache=False)
         present = [p.key for p in plan.scan.discovery.papers]
         statuses, read = pipelines.record.statuses_from(instance, chain, present, plan.versions, record)
+        # Index rows or artifacts that disagree with the event log: stale, as the next build plans them.
+        pipelines.planner.apply_index_drift(settings, instance, statuses, chain)
         live = pipelines.live.build_state(settings, instance)
         how = {"record": "current" if record is not None else "none or stale", "papers_read": read, "dagster": True,
                "no_op_proof": proof.why}

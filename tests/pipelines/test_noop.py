@@ -309,3 +309,21 @@ def test_status_goes_the_dagster_way_while_a_build_holds_the_lock(home):
         pass
     assert quick_status(settings).unchanged
     assert set(CHAIN) == set(_proof(home).record.assets)
+
+
+@pytest.mark.parametrize("change", ["artifact lost", "index rows lost"])
+def test_status_says_stale_for_what_the_next_build_would_rebuild(home, change):
+    """An artifact or a paper's index rows gone: the proof goes the Dagster way, and `sheaf
+    status` then says the paper is stale for index drift, as the build that follows plans it
+    (it used to say every paper was fresh)."""
+    from sheaf.service import pipeline
+
+    key = BASE_PAPERS[0] if change == "artifact lost" else BASE_PAPERS[3]
+    CHANGES[change][0](home)
+    env = pipeline.status(home.settings()).envelope
+    assert env["data"]["plan"]["dagster"] is True
+    paper = next(p for p in env["data"]["papers"] if p["paper_id"] == key)
+    assert paper["state"] == "stale" and any(r.startswith("index drift: ") for r in paper["reasons"]), paper
+    assert env["data"]["fresh"] is False and env["data"]["states"]["stale"] == 1
+    code, built = run_cli(["build", "--json"])
+    assert sorted(k for r in built["data"]["runs"] for k in r["papers"]) == [key]
