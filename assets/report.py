@@ -20,7 +20,8 @@ from sheaf.transform.checks import CheckOutcome
 @asset(deps=["ocr_blocks", "body_units", "object_units"], group_name="report", code_version="1",
        automation_condition=REPORT_CONDITION)
 def library_report(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
-    """Library-wide picture: papers per format, sections/units/tokens per paper, papers without headings, shared text."""
+    """Library-wide picture: papers per format, sections/units/tokens per paper, papers without headings,
+    shared text."""
     data = library_report_data(open_artifacts(sheaf.settings()))
     return MaterializeResult(metadata={
         "report": MetadataValue.md(report_markdown(data)),
@@ -34,7 +35,8 @@ def library_report(context: AssetExecutionContext, sheaf: SheafConfig) -> Materi
 # discovery sensor that records them already requests that refresh (automation paused or not).
 @asset(name=STATUS_ASSET, deps=["vector_collections"], group_name="report",
        automation_condition=STATUS_CONDITION)
-def library_status(context: AssetExecutionContext, sheaf: SheafConfig, chain: ResourceParam[Chain]) -> MaterializeResult:
+def library_status(context: AssetExecutionContext, sheaf: SheafConfig,
+                   chain: ResourceParam[Chain]) -> MaterializeResult:
     """Every paper's state (built / stale and why / missing / failed) as a table with its title,
     first author and year, from the papers' materializations and their latest observed OCR hash.
     Refreshed when the discovery sensor sees papers change and after the chain is rebuilt; each

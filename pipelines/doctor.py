@@ -217,10 +217,12 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                 wb, wo = fts.metadata.get("body_units"), fts.metadata.get("object_units")
                 gb, go = s.get("body_units", 0), s.get("object_units", 0)
                 if (wb is not None and gb != wb) or (wo is not None and go != wo):
-                    d.add("index_units_mismatch", f"index holds {gb}+{go} units; the last fts_tables recorded {wb}+{wo}",
+                    d.add("index_units_mismatch",
+                          f"index holds {gb}+{go} units; the last fts_tables recorded {wb}+{wo}",
                           _KILLED + ", or rows were deleted outside Sheaf (or the index was replaced)", "rebuild", key)
                 if s.get("body_fts", 0) != gb or s.get("object_fts", 0) != go:
-                    d.add("index_fts_mismatch", f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {gb}+{go}",
+                    d.add("index_fts_mismatch",
+                          f"FTS rows {s.get('body_fts', 0)}+{s.get('object_fts', 0)} ≠ units {gb}+{go}",
                           "FTS rows deleted or added outside a paper's transaction", "rebuild", key)
             if vec is not None and "error" not in vec.metadata:
                 want = vec.metadata.get("passages")
@@ -236,7 +238,8 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                     d.add("vectors_missing", f"no vector collection of the current model ({current})",
                           "the collection was dropped, or the index replaced", "rebuild", key)
                 elif want is not None and got != want:
-                    d.add("vectors_mismatch", f"index holds {got} passages; the last vector_collections recorded {want}",
+                    d.add("vectors_mismatch",
+                          f"index holds {got} passages; the last vector_collections recorded {want}",
                           _KILLED + ", or vectors were deleted outside Sheaf", "rebuild", key)
                 elif nv != got:
                     d.add("vectors_mismatch", f"{nv} vectors for {got} passages", "vector rows deleted or added "
@@ -256,7 +259,8 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
                 s = stats[key]
                 d.add("orphan_index_rows", f"{s.get('body_units', 0)}+{s.get('object_units', 0)} units, "
                       f"{s.get('passages', 0)} passages of a paper that is not a partition",
-                      "the paper was removed but its rows stayed (a removal interrupted, or rows written outside a build)",
+                      "the paper was removed but its rows stayed (a removal interrupted, or rows written outside "
+                      "a build)",
                       "remove", key)
             for kind, n in conn.global_orphans().items():
                 if n:

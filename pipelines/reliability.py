@@ -277,7 +277,8 @@ def storage_error(exc: BaseException | str, paths: list[Path]) -> SheafError:
     free = _free_bytes(path)
     if kind == "disk full":
         msg = f"no space left on the device holding {path}"
-        hint = "free some disk space (or move SHEAF_HOME), then run `sheaf build` again; the previous index is unchanged"
+        hint = ("free some disk space (or move SHEAF_HOME), then run `sheaf build` again; the previous index is "
+                "unchanged")
     elif kind == "read-only":
         msg = f"cannot write to {path}: it is read-only"
         hint = "make the folder writable (or point SHEAF_HOME elsewhere); the previous index is unchanged"

@@ -565,7 +565,8 @@ class Retriever:
         capped = {k: v for k, v in dropped.items() if v}
         if per_paper and capped and len(matches) < limit:
             warnings.append(f"{len(matches)} of the {limit} asked for: --per-paper {per_paper} left out "
-                            + ", ".join(f"{v} more unit{'s' if v != 1 else ''} of {k}" for k, v in sorted(capped.items()))
+                            + ", ".join(f"{v} more unit{'s' if v != 1 else ''} of {k}"
+                                        for k, v in sorted(capped.items()))
                             + " (--per-paper 0 shows every unit)")
         data = {"query": query, "mode": mode, "limit": limit, "per_paper": per_paper, "kind": kind,
                 "papers": list(papers or []), "filters": filters, "full": full,
