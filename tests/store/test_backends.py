@@ -232,6 +232,19 @@ def test_lexical_rankings_equal_across_backends(pg_url, tmp_path):
         pg.close()
 
 
+def test_postgres_sessions_plan_each_ranking_for_its_own_terms(pg_url):
+    """A ranking's statement has the same text for every query of as many terms: the sessions plan
+    each run for its own terms (no generic plan after psycopg prepares it) and sort in memory."""
+    fresh_database(pg_url)
+    for readonly in (False, True):
+        ix = open_url(pg_url, readonly=readonly)
+        try:
+            assert ix.conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
+            assert ix.conn.execute("SHOW work_mem").fetchone() == ("64MB",)
+        finally:
+            ix.close()
+
+
 def test_a_schema_1_index_is_migrated_and_ranks_as_before(pg_url, tmp_path):
     """Schema 2 adds each posting's count per column; a schema-1 database gets them computed from
     the packed positions it holds, and then ranks exactly as SQLite does."""

@@ -384,12 +384,21 @@ class PostgresIndex:
         same scores and order (ties: seq). `exclude`: rows (seq) left out."""
         if limit == 0:
             return []
+        with snapshot(self.conn, self.where):
+            rows = self._scored(sid, terms, w, paper_ids, limit, per_paper, exclude)
+        if with_seq:
+            return [(ref, -float(score), pid, int(seq)) for ref, pid, score, seq in rows]
+        return [(ref, -float(score), pid) for ref, pid, score, _ in rows]
+
+    def _scored(self, sid: int, terms: list[str], w: tuple[float, ...], paper_ids: Sequence[str] | None,
+                limit: int, per_paper: bool, exclude: Sequence[int]) -> list[tuple]:
+        """The statement of `_ranked_in_sql`: (ref, paper_id, bm25 > 0, seq), best first."""
         freq = " + ".join(f"%s * p.freqs[{i + 1}]" for i in range(len(w)))
-        flt, fargs = ("", []) if paper_ids is None else (" AND p.paper_id = ANY(%s)", [list(paper_ids)])
-        if exclude:
-            flt, fargs = flt + " AND p.seq <> ALL(%s)", [*fargs, list(exclude)]
+        pf, pargs = ("", []) if paper_ids is None else (" AND p.paper_id = ANY(%s)", [list(paper_ids)])
+        if exclude:  # a hashed anti-join: `<> ALL(array)` compared every posting with every excluded row
+            pf, pargs = pf + " AND p.seq NOT IN (SELECT unnest(%s::bigint[]))", [*pargs, list(exclude)]
         uniq = sorted(set(terms))
-        rows = self.conn.execute(
+        return self.conn.execute(
             "WITH q(pos, term) AS (SELECT * FROM unnest(%s::integer[], %s::text[])), "
             "st AS (SELECT coalesce(sum(n_rows), 0)::float8 AS n, coalesce(sum(n_tokens), 0)::float8 AS t "
             "FROM lex_stats WHERE scope = %s), "
@@ -400,17 +409,14 @@ class PostgresIndex:
             "scored AS (SELECT any_value(p.ref) AS ref, any_value(p.paper_id) AS paper_id, p.seq, "
             "sum((CASE WHEN idf.x <= 0 THEN 1e-6::float8 ELSE idf.x END) * "
             "((f.v * %s) / (f.v + %s * (%s - %s + %s * p.doclen / (st.t / nullif(st.n, 0))))) ORDER BY idf.pos) AS s "
-            f"FROM lex_postings p JOIN idf ON idf.term = p.term CROSS JOIN st CROSS JOIN LATERAL "
-            f"(SELECT ({freq})::float8 AS v) f WHERE p.scope = %s AND p.term = ANY(%s){flt} "
+            "FROM lex_postings p JOIN idf ON idf.term = p.term CROSS JOIN st CROSS JOIN LATERAL "
+            f"(SELECT ({freq})::float8 AS v) f WHERE p.scope = %s AND p.term = ANY(%s){pf} "
             "GROUP BY p.seq) "
             + ("SELECT ref, paper_id, s, seq FROM (SELECT DISTINCT ON (paper_id) ref, paper_id, s, seq FROM scored "
                "ORDER BY paper_id, s DESC, seq) b ORDER BY s DESC, paper_id COLLATE \"C\" LIMIT %s" if per_paper else
                "SELECT ref, paper_id, s, seq FROM scored ORDER BY s DESC, seq LIMIT %s"),
-            [list(range(len(terms))), terms, sid, sid, uniq, K1 + 1.0, K1, 1.0, B, B, *w, sid, uniq, *fargs,
-             limit]).fetchall()
-        if with_seq:
-            return [(ref, -float(score), pid, int(seq)) for ref, pid, score, seq in rows]
-        return [(ref, -float(score), pid) for ref, pid, score, _ in rows]
+            [list(range(len(terms))), terms, sid, sid, uniq, K1 + 1.0, K1, 1.0, B, B, *w, sid, uniq,
+             *pargs, limit if limit >= 0 else None]).fetchall()
 
     @_guarded
     def lexical_units(self, scope: str, match: str, *, limit: int, paper_ids: Sequence[str] | None = None,
