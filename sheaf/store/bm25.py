@@ -34,8 +34,8 @@ import numpy as np
 
 from sheaf.store.sqlite.db import sqlite3
 
-__all__ = ["K1", "B", "ROW_SHIFT", "COL_SHIFT", "OFFSET_MASK", "parse_match", "column_weights", "idf", "Bm25Table", "RankedRows",
-           "FtsTokenizer", "evaluate", "member"]
+__all__ = ["K1", "B", "ROW_SHIFT", "COL_SHIFT", "OFFSET_MASK", "parse_match", "column_weights", "idf", "Bm25Table",
+           "RankedRows", "FtsTokenizer", "evaluate", "member"]
 
 K1 = 1.2
 B = 0.75
