@@ -165,7 +165,9 @@ class PostgresIndex:
         - every word: only the rows that can match are read, those holding the rarest group, with
           each single term's row count over the scope for its idf;
         - and the rows holding each phrase of several terms or a prefix (found through its rarest
-          term), so that its count of rows, and so its idf, is complete.
+          term), so that its count of rows, and so its idf, is complete;
+        - every row (no `limit`: `grep`, the code variants): the rows holding each phrase's rarest
+          term (or prefix), not every posting of every term and prefix of the query.
         """
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {sorted(SCOPES)}")
@@ -192,7 +194,7 @@ class PostgresIndex:
         if some and all(simple):
             return self._ranked_in_sql(sid, [t[0] for t, _ in phrases], w, paper_ids, limit, per_paper)
         every = parsed[0] == "AND" and len(groups) > 1
-        if not (some or every):
+        if not (some or every) and all(simple):
             return self._evaluate(scope, parsed, weights, paper_ids, self._postings(sid, exact, prefixes))
         with snapshot(self.conn, self.where):
             n_hits, in_range = self._row_counts(sid, exact, prefixes)
@@ -207,6 +209,10 @@ class PostgresIndex:
 
             complex_anchors = [size(ph)[1:] for ph, ok in zip(phrases, simple) if not ok]
             positions = {x for (t, _), ok in zip(phrases, simple) if not ok for x in t}
+            if not (some or every):  # every row (grep): each phrase's rows are among those of its rarest term
+                rows = self._postings(sid, exact, prefixes, anchors=[], also=[size(ph)[1:] for ph in phrases],
+                                      positions=positions)
+                return self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits)
             if every:
                 sizes = [sum(size(ph)[0] for ph in g) for g in groups]
                 if min(sizes) == 0:
