@@ -32,6 +32,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
 from sheaf.ingest.metadata import export_hash
+from sheaf.ingest.sources import SourceScan
 from sheaf.store.sqlite.integrity import storage_problem
 from sheaf.vectors.embedder import Embedder
 
@@ -45,7 +46,7 @@ def _export_hash(settings: Settings, plan: SyncPlan) -> str:
 
 def build(settings: Settings, defs: Definitions, papers: list[str] | None = None, full: bool = False,
           progress: Callable[[str], None] = lambda s: None, embedder: Embedder | None = None,
-          events: Events | None = None, workers: int = 1) -> BuildReport:
+          events: Events | None = None, workers: int = 1, scan: SourceScan | None = None) -> BuildReport:
     """Discover, then materialize missing and stale papers (all of them with `full`).
 
     Crash safety (`pipelines/reliability.py`): one build at a time per SHEAF_HOME (a second
@@ -77,7 +78,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
             swept = sweep_leftovers(settings.home, settings.artifacts_dir)
             prepared = prepare_index(settings, full=full, say=progress)
             defs = with_embedder(defs, embedder if embedder is not None else Embedder.from_settings(settings))
-            rep = _build(settings, defs, papers, full, progress, instance, events, workers)
+            rep = _build(settings, defs, papers, full, progress, instance, events, workers, scan)
         except SheafError:
             raise
         except Exception as e:
@@ -94,13 +95,13 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
 def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full: bool,
            progress: Callable[[str], None], instance: DagsterInstance, events: Events,
-           workers: int = 1) -> BuildReport:
+           workers: int = 1, scan: SourceScan | None = None) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
     # The last build's record, while provably current (pipelines/record.py): papers whose OCR
     # hash it holds keep its status, and no paper's events are read for them.
     record = None if full else load_record(instance, chain)
-    plan = plan_sync(instance, settings, observed=record.versions if record is not None else None)
+    plan = plan_sync(instance, settings, observed=record.versions if record is not None else None, scan=scan)
     apply_sync(instance, settings, plan)
     sync = {"added": plan.added, "removed": plan.removed, "changed": sorted(plan.changed),
             "invalid_keys": plan.invalid_keys, "unreadable": plan.errors}

@@ -39,7 +39,7 @@ from pipelines.plan import (
 from pipelines.reliability import build_lock, check_writable, lock_holder, sweep_leftovers
 from sheaf.core.settings import Settings
 from sheaf.ingest.metadata import export_hash
-from sheaf.ingest.sources import scan_sources
+from sheaf.ingest.sources import SourceScan, scan_sources
 from sheaf.store.select import check_backend
 
 #: The partitions, the recorded plan's asset, the observed source and the library metadata
@@ -58,6 +58,8 @@ class Proof:
 
     unchanged: bool
     why: str = ""
+    #: the library scan, when the proof got that far (a build or status the Dagster way reuses it)
+    scan: SourceScan | None = None
     plan: SyncPlan | None = None
     statuses: dict[str, PaperStatus] = field(default_factory=dict)
     record: Record | None = None
@@ -96,38 +98,43 @@ def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
         return Proof.no("OCR results were observed since the recorded plan")
 
     scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
+
+    def no(why: str) -> Proof:
+        return Proof(False, why, scan=scan)
+
     versions = current_versions(scan)
     keys = files.partitions(PAPERS)
     present = {p.key for p in scan.discovery.papers}
     if set(keys) != present:
-        return Proof.no("papers were added or removed")
+        return no("papers were added or removed")
     if any(record.versions.get(k) != versions.get(k) for k in keys) or set(record.versions) != present:
-        return Proof.no("a paper's OCR output changed")
+        return no("a paper's OCR output changed")
 
     loaded = files.latest_metadata(METADATA_ASSET)
     if loaded is None or loaded.get("export_hash") != export_hash(scan.discovery.metadata_files):
-        return Proof.no("the library metadata export changed")
+        return no("the library metadata export changed")
     if metadata_missing(settings, loaded.get("papers")):
-        return Proof.no("the index lost library metadata")
+        return no("the index lost library metadata")
     health = check_backend(settings, deep=False)
     if health.state != "ok":
-        return Proof.no(f"the index needs attention: {health.message}")
+        return no(f"the index needs attention: {health.message}")
     known, _ = record.current_for(versions)
     statuses = {k: known[k] for k in keys}
     if any(needs_build(st) for st in statuses.values()):  # a build that left work (a run failed whole)
-        return Proof.no("the recorded plan has papers to build")
+        return no("the recorded plan has papers to build")
     if artifact_index_drift(settings, statuses, record.artifacts):
-        return Proof.no("index rows or artifacts disagree with the recorded plan")
+        return no("index rows or artifacts disagree with the recorded plan")
     plan = SyncPlan(added=[], removed=[], changed={}, invalid_keys=list(scan.discovery.invalid_keys),
                     errors=dict(scan.errors), scan=scan, versions=versions)
-    return Proof(True, "", plan, statuses, record)
+    return Proof(True, "", plan=plan, statuses=statuses, record=record, scan=scan)
 
 
 def quick_build(settings: Settings, progress: Callable[[str], None],
-                events: Events | None = None) -> tuple[BuildReport | None, str]:
+                events: Events | None = None) -> tuple[BuildReport | None, Proof]:
     """`sheaf build` when `prove_unchanged` holds: (the same `BuildReport`, and events, as the
     Dagster way's no-op, after the same crash-safety steps: the build lock, writable folders,
-    leftovers swept; ""), else (None, why: the caller builds the Dagster way)."""
+    leftovers swept; the proof), else (None, the proof: its `why`, and its scan for the caller,
+    which builds the Dagster way)."""
     started = time.perf_counter()
     progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
@@ -135,7 +142,7 @@ def quick_build(settings: Settings, progress: Callable[[str], None],
         check_writable(paths)
         proof = prove_unchanged(settings, write_cache=True)
         if not proof.unchanged:
-            return None, proof.why
+            return None, proof
         swept = sweep_leftovers(settings.home, settings.artifacts_dir)
     plan = proof.plan
     for k in plan.invalid_keys:
@@ -144,7 +151,7 @@ def quick_build(settings: Settings, progress: Callable[[str], None],
     events({"event": "start", "total": 0, "considered": len(proof.statuses), "planned": {}, "sync": sync})
     sync.update({"dead_runs_failed": [], "leftovers_removed": swept, "index_recovery": {}})
     return BuildReport(sync, {}, [], proof.statuses, 0, round(time.perf_counter() - started, 2), False,
-                       {"record": "current", "papers_read": 0, "dagster": False}), ""
+                       {"record": "current", "papers_read": 0, "dagster": False}), proof
 
 
 def idle_without_dagster(settings: Settings) -> bool:

@@ -14,7 +14,7 @@ from pipelines.partitions import papers_partitions
 from pipelines.plan import SyncPlan, current_versions
 from pipelines.state import latest_observed_versions
 from sheaf.core.settings import Settings
-from sheaf.ingest.sources import scan_sources
+from sheaf.ingest.sources import SourceScan, scan_sources
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.select import open_backend
 
@@ -32,12 +32,14 @@ def observations(plan: SyncPlan, previous: Mapping[str, str] | None = None) -> l
 
 
 def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[str, str] | None = None, *,
-              write_cache: bool = True) -> SyncPlan:
+              write_cache: bool = True, scan: SourceScan | None = None) -> SyncPlan:
     """Compare the library folder with the instance's partitions and last observations
     (`observed`: those versions, when the caller knows them from a current record,
     `pipelines.record`; else every paper's latest observation is read; `write_cache=False`:
-    read-only, for `sheaf status`)."""
-    scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
+    read-only, for `sheaf status`; `scan`: the library's scan, made moments ago by the no-op
+    proof, `pipelines.noop`)."""
+    if scan is None:
+        scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
     existing = set(instance.get_dynamic_partitions(papers_partitions.name))
     present = {p.key for p in scan.discovery.papers}
     observed = observed if observed is not None else latest_observed_versions(instance)

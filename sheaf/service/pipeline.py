@@ -73,12 +73,13 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
     _light().reliability.check_workers(settings, settings.build_workers)  # before the no-op proof answers
     with stop_on_sigterm():
         quick = defs is None and not papers and not full
-        rep, why = _light().noop.quick_build(settings, progress, events) if quick else (None, "")
+        rep, proof = _light().noop.quick_build(settings, progress, events) if quick else (None, None)
+        why = proof.why if proof is not None else ""
         if rep is None:
             pipelines = _pipelines()
             rep = pipelines.build.build(settings, defs if defs is not None else definitions(settings),
                                         papers=papers or None, full=full, progress=progress, events=events,
-                                        workers=settings.build_workers)
+                                        workers=settings.build_workers, scan=proof.scan if proof else None)
             if why:
                 rep.plan["no_op_proof"] = why
     states: dict[str, int] = {}
@@ -153,7 +154,7 @@ def status(settings: Any) -> Outcome:
         # for the papers whose OCR hash it holds; edited and new papers are read from their events.
         record = pipelines.record.load_record(instance, chain) if built_before else None
         plan = pipelines.sync.plan_sync(instance, settings, observed=record.versions if record is not None else None,
-                                        write_cache=False)
+                                        write_cache=False, scan=proof.scan)
         present = [p.key for p in plan.scan.discovery.papers]
         statuses, read = pipelines.record.statuses_from(instance, chain, present, plan.versions, record)
         # Index rows or artifacts that disagree with the event log: stale, as the next build plans them.
