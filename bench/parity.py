@@ -515,8 +515,9 @@ def render(res: dict[str, Any], out: str = "bench/results/parity.json") -> str:
         ratio = lat["postgres"]["retrieve hybrid"]["p95"] / max(lat["sqlite"]["retrieve hybrid"]["p95"], 1e-9)
         rec = res["hnsw"].get("ef_search=200", {}).get("recall@10")
         lines += ["", f"Against the issue's targets at this size: hybrid `retrieve` p95 on Postgres is {ratio:.1f}x the "
-                  f"SQLite in-process path (target ≤ 2x: not met; the lexical leg is what is left, and `grep`, which "
-                  f"reads every posting of its terms, is slower still); HNSW recall@10 at the default ef_search 200 "
+                  f"SQLite in-process path (target ≤ 2x: not met; the lexical leg is what is left: the rows holding a "
+                  f"phrase's rarest term, read with their positions, and the some-words ranking over the commonest "
+                  f"words' postings); HNSW recall@10 at the default ef_search 200 "
                   f"is {rec} (target ≥ 0.99: not met on these stand-in vectors, whose noise spreads them more evenly "
                   "than a model's; the exact path is the scan below `EXACT_BELOW` or with a paper filter)."]
         lines += ["", "Not measured here: a server on another machine (every Postgres number is a Unix socket on the "
