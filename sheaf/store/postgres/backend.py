@@ -2,8 +2,9 @@
 
 Lexical ranking is FTS5's bm25 (`sheaf.store.bm25`), computed per query from the postings of the
 query's terms and the term statistics each paper's replace keeps current (`lex_stats`, and each
-term's rows per paper in `lex_terms`), read in one snapshot: the same scores and order as the SQLite backend's FTS5 tables, the
-same rows for `grep` and the code variants (the retriever cuts spans from the rows matched).
+term's rows per paper in `lex_terms`), read in one snapshot: the same scores and order as the
+SQLite backend's FTS5 tables, the same rows for `grep` and the code variants (the retriever cuts
+spans from the rows matched).
 Vector search is exact (a scan ordered by cosine distance, ties by insertion order) below
 `EXACT_BELOW` passages or with a paper filter, HNSW with a wide ``ef_search`` above.
 """
@@ -390,21 +391,12 @@ class PostgresIndex:
         same scores and order (ties: seq). `exclude`: rows (seq) left out."""
         if limit == 0:
             return []
-        with snapshot(self.conn, self.where):
-            rows = self._scored(sid, terms, w, paper_ids, limit, per_paper, exclude)
-        if with_seq:
-            return [(ref, -float(score), pid, int(seq)) for ref, pid, score, seq in rows]
-        return [(ref, -float(score), pid) for ref, pid, score, _ in rows]
-
-    def _scored(self, sid: int, terms: list[str], w: tuple[float, ...], paper_ids: Sequence[str] | None,
-                limit: int, per_paper: bool, exclude: Sequence[int]) -> list[tuple]:
-        """The statement of `_ranked_in_sql`: (ref, paper_id, bm25 > 0, seq), best first."""
         freq = " + ".join(f"%s * p.freqs[{i + 1}]" for i in range(len(w)))
         pf, pargs = ("", []) if paper_ids is None else (" AND p.paper_id = ANY(%s)", [list(paper_ids)])
         if exclude:  # a hashed anti-join: `<> ALL(array)` compared every posting with every excluded row
             pf, pargs = pf + " AND p.seq NOT IN (SELECT unnest(%s::bigint[]))", [*pargs, list(exclude)]
         uniq = sorted(set(terms))
-        return self.conn.execute(
+        rows = self.conn.execute(
             "WITH q(pos, term) AS (SELECT * FROM unnest(%s::integer[], %s::text[])), "
             "st AS (SELECT coalesce(sum(n_rows), 0)::float8 AS n, coalesce(sum(n_tokens), 0)::float8 AS t "
             "FROM lex_stats WHERE scope = %s), "
@@ -423,6 +415,9 @@ class PostgresIndex:
                "SELECT ref, paper_id, s, seq FROM scored ORDER BY s DESC, seq LIMIT %s"),
             [list(range(len(terms))), terms, sid, sid, uniq, K1 + 1.0, K1, 1.0, B, B, *w, sid, uniq,
              *pargs, limit if limit >= 0 else None]).fetchall()
+        if with_seq:
+            return [(ref, -float(score), pid, int(seq)) for ref, pid, score, seq in rows]
+        return [(ref, -float(score), pid) for ref, pid, score, _ in rows]
 
     @_guarded
     def lexical_units(self, scope: str, match: str, *, limit: int, paper_ids: Sequence[str] | None = None,
