@@ -137,7 +137,8 @@ def record_from_json(raw: Any) -> Record | None:
     try:
         versions: dict[str, str] = {}
         statuses: dict[str, PaperStatus] = {}
-        papers = raw["papers"] if "papers" in raw else json.loads(zlib.decompress(base64.b64decode(raw["papers_zlib"])))
+        papers = (raw["papers"] if "papers" in raw  # a record of the older, plain form
+                  else json.loads(zlib.decompress(base64.b64decode(raw["papers_zlib"]))))
         for key, row in papers.items():
             version, state, reasons, error, rebuild_from, facts = row
             versions[key] = version

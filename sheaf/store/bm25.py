@@ -34,7 +34,7 @@ import numpy as np
 
 from sheaf.store.sqlite.db import sqlite3
 
-__all__ = ["K1", "B", "ROW_SHIFT", "COL_SHIFT", "OFFSET_MASK", "parse_match", "column_weights", "idf", "Bm25Table",
+__all__ = ["K1", "B", "ROW_SHIFT", "COL_SHIFT", "OFFSET_MASK", "parse_match", "column_weights", "Bm25Table",
            "RankedRows", "FtsTokenizer", "evaluate", "member"]
 
 K1 = 1.2
@@ -113,15 +113,6 @@ def column_weights(n: int, weights: Sequence[float] | None) -> tuple[float, ...]
     return None if any(x * 64 != round(x * 64) or abs(x) > 1024 for x in w) else w
 
 
-def idf(n_row: float, n_hit: float) -> float:
-    """fts5Bm25GetData's idf of a phrase in `n_hit` of `n_row` rows, with the C library's log as
-    SQLite calls it (numpy's vector log may differ in the last bit)."""
-    ratio = (n_row - n_hit + 0.5) / (n_hit + 0.5)
-    # log(ratio) <= 0 exactly when ratio <= 1; a count above the rows (statistics out of step
-    # with the rows, which doctor finds) would have no log at all.
-    return 1e-6 if ratio <= 1.0 else math.log(ratio)
-
-
 class Bm25Table:
     """An FTS5 table's instances and row lengths (or only those of some terms), for one state of the table."""
 
@@ -194,7 +185,12 @@ class Bm25Table:
         return cand
 
     def _idf(self, n_hit: int) -> float:
-        return idf(self.n_row, n_hit)
+        """fts5Bm25GetData's idf, with the C library's log as SQLite calls it (numpy's vector
+        log may differ in the last bit)."""
+        ratio = (self.n_row - n_hit + 0.5) / (n_hit + 0.5)
+        # log(ratio) <= 0 exactly when ratio <= 1; a count above the rows (statistics out of step
+        # with the rows, which doctor finds) would have no log at all.
+        return 1e-6 if ratio <= 1.0 else math.log(ratio)
 
     def _score(self, rowids: np.ndarray, f: np.ndarray, idf: np.ndarray | float) -> np.ndarray:
         """fts5Bm25Function's term for each row: ``idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D
