@@ -38,6 +38,12 @@ def dagster_yaml(sharded: bool = False) -> str:
 #: ever written into the file): the index's own, Dagster's tables living beside the index's.
 POSTGRES_URL_ENV = "SHEAF_INDEX_URL"
 
+#: Dagster's switch for batched event writes, and the batch Sheaf's processes use (a run covers at
+#: most a few hundred papers, so a step's materializations are one batch). Set it in the
+#: environment of `dagster dev` / the code location too for the UI's runs to batch (docs/deploy.md).
+EVENT_BATCH_ENV = "DAGSTER_EVENT_BATCH_SIZE"
+EVENT_BATCH_SIZE = 1000
+
 
 def postgres_dagster_yaml(url_env: str = POSTGRES_URL_ENV) -> str:
     """Sheaf's dagster.yaml when the index is on Postgres: run, event log and schedule storage in

@@ -11,7 +11,14 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
 
-from pipelines.dagster_files import POSTGRES_URL_ENV, YAML_HEADER, dagster_yaml, postgres_dagster_yaml
+from pipelines.dagster_files import (
+    EVENT_BATCH_ENV,
+    EVENT_BATCH_SIZE,
+    POSTGRES_URL_ENV,
+    YAML_HEADER,
+    dagster_yaml,
+    postgres_dagster_yaml,
+)
 from pipelines.planner import Chain, chain_of, selection_from
 from pipelines.reliability import run_tags
 from sheaf.core.envelope import SheafError
@@ -48,8 +55,12 @@ def ensure_dagster_home(settings: Settings) -> Path:
 def dagster_env(settings: Settings) -> None:
     """The environment the home's instance is loaded with: DAGSTER_HOME, and on Postgres the
     database URL its dagster.yaml reads (`POSTGRES_URL_ENV`, in the form SQLAlchemy takes), after
-    checking that dagster-postgres is installed."""
+    checking that dagster-postgres is installed. Also Dagster's event batching
+    (`DAGSTER_EVENT_BATCH_SIZE`, unless set): a step's materializations of a range of papers are
+    stored as one batch (`SheafEventLogStorage.store_event_batch`; Dagster's Postgres storage
+    has its own), not one write and one asset-row update per paper."""
     os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
+    os.environ.setdefault(EVENT_BATCH_ENV, str(EVENT_BATCH_SIZE))
     if settings.index_backend != "postgres":
         return
     if find_spec("dagster_postgres") is None:

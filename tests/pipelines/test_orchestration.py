@@ -5,9 +5,20 @@ paper's events and a one-paper change read and write that paper's only.
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from tests.pipeline_kit import BASE_PAPERS, CHAIN, Home, built_base, clone, instance, new_home, run_cli
+from tests.pipeline_kit import (
+    BASE_PAPERS,
+    CHAIN,
+    Home,
+    built_base,
+    clone,
+    instance,
+    new_home,
+    run_cli,
+)
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +204,61 @@ def test_artifact_rows_reads_the_count_from_the_footer(tmp_path):
     assert artifact_rows(tmp_path, "body_units", "NOPE") is None
     write_artifact(tmp_path, "render_map", "K1", {"headings": []})  # a JSON artifact has no rows
     assert artifact_rows(tmp_path, "render_map", "K1") is None
+
+
+@pytest.mark.parametrize("batch", ["default", "0"])
+def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, tmp_path, monkeypatch):
+    """Sheaf's processes turn on Dagster's event batching (`DAGSTER_EVENT_BATCH_SIZE`, unless
+    set) and its SQLite storage writes a batch in one transaction with the asset's latest entry
+    written once, not once per paper; with batching off, event by event. Either way every paper's
+    materialization is recorded and the asset's latest entry is the last one written."""
+    from dagster import (
+        AssetKey,
+        DagsterEventType,
+        DagsterInstance,
+        Definitions,
+        DynamicPartitionsDefinition,
+        EventRecordsFilter,
+        MaterializeResult,
+        asset,
+        define_asset_job,
+    )
+
+    import pipelines.dagster_private as private
+    from pipelines.runs import ensure_dagster_home
+    from sheaf.core.settings import get_settings
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))  # ensure_dagster_home sets it: restored after
+    if batch == "default":
+        monkeypatch.delenv("DAGSTER_EVENT_BATCH_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", batch)
+    dh = ensure_dagster_home(get_settings(home=tmp_path))
+    assert os.environ["DAGSTER_EVENT_BATCH_SIZE"] == ("1000" if batch == "default" else batch)
+    papers = DynamicPartitionsDefinition(name="batch_papers")
+
+    @asset(partitions_def=papers)
+    def step(context):
+        return MaterializeResult(metadata={"papers": len(context.partition_keys)})
+
+    writes: list[int] = []
+    real = private.SheafEventLogStorage._store_asset_event
+
+    def counted(self, conn, event, event_id):
+        if event.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION:
+            writes.append(event_id)
+        return real(self, conn, event, event_id)
+
+    monkeypatch.setattr(private.SheafEventLogStorage, "_store_asset_event", counted)
+    inst = DagsterInstance.from_config(str(dh))
+    inst.add_dynamic_partitions("batch_papers", ["p1", "p2", "p3"])
+    job = Definitions(assets=[step], jobs=[define_asset_job("batch_job", [step])]).resolve_job_def("batch_job")
+    assert job.execute_in_process(instance=inst, tags={"dagster/asset_partition_range_start": "p1",
+                                                       "dagster/asset_partition_range_end": "p3"}).success
+    records = inst.get_event_records(EventRecordsFilter(DagsterEventType.ASSET_MATERIALIZATION, AssetKey("step")))
+    assert sorted(r.partition_key for r in records) == ["p1", "p2", "p3"]
+    assert len(writes) == (1 if batch == "default" else 3)
+    latest = inst.get_asset_records([AssetKey("step")])[0].asset_entry.last_materialization_record
+    assert latest.storage_id == max(r.storage_id for r in records) == writes[-1]
+    assert inst.get_materialized_partitions(AssetKey("step")) == {"p1", "p2", "p3"}
+    inst.dispose()

@@ -271,6 +271,7 @@ def test_the_postgres_dagster_yaml_names_no_url_and_loads_in_dagster(tmp_path, m
     validation loads it into our pooled psycopg2 storages; a postgres:// URL is given to Dagster
     as postgresql://; without dagster-postgres the build says what to install."""
     import pipelines.runs
+    import sqlalchemy
     from dagster import DagsterInstance
     from sheaf.core.envelope import SheafError
     from sheaf.core.settings import get_settings
@@ -288,6 +289,15 @@ def test_the_postgres_dagster_yaml_names_no_url_and_loads_in_dagster(tmp_path, m
     assert inst.run_storage._engine.url.drivername == "postgresql+psycopg2"
     assert inst.event_log_storage.supports_partition_subset_in_asset_materialization_planned_events
     assert inst.get_runs() == []  # the tables are there and answer
+    storage, opened, statements = inst.event_log_storage, [], []
+    sqlalchemy.event.listen(storage._engine, "connect", lambda *a: opened.append(1))
+    for _ in range(5):  # Dagster nests connections (an event's insert, then its asset rows)
+        with storage._connect(), storage._connect():
+            pass
+    assert len(opened) <= 2  # kept for the process, not a server connection per nested one
+    storage.has_table("event_logs")
+    sqlalchemy.event.listen(storage._engine, "before_cursor_execute", lambda *a: statements.append(1))
+    assert storage.has_table("event_logs") and statements == []  # asked on every asset event: known
     inst.dispose()
     monkeypatch.setattr(pipelines.runs, "find_spec", lambda name: None)
     with pytest.raises(SheafError) as e:
