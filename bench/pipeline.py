@@ -675,7 +675,7 @@ def render_parallel(r: dict[str, Any]) -> str:
         PBEGIN,
         f"{r['papers']} papers (the varied copies of `make_corpus`), full build on an empty home and index, the ONNX "
         f"export made beforehand; {m.get('cores')} cores ({m.get('cpu')}), {r['date']}, load average at the start "
-        f"{r['load_start']} and at the end {r.get('load_end')} (1, 5, 15 min; the machine was shared with other jobs).",
+        f"{r['load_start']} and at the end {r.get('load_end')} (1, 5, 15 min).",
         "",
         "| build | wall s | CPU s | passages | passages/s | runs | Σ run wall s | Σ work s | Dagster overhead s/paper "
         "| load before → after |",
@@ -683,10 +683,11 @@ def render_parallel(r: dict[str, Any]) -> str:
         *rows,
         "",
         f"Cores used (CPU s / wall s): {p.get('cores_used_1')} by the one-worker build, {p.get('cores_used_2')} by "
-        f"the two-worker one (the encoder of one worker already runs on both cores, so on a 2-core machine a "
-        f"second worker has little left to take, and the load average says what other jobs took); the two workers "
-        f"cost {round(100 * (p.get('worker_cpu_cost') or 0))}% more CPU than one "
-        "(a second start-up and model load, 17 smaller runs instead of 2, the Postgres instance's events).",
+        f"the two-worker one (one worker's encoder runs a thread per core, two workers' one thread each: on a "
+        f"machine of {m.get('cores')} cores a second worker has little left to take, and the load average says what "
+        f"other jobs took); the two workers cost {round(100 * (p.get('worker_cpu_cost') or 0))}% more CPU than one "
+        f"(a second start-up and model load, {r['builds']['postgres_2']['runs']} smaller runs instead of "
+        f"{r['builds']['postgres_1']['runs']}, the Postgres instance's events).",
         "",
         "**Projection (not measured)**, from CPU seconds (the 2-worker build's "
         f"{p.get('cpu_per_paper_s')} CPU s per paper, its workers' costs included; fixed part {p.get('fixed_s')} s; "
