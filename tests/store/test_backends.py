@@ -271,12 +271,47 @@ def test_a_schema_1_index_is_migrated_and_ranks_as_before(pg_url, tmp_path):
         with psycopg.connect(pg_url) as c:
             assert c.execute("SELECT paper_id, scope, ref, term, freqs FROM lex_postings ORDER BY 1, 2, 3, 4"
                              ).fetchall() == want
-            assert c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+            assert c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
         for q in ("regeneration", "bone collagen", "SPG-302", "studies"):
             for scope in ("body", "object", "papers"):
                 assert lexical(pg, scope, q) == lexical(sq, scope, q), (q, scope)
     finally:
         sq.close()
+        pg.close()
+
+
+def test_a_schema_3_index_gets_its_hnsw_graphs_built_again(pg_url, embedder, query_encoder):
+    """Schema 4 builds each collection's HNSW graph with ``ef_construction`` 200 (measured: recall@10
+    0.972 → 0.997 at 102k passages); a schema-3 database's graph, made with 64, is rebuilt by the
+    migration and answers as before; a reader refuses the old schema until a build migrates it."""
+    import psycopg
+
+    fresh_database(pg_url)
+    pg = open_url(pg_url)
+    units, objects = paper_units("PA")
+    ident = embedder.identity
+    q, _ = query_encoder.encode("bone regeneration with collagen scaffolds", ident)
+    try:
+        pg.replace_paper("PA", units, objects, embed(embedder, pg, units, objects))
+        want = [(h.passage_id, round(h.distance, 6)) for h in pg.vector_candidates(q, 5, None, exact=False)]
+    finally:
+        pg.close()
+    hnsw = f"SELECT indexdef FROM pg_indexes WHERE indexname = '{ident.vec_table}_hnsw'"
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        assert "ef_construction='200'" in c.execute(hnsw).fetchone()[0]
+        c.execute(f"DROP INDEX {ident.vec_table}_hnsw")  # as a schema-3 database was
+        c.execute(f"CREATE INDEX {ident.vec_table}_hnsw ON {ident.vec_table} USING hnsw "
+                  "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        c.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    with pytest.raises(IndexSchemaError):
+        open_url(pg_url, readonly=True)
+    pg = open_url(pg_url)
+    try:
+        with psycopg.connect(pg_url) as c:
+            assert "ef_construction='200'" in c.execute(hnsw).fetchone()[0]
+            assert c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
+        assert [(h.passage_id, round(h.distance, 6)) for h in pg.vector_candidates(q, 5, None, exact=False)] == want
+    finally:
         pg.close()
 
 
