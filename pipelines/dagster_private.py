@@ -381,8 +381,9 @@ def _postgres_storages() -> dict[str, type]:
 
     def pooled(storage: Any) -> None:
         storage._engine = utils.create_pg_engine(storage.postgres_url, storage._token_provider,
-                                                 isolation_level="AUTOCOMMIT", pool_size=_PG_POOL_SIZE, pool_recycle=3600,
-                                                 max_overflow=_PG_POOL_OVERFLOW, pool_pre_ping=True)
+                                                 isolation_level="AUTOCOMMIT", pool_size=_PG_POOL_SIZE,
+                                                 pool_recycle=3600, max_overflow=_PG_POOL_OVERFLOW,
+                                                 pool_pre_ping=True)
 
     def init(base: type) -> Any:
         def __init__(self: Any, postgres_url: str, *args: Any, **kwargs: Any) -> None:

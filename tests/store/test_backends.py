@@ -92,6 +92,19 @@ def embed(embedder, index, units, objects, title="A Paper"):
     return embedder.embed(embedder.build_passages(units, objects, title=title), index.embedding_cache())
 
 
+def as_schema(url: str, version: int, *statements: str) -> None:
+    """Make the Postgres index look as a schema-`version` one was (`statements` undo what came
+    after); a reader then refuses it until a build migrates it."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        for statement in statements:
+            c.execute(statement)
+        c.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(version),))
+    with pytest.raises(IndexSchemaError):
+        open_url(url, readonly=True)
+
+
 def lexical(index, scope: str, query: str, limit: int = 50) -> list[tuple[str, float]]:
     and_q, or_q = index.match_queries(query)
     return [(h.ref, round(h.score, 9)) for h in index.lexical_units(scope, or_q, limit=limit, weights=WEIGHTS[scope])]
@@ -260,13 +273,9 @@ def test_a_schema_1_index_is_migrated_and_ranks_as_before(pg_url, tmp_path):
                 ix.upsert_papers([meta(pid, f"Bone regeneration {pid}")])
     finally:
         pg.close()
-    with psycopg.connect(pg_url, autocommit=True) as c:  # as a schema-1 database was
+    with psycopg.connect(pg_url) as c:
         want = c.execute("SELECT paper_id, scope, ref, term, freqs FROM lex_postings ORDER BY 1, 2, 3, 4").fetchall()
-        c.execute("ALTER TABLE lex_postings DROP COLUMN freqs")
-        c.execute("DROP TABLE lex_terms")
-        c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    with pytest.raises(IndexSchemaError):
-        open_url(pg_url, readonly=True)
+    as_schema(pg_url, 1, "ALTER TABLE lex_postings DROP COLUMN freqs", "DROP TABLE lex_terms")
     pg = open_url(pg_url)
     try:
         with psycopg.connect(pg_url) as c:
@@ -299,16 +308,12 @@ def test_a_schema_3_index_gets_its_hnsw_graphs_built_again(pg_url, embedder, que
     finally:
         pg.close()
     hnsw = f"SELECT indexdef FROM pg_indexes WHERE indexname = '{ident.vec_table}_hnsw'"
-    with psycopg.connect(pg_url, autocommit=True) as c:
+    with psycopg.connect(pg_url) as c:
         assert "ef_construction='200'" in c.execute(hnsw).fetchone()[0]
-        c.execute(f"DROP INDEX {ident.vec_table}_hnsw")  # as a schema-3 database was
-        c.execute(f"CREATE INDEX {ident.vec_table}_hnsw ON {ident.vec_table} USING hnsw "
-                  "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
-        c.execute("DROP INDEX lex_postings_term")
-        c.execute("CREATE INDEX lex_postings_term ON lex_postings(scope, term, seq) INCLUDE (paper_id, ref, doclen, freqs)")
-        c.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    with pytest.raises(IndexSchemaError):
-        open_url(pg_url, readonly=True)
+    as_schema(pg_url, 3, f"DROP INDEX {ident.vec_table}_hnsw",
+              f"CREATE INDEX {ident.vec_table}_hnsw ON {ident.vec_table} USING hnsw (embedding vector_cosine_ops) "
+              "WITH (m = 16, ef_construction = 64)", "DROP INDEX lex_postings_term",
+              "CREATE INDEX lex_postings_term ON lex_postings(scope, term, seq) INCLUDE (paper_id, ref, doclen, freqs)")
     pg = open_url(pg_url)
     terms = "SELECT indexdef FROM pg_indexes WHERE indexname = 'lex_postings_term'"
     try:
@@ -349,9 +354,7 @@ def test_term_counts_are_kept_per_paper_migrated_and_repaired(pg_url, tmp_path):
             assert lexical(pg, "body", q) == lexical(sq, "body", q), q
     finally:
         pg.close()
-    with psycopg.connect(pg_url, autocommit=True) as c:  # as a schema-2 database was
-        c.execute("DROP TABLE lex_terms")
-        c.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    as_schema(pg_url, 2, "DROP TABLE lex_terms")
     pg = open_url(pg_url)
     try:
         with psycopg.connect(pg_url, autocommit=True) as c:
