@@ -239,9 +239,12 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
 
 
 def _one_kind_of_asset_event(events: Sequence[Any]) -> bool:
-    """True for two or more events, all materializations or all observations (of assets)."""
-    kinds = {e.dagster_event_type for e in events if e.is_dagster_event}
-    return len(events) > 1 and all(e.is_dagster_event and e.dagster_event.asset_key for e in events) and kinds in (
+    """True for two or more events of one asset, all materializations or all observations (only
+    then is the asset's row the last event's, as if they were stored one by one)."""
+    if len(events) < 2 or not all(e.is_dagster_event and e.dagster_event.asset_key for e in events):
+        return False
+    kinds = {e.dagster_event_type for e in events}
+    return len({e.dagster_event.asset_key for e in events}) == 1 and kinds in (
         {DagsterEventType.ASSET_MATERIALIZATION}, {DagsterEventType.ASSET_OBSERVATION})
 
 

@@ -1,15 +1,26 @@
 """Shared fixtures. Keep this small: heavy things are session-scoped and lazy."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from pipelines.dagster_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE
 from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.core.settings import get_settings
 from sheaf.vectors.query_encoder import QueryEncoder
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _dagster_event_batching():
+    """Dagster writes events in every test as in Sheaf's processes (batched: `sheaf build` sets it
+    for itself), not one way before the first in-process build and the other way after it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(EVENT_BATCH_ENV, os.environ.get(EVENT_BATCH_ENV, str(EVENT_BATCH_SIZE)))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -207,7 +207,7 @@ def test_artifact_rows_reads_the_count_from_the_footer(tmp_path):
 
 
 @pytest.mark.parametrize("batch", ["default", "0"])
-def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, tmp_path, monkeypatch):
+def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, tmp_path, monkeypatch, request):
     """Sheaf's processes turn on Dagster's event batching (`DAGSTER_EVENT_BATCH_SIZE`, unless
     set) and its SQLite storage writes a batch in one transaction with the asset's latest entry
     written once, not once per paper; with batching off, event by event. Either way every paper's
@@ -229,8 +229,8 @@ def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, 
     from sheaf.core.settings import get_settings
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))  # ensure_dagster_home sets it: restored after
-    if batch == "default":
-        monkeypatch.delenv("DAGSTER_EVENT_BATCH_SIZE", raising=False)
+    if batch == "default":  # the tests' session sets it as `sheaf build` does: restored after
+        monkeypatch.delenv("DAGSTER_EVENT_BATCH_SIZE")
     else:
         monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", batch)
     dh = ensure_dagster_home(get_settings(home=tmp_path))
@@ -251,6 +251,7 @@ def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, 
 
     monkeypatch.setattr(private.SheafEventLogStorage, "_store_asset_event", counted)
     inst = DagsterInstance.from_config(str(dh))
+    request.addfinalizer(inst.dispose)
     inst.add_dynamic_partitions("batch_papers", ["p1", "p2", "p3"])
     job = Definitions(assets=[step], jobs=[define_asset_job("batch_job", [step])]).resolve_job_def("batch_job")
     assert job.execute_in_process(instance=inst, tags={"dagster/asset_partition_range_start": "p1",
@@ -261,4 +262,3 @@ def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, 
     latest = inst.get_asset_records([AssetKey("step")])[0].asset_entry.last_materialization_record
     assert latest.storage_id == max(r.storage_id for r in records) == writes[-1]
     assert inst.get_materialized_partitions(AssetKey("step")) == {"p1", "p2", "p3"}
-    inst.dispose()

@@ -262,11 +262,10 @@ class PostgresIndex:
 
         `anchors` given: only in the rows holding one of those terms (a prefix: any of its terms),
         of `anchor_papers` if given, or one of `also` (whatever the paper); then only the terms of
-        `positions` (and the prefixes) bring their positions (the term index holds them too, since
-        schema 4); the others bring their count per column, which is all a single term's bm25 needs
-        (`_as_codes` makes them codes), and only in the anchors' rows when there are anchors. Every
-        read is an index-only scan of the term index. One statement: one snapshot, unless inside
-        one already."""
+        `positions` (and the prefixes) bring their positions, read from the table; the others bring
+        their count per column from the term index alone, which is all a single term's bm25 needs
+        (`_as_codes` makes them codes), and only in the anchors' rows when there are anchors. One
+        statement: one snapshot, unless inside one already."""
         stats = ("SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, coalesce(sum(n_tokens), 0)::bigint, NULL, "
                  "NULL, NULL FROM lex_stats WHERE scope = %s ORDER BY 1 NULLS LAST, 2")
         if anchors is None:
@@ -292,7 +291,7 @@ class PostgresIndex:
         counted = sorted(t for t in exact - set(positions) if not any(t.startswith(x) for x in prefixes))
         placed = sorted(t for t in exact - set(counted) if not any(t.startswith(x) for x in ranges))
         own = "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL, p.ref FROM c JOIN lex_postings p " \
-              "ON p.scope = %s AND p.seq = c.seq AND "
+              "ON p.paper_id = c.paper_id AND p.scope = %s AND p.ref = c.ref AND "
         branches = [own + "p.term = ANY(%s)"] + [own + "p.term >= %s AND p.term < %s"] * len(ranges)
         bargs: list[Any] = [sid, placed]
         for x in ranges:

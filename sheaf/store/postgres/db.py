@@ -81,8 +81,6 @@ def unavailable(where: Where, e: BaseException | str, hint: str | None = None) -
 #: The sessions' ``work_mem``: a claim's some-words ranking at 100k passages sorts ~60,000 postings
 #: (8 MB), which spilled to disk under the server's default of 4 MB.
 WORK_MEM = "64MB"
-#: The sessions' ``random_page_cost`` (the server's default is 4, meant for spinning disks).
-RANDOM_PAGE_COST = 1.1
 
 
 def connect(where: Where, *, connect_timeout: int = 10, vectors: bool = True) -> psycopg.Connection:
@@ -99,10 +97,6 @@ def connect(where: Where, *, connect_timeout: int = 10, vectors: bool = True) ->
         # it after 5 runs, and Postgres would then plan it once for any terms (a term list's rows
         # unknown: plans fit for "the" used for a code that holds 3 rows, or the other way round).
         conn.execute("SET plan_cache_mode = force_custom_plan")
-        # Every lexical read is an index-only scan of the term index (schema 4), so a probe of it is
-        # no dearer than a page read in order: at the default 4 the planner hashed a common term's
-        # 138,000 postings (125 ms) to meet 8 rows a nested loop probes in 1.5 ms.
-        conn.execute(f"SET random_page_cost = {RANDOM_PAGE_COST}")
     except psycopg.Error as e:
         conn.close()
         raise unavailable(where, e) from None

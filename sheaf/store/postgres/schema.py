@@ -18,8 +18,7 @@ SQLite backend's rowids are)
                        FTS5's inverted index, terms made by FTS5's own tokenizer
                        (`sheaf.store.bm25.FtsTokenizer`), btree on (scope, term) in the "C"
                        collation (exact and prefix lookups), covering (schema 2) the row, its
-                       length and ``freqs``, and (schema 4) the positions: every lexical read
-                       is an index-only scan.
+                       length and ``freqs``: a ranking reads the index alone.
 ``lex_stats``          per paper and scope: rows and tokens (FTS5's averages record, kept per
                        paper so that writers of different papers never touch one row).
 ``lex_terms``          (schema 3) per paper, scope and term: the paper's rows holding the term.
@@ -178,15 +177,8 @@ def _v3_to_v4(conn: Any) -> None:
     """Schema 4: each collection's HNSW graph built again with ``ef_construction`` 200 (it was 64,
     pgvector's default): recall@10 against the exact scan at 102k passages 0.972 → 0.997 at
     ``ef_search`` 200 (docs/benchmarks.md). One rebuild per collection (161 s for 102k vectors of
-    384 dimensions on 2 cores); searches and writes wait for it. And the term index holding each
-    posting's positions (16 s for 4.1M postings)."""
+    384 dimensions on 2 cores); searches and writes wait for it."""
     conn.execute("SET LOCAL maintenance_work_mem = '512MB'")  # the graph in memory while it is built
-    # The term index covers the positions too: a phrase's or a prefix's rows are read from the index
-    # alone, not from table pages scattered paper by paper (a claim's phrase rows: 1.2 s → 0.5 s at
-    # 102k passages); ~5 bytes a posting (500 MB against 484 MB there).
-    conn.execute("DROP INDEX IF EXISTS lex_postings_term")
-    conn.execute("CREATE INDEX lex_postings_term ON lex_postings(scope, term, seq) "
-                 "INCLUDE (paper_id, ref, doclen, freqs, codes)")
     for (value,) in conn.execute("SELECT value FROM meta WHERE key LIKE 'collection:%%'").fetchall():
         vt = ModelIdentity.from_json(value).vec_table
         conn.execute(f"DROP INDEX IF EXISTS {vt}_hnsw")
