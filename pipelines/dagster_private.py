@@ -217,13 +217,25 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
     each asset event is written once, not to a run shard and again to an index shard).
 
     Dagster creates the file's tables only when the file does not exist; a process killed while
-    creating them leaves a file without tables that every later process would fail on. Here a
-    file without the events table is initialised, whatever its size."""
+    creating them leaves a file with none or some of its tables that every later process would
+    fail on ("NoSuchTableError: asset_keys"). Dagster stamps the alembic revision after the
+    tables, so a file without the stamp is initialised again (Dagster's `_init_db` creates only
+    the missing tables, then stamps), whatever its size."""
 
     def _sheaf_init(self, base_dir: str) -> None:
         super()._sheaf_init(base_dir)
-        if not self.has_table("event_logs"):
+        if not self._sheaf_stamped():
             self._init_db()
+
+    def _sheaf_stamped(self) -> bool:
+        from sqlalchemy import text
+        from sqlalchemy.exc import OperationalError
+
+        try:
+            with self._connect() as conn:
+                return conn.execute(text("SELECT version_num FROM alembic_version")).first() is not None
+        except OperationalError:  # no such table (or no tables at all)
+            return False
 
     @contextmanager
     def _connect(self) -> Iterator[Any]:

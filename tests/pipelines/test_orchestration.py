@@ -173,6 +173,26 @@ def test_an_events_file_left_without_tables_is_initialised(tmp_path, monkeypatch
     assert code == 0 and env["ok"], env
 
 
+def test_an_events_file_left_with_some_of_its_tables_is_completed(tmp_path, monkeypatch):
+    """Killed part way through Dagster's table creation (seen in CI: the events table there, the
+    asset tables and the alembic stamp not), the file is completed by the next command, which
+    then builds; before, every later build failed with INTERNAL_ERROR "NoSuchTableError: asset_keys"."""
+    import sqlite3
+
+    h = new_home(tmp_path / "torn", keys=(BASE_PAPERS[0],)).apply(monkeypatch)
+    (h.dagster_home / "history").mkdir(parents=True)
+    with sqlite3.connect(h.dagster_home / "history" / "event_log.db") as conn:
+        conn.execute("CREATE TABLE event_logs (id INTEGER PRIMARY KEY, run_id VARCHAR(255), event TEXT NOT NULL, "
+                     "dagster_event_type TEXT, timestamp DATETIME, step_key TEXT, asset_key TEXT, partition TEXT)")
+        conn.execute("CREATE TABLE secondary_indexes (id INTEGER PRIMARY KEY, name VARCHAR(512) UNIQUE, "
+                     "create_timestamp DATETIME, migration_completed DATETIME)")
+    code, env = run_cli(["build", "--json"])
+    assert code == 0 and env["data"]["states"] == {"built": 1}, env
+    tables = {r[0] for r in sqlite3.connect(h.dagster_home / "history" / "event_log.db").execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"asset_keys", "asset_event_tags", "alembic_version"} <= tables
+
+
 def test_a_small_change_leaves_the_report_to_the_automation_sensor(home):
     """The report reads every paper's artifacts, so a build that rebuilt under a tenth of the
     library does not refresh it; the automation sensor does (after any run, UI ones too)."""

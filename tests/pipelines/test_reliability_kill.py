@@ -125,7 +125,11 @@ class Lane:
             if states != {"built": len(self.refs[self.current]["keys"])}:
                 problems.append(f"states after recovery: {states}")
         ref = self.refs[self.current]
-        snap = kit.snapshot(self.home / "index" / "sheaf.db")
+        db = self.home / "index" / "sheaf.db"
+        if not db.exists():  # nothing to compare: say so, with what the recovery build printed
+            return {"problems": problems + [f"no index after the recovery build (exit {rcode}): {rout[-1500:]}"],
+                    "stage": "", "runs_marked_failed": 0, "rows_lost": 0, "rows_extra": 0}
+        snap = kit.snapshot(db)
         problems += kit.diff_snapshots(snap, ref["snapshot"])
         files = kit.artifact_files(self.home)
         if files != ref["artifacts"]:
