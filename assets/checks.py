@@ -7,7 +7,7 @@ from dagster import (
 )
 
 from assets.resources import SheafConfig
-from pipelines.dagster_private import check_target
+from pipelines.dagster_private import check_target, log_check_evaluations
 from pipelines.paper_view import verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planner import Chain, paper_statuses
@@ -54,8 +54,7 @@ def _per_partition(context: AssetCheckExecutionContext, fn: Callable[[str], Chec
         o = outcomes[keys[0]]
         return AssetCheckResult(passed=o.passed, description=o.description, metadata=o.metadata)
     spec = next(iter(context.check_specs))
-    for ev in paper_evaluations(context.instance, spec.asset_key.path[-1], spec.name, outcomes):
-        context.op_execution_context.log_event(ev)
+    log_check_evaluations(context, paper_evaluations(context.instance, spec.asset_key.path[-1], spec.name, outcomes))
     failed = {k: o.description for k, o in sorted(outcomes.items()) if not o.passed}
     return AssetCheckResult(
         passed=not failed, description=f"{len(failed)} of {len(keys)} papers failed (each paper has its own result)",

@@ -19,6 +19,7 @@ from pipelines.dagster_files import (
     dagster_yaml,
     postgres_dagster_yaml,
 )
+from pipelines.dagster_private import partitions_snapshot
 from pipelines.planner import Chain, chain_of, selection_from
 from pipelines.reliability import run_tags
 from sheaf.core.envelope import SheafError
@@ -93,21 +94,24 @@ def run_chain(instance: DagsterInstance, defs: Definitions, keys: list[str], sta
     job = defs.resolve_job_def("paper_chain")
     t0 = time.perf_counter()
     tags = {**run_tags(), **(tags or {})}  # sheaf/pid (+ start time): a later build marks the run failed if we die
-    quiet = QUIET_RUN_CONFIG
     selection = selection_from(chain, start)
-    if len(keys) == 1:
-        res = job.execute_in_process(instance=instance, partition_key=keys[0], raise_on_error=False,
-                                     tags=tags, run_config=quiet, asset_selection=selection)
-    else:
-        res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=quiet, tags={
-            **tags, "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
-            asset_selection=selection)
+    with partitions_snapshot(instance):  # the run's range resolved against one read of the papers
+        res = _execute(job, instance, keys, tags, selection)
     failures = [e.message for e in res.all_events if e.event_type_value == "STEP_FAILURE"]
     errors = [str(getattr(e.event_specific_data, "error", "") or "") for e in res.all_events
               if e.event_type_value == "STEP_FAILURE"]
     interrupted = any("StopRequested" in x or "Interrupted" in x for x in errors)
     return {"run_id": res.run_id, "papers": keys, "from": start, "success": res.success, "interrupted": interrupted,
             "seconds": round(time.perf_counter() - t0, 2), "failures": failures, "errors": errors}
+
+
+def _execute(job: Any, instance: DagsterInstance, keys: list[str], tags: dict[str, str], selection: Any) -> Any:
+    if len(keys) == 1:
+        return job.execute_in_process(instance=instance, partition_key=keys[0], raise_on_error=False,
+                                      tags=tags, run_config=QUIET_RUN_CONFIG, asset_selection=selection)
+    return job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG, tags={
+        **tags, "dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
+        asset_selection=selection)
 
 
 def cancel_running(instance: DagsterInstance) -> None:

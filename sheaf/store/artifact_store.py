@@ -72,8 +72,15 @@ def _serialize(payload: pa.Table | dict | str) -> tuple[str, bytes]:
 
 def _deserialize(suffix: str, data: bytes) -> pa.Table | dict:
     if suffix == ".parquet":
-        return pq.read_table(pa.BufferReader(data))
+        return read_parquet(pa.BufferReader(data))
     return json.loads(data.decode("utf-8"))
+
+
+def read_parquet(source: str | Path | pa.NativeFile) -> pa.Table:
+    """One Parquet file as a table: `ParquetFile.read`, not `pq.read_table`, whose dataset layer
+    costs twice the read itself for a paper's small file (0.55 against 1.15 ms here; 13 reads a
+    paper in a build, the asset checks' included). The same table, schema metadata and all."""
+    return pq.ParquetFile(source).read()
 
 
 def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
@@ -242,13 +249,14 @@ class LocalArtifactStore(ArtifactStore):
             return None
 
     def read(self, asset: str, key: str) -> pa.Table | dict | None:
-        p = self.path(asset, key, ".parquet")
-        if p.exists():
-            return pq.read_table(p)
-        j = self.path(asset, key, ".json")
-        if j.exists():
-            return json.loads(j.read_text(encoding="utf-8"))
-        return None
+        try:
+            return read_parquet(self.path(asset, key, ".parquet"))
+        except FileNotFoundError:
+            pass
+        try:
+            return json.loads(self.path(asset, key, ".json").read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
 
     def _rm(self, path: Path) -> bool:  # type: ignore[override]
         try:

@@ -188,9 +188,14 @@ def test_an_events_file_left_with_some_of_its_tables_is_completed(tmp_path, monk
                      "create_timestamp DATETIME, migration_completed DATETIME)")
     code, env = run_cli(["build", "--json"])
     assert code == 0 and env["data"]["states"] == {"built": 1}, env
-    tables = {r[0] for r in sqlite3.connect(h.dagster_home / "history" / "event_log.db").execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"asset_keys", "asset_event_tags", "alembic_version"} <= tables
+    db = h.dagster_home / "history" / "event_log.db"
+    names = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
+    assert {"asset_keys", "asset_event_tags", "idx_asset_event_tags"} <= names
+    with sqlite3.connect(db) as conn:  # killed between a table and its index
+        conn.execute("DROP INDEX idx_asset_event_tags")
+    inst = instance()  # any process that loads the instance
+    inst.dispose()
+    assert "idx_asset_event_tags" in {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
 
 
 def test_a_small_change_leaves_the_report_to_the_automation_sensor(home):
@@ -282,3 +287,125 @@ def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, 
     latest = inst.get_asset_records([AssetKey("step")])[0].asset_entry.last_materialization_record
     assert latest.storage_id == max(r.storage_id for r in records) == writes[-1]
     assert inst.get_materialized_partitions(AssetKey("step")) == {"p1", "p2", "p3"}
+
+
+def test_a_run_reads_the_papers_partitions_once(home, monkeypatch):
+    """Dagster turns a run's range of papers into keys by reading every paper's partition, again
+    at each step, input and output (68 reads of the whole library for one run of the chain: a
+    cost per paper that grew with the library, ~22 ms a paper at 10,000 papers); a run now
+    resolves its range against one read (`dagster_private.partitions_snapshot`)."""
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+
+    from pipelines.runs import run_chain, with_embedder
+    from tests.pipeline_kit import definitions, shared_embedder
+
+    reads: list[str] = []
+    real = SqlEventLogStorage.get_dynamic_partitions
+
+    def counted(self, name):
+        reads.append(name)
+        return real(self, name)
+
+    inst = instance()
+    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+    keys = list(inst.get_dynamic_partitions("papers"))
+    monkeypatch.setattr(SqlEventLogStorage, "get_dynamic_partitions", counted)
+    res = run_chain(inst, defs, keys)
+    assert res["success"] and len(keys) > 1, res
+    assert reads.count("papers") == 1, len(reads)
+    reads.clear()
+    inst.get_dynamic_partitions("papers")
+    inst.get_dynamic_partitions("papers")
+    assert len(reads) == 2  # outside a run every read goes to the storage, as before
+
+
+def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monkeypatch):
+    """Each paper's evaluation of a check was an event stored on its own (two transactions: the
+    event, then the check's execution row), 5 a paper; a check's evaluations of a run's papers
+    now reach the storage as one batch, stored in one transaction, and read as before."""
+    from dagster import DagsterEventType
+
+    import pipelines.dagster_private as private
+    from assets.checks import ALL_CHECKS
+    from pipelines.partitions import papers_partitions
+    from pipelines.runs import run_chain, with_embedder
+    from tests.pipeline_kit import definitions, shared_embedder
+
+    alone: list[str | None] = []  # evaluations stored outside any batch: their partitions
+    batches: list[int] = []
+    in_batch = [False]
+    real_one, real_batch = private.SheafEventLogStorage.store_event, private.SheafEventLogStorage.store_event_batch
+
+    def one(self, event):
+        if event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not in_batch[0]:
+            alone.append(event.dagster_event.event_specific_data.partition)
+        return real_one(self, event)
+
+    def batch(self, events):
+        if events[0].dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+            batches.append(len(events))
+        in_batch[0] = True
+        try:
+            return real_batch(self, events)
+        finally:
+            in_batch[0] = False
+
+    inst = instance()
+    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+    keys = list(inst.get_dynamic_partitions("papers"))
+    monkeypatch.setattr(private.SheafEventLogStorage, "store_event", one)
+    monkeypatch.setattr(private.SheafEventLogStorage, "store_event_batch", batch)
+    res = run_chain(inst, defs, keys)
+    assert res["success"], res
+    n_checks = sum(len(list(c.check_keys)) for c in ALL_CHECKS)
+    assert batches == [len(keys)] * n_checks
+    assert alone == [None] * n_checks  # only each step's verdict over the run, which has no partition
+    for chk in ALL_CHECKS:
+        for ck in chk.check_keys:
+            got = private.check_partition_statuses(inst, ck.asset_key.path[-1], ck.name, papers_partitions)
+            assert got == {"SUCCEEDED": sorted(keys)}, (ck, got)
+
+
+def test_a_batch_that_fails_part_way_writes_nothing_and_is_stored_event_by_event(home, monkeypatch):
+    """A batch is one transaction: when its third event fails, none of it stays, and Dagster
+    stores its events one by one (no evaluation lost, none twice)."""
+    from dagster import AssetCheckKey, AssetKey, DagsterEventType
+
+    import pipelines.dagster_private as private
+    from assets.checks import ALL_CHECKS
+    from pipelines.runs import run_chain, with_embedder
+    from tests.pipeline_kit import definitions, shared_embedder
+
+    real_one, real_batch = private.SheafEventLogStorage.store_event, private.SheafEventLogStorage.store_event_batch
+    state = {"in_batch": False, "seen": 0, "failed": 0}
+
+    def one(self, event):
+        if state["in_batch"] and event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+            state["seen"] += 1
+            if state["seen"] == 3:
+                state["failed"] += 1
+                raise OSError("injected: the disk went away mid-batch")
+        return real_one(self, event)
+
+    def batch(self, events):
+        state["in_batch"] = True
+        try:
+            return real_batch(self, events)
+        finally:
+            state["in_batch"] = False
+
+    inst = instance()
+    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+    keys = list(inst.get_dynamic_partitions("papers"))
+    monkeypatch.setattr(private.SheafEventLogStorage, "store_event", one)
+    monkeypatch.setattr(private.SheafEventLogStorage, "store_event_batch", batch)
+    res = run_chain(inst, defs, keys)
+    assert res["success"] and state["failed"] == 1, (res, state)
+    key = AssetCheckKey(AssetKey("body_units"), "units_cover_body_blocks")
+    hist = inst.event_log_storage.get_asset_check_execution_history(key, limit=100)
+    mine = [r for r in hist if r.run_id == res["run_id"] and r.partition is not None]
+    assert sorted(r.partition for r in mine) == sorted(keys)  # each paper once
+    assert {r.status.value for r in mine} == {"SUCCEEDED"}
+    stored = inst.get_records_for_run(res["run_id"], of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
+    n_checks = sum(len(list(c.check_keys)) for c in ALL_CHECKS)
+    assert len(stored) == n_checks * (len(keys) + 1)  # each paper's evaluations and each step's verdict, once
