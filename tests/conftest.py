@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,20 @@ from sheaf.core.settings import get_settings
 from sheaf.vectors.query_encoder import QueryEncoder
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _no_dagster_instance_context_left_open():
+    """A test that leaves a Dagster instance's context open (a `build_sensor_context` or
+    `build_schedule_context` not closed) leaves that instance's defs-state storage set for the
+    whole process; once the instance is gone, every Definitions resolved later in the process fails
+    ("Attempted to resolve undefined DagsterInstance weakref"): another test's failure, on
+    whichever xdist worker it ran. Such a test fails here instead."""
+    yield
+    base = sys.modules.get("dagster._core.storage.defs_state.base")
+    if base is not None and base.DefsStateStorage.get() is not None:
+        base._current_storage.set(None)
+        pytest.fail("a Dagster instance context was left open (close build_*_context with `with`)")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -29,7 +29,10 @@ def _sheaf(h: Home):
 def _sense(h: Home, inst: DagsterInstance):
     from pipelines.sensors import library_discovery_sensor
 
-    return library_discovery_sensor(build_sensor_context(instance=inst, resources={"sheaf": _sheaf(h)}))
+    # closed after the tick: an open context leaves the instance's defs-state storage set for the
+    # process, and every Definitions built after the instance is gone fails on its dead weakref
+    with build_sensor_context(instance=inst, resources={"sheaf": _sheaf(h)}) as ctx:
+        return library_discovery_sensor(ctx)
 
 
 def _apply(inst: DagsterInstance, result: SensorResult) -> None:
@@ -120,10 +123,11 @@ def _schedule(h: Home, inst: DagsterInstance, defs=None):
     from pipelines.schedules import nightly_rebuild
 
     repo = (defs or definitions()).get_repository_def()
-    ctx = build_schedule_context(instance=inst, resources={"sheaf": _sheaf(h)}, repository_def=repo,
-                                 scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc))
-    out = nightly_rebuild(ctx)
-    return out if isinstance(out, SkipReason) else list(out)
+    at = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc)
+    with build_schedule_context(instance=inst, resources={"sheaf": _sheaf(h)}, repository_def=repo,
+                                scheduled_execution_time=at) as ctx:
+        out = nightly_rebuild(ctx)  # closed after the tick (see `_sense`)
+        return out if isinstance(out, SkipReason) else list(out)
 
 
 def _ranges(reqs: list[RunRequest]) -> list[tuple[str, str]]:

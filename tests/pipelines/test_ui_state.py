@@ -29,7 +29,8 @@ def _discover(h: Home, inst) -> SensorResult:
     """One tick of the discovery sensor, applied as the daemon does (partitions, then events)."""
     from pipelines.sensors import library_discovery_sensor
 
-    res = library_discovery_sensor(build_sensor_context(instance=inst, resources={"sheaf": _sheaf(h)}))
+    with build_sensor_context(instance=inst, resources={"sheaf": _sheaf(h)}) as ctx:  # closed: test_sensors_schedules
+        res = library_discovery_sensor(ctx)
     assert isinstance(res, SensorResult), res
     for req in res.dynamic_partitions_requests:
         if type(req).__name__ == "AddDynamicPartitionsRequest":
