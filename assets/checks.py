@@ -1,9 +1,18 @@
-"""Per-paper asset checks: the build's consistency, recorded per partition."""
-from collections.abc import Callable, Mapping
+"""Per-paper asset checks: the build's consistency, recorded per partition.
+
+The five checks are one step (`paper_checks`, a multi-asset check that can run any subset of
+them): per paper, each artifact is read once, the index is asked once and the chain's events
+once, whichever checks need them; each check still has its own key, its own result per paper
+and its own history in the UI. (Five steps read the same artifacts up to three times a paper,
+and each step costs a run its own start, events and context.)
+"""
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from dagster import (
-    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckResult, AssetKey, MetadataValue, ResourceParam,
-    asset_check,
+    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckKey, AssetCheckResult, AssetCheckSpec, AssetKey,
+    MetadataValue, ResourceParam, multi_asset_check,
 )
 
 from assets.resources import SheafConfig
@@ -20,13 +29,42 @@ from sheaf.transform.checks import (
 )
 from sheaf.vectors.embedder import Embedder
 
+COVER_CHECK = "units_cover_body_blocks"
+FURNITURE_CHECK = "no_page_furniture_in_units"
+FTS_CHECK = "fts_rows_match_units"
+VECTORS_CHECK = "vectors_match_passages"
+#: The paper's state as a check of the chain's last asset: red, with the reason, on every paper
+#: that needs work. Evaluated by every run of the chain (after the paper's vectors) and, for the
+#: papers it changed, by each refresh of `library_status` (the discovery sensor requests one when
+#: papers change), so an edited paper turns red before anything rebuilds it.
+UP_TO_DATE_CHECK = "paper_up_to_date"
+
+
+def _spec(name: str, asset: str, description: str) -> AssetCheckSpec:
+    return AssetCheckSpec(name, asset=asset, partitions_def=papers_partitions, description=description)
+
+
+SPECS = (
+    _spec(COVER_CHECK, "body_units", "Every emitted body block lands in exactly one unit."),
+    _spec(FURNITURE_CHECK, "body_units", "No running header, footer or page number reaches a unit."),
+    _spec(FTS_CHECK, "fts_tables", "The paper's FTS rows equal its units."),
+    _spec(VECTORS_CHECK, "vector_collections", "Vector rows equal the passages of the current embedding model."),
+    _spec(UP_TO_DATE_CHECK, "vector_collections",
+          "The paper is built from its current OCR output with the current code and model; fails with the reason "
+          "otherwise (OCR changed, model changed: A → B, code changed: ASSET, failed: ERROR, missing: never built)."),
+)
+
 
 def paper_evaluations(instance, asset: str, check: str,
                       outcomes: Mapping[str, CheckOutcome]) -> list[AssetCheckEvaluation]:
     """One evaluation per paper of `outcomes`, each naming the materialization it checked (the
     paper's latest of `asset`): the check's Partitions tab counts an evaluation only while it
     targets the partition's latest materialization, so one without a target reads "Missing"."""
-    latest = latest_events(instance, asset, partitions=list(outcomes))
+    return _evaluations(asset, check, outcomes, latest_events(instance, asset, partitions=list(outcomes)))
+
+
+def _evaluations(asset: str, check: str, outcomes: Mapping[str, CheckOutcome],
+                 latest: Mapping[str, Any]) -> list[AssetCheckEvaluation]:
     out = []
     for k, o in outcomes.items():
         ev = latest.get(k)
@@ -37,131 +75,117 @@ def paper_evaluations(instance, asset: str, check: str,
     return out
 
 
-def _per_partition(context: AssetCheckExecutionContext, fn: Callable[[str], CheckOutcome]) -> AssetCheckResult:
-    """Evaluate `fn` for each paper of the run. A one-paper run records that paper's result
-    (partition-scoped); a multi-paper run records one evaluation per paper, logged inside the
-    run (it resolves the partition's planned check row, so status per partition is readable
-    from the instance and the UI), plus the step's own result: a verdict over the run's
-    papers, which Dagster records with no partition (it shows as "—" in the check's
-    history and counts for no paper).
+@dataclass
+class _Paper:
+    """What one paper's checks read, each read at most once (None: missing)."""
 
-    (Run-less per-partition evaluations cannot be re-reported in Dagster 1.13: the storage
-    keys them by (check, run, partition), so a second run-less report of a paper fails.)
-    """
-    keys = list(context.partition_keys)
-    outcomes = {k: fn(k) for k in keys}
-    if len(keys) == 1:
-        o = outcomes[keys[0]]
-        return AssetCheckResult(passed=o.passed, description=o.description, metadata=o.metadata)
-    spec = next(iter(context.check_specs))
-    log_check_evaluations(context, paper_evaluations(context.instance, spec.asset_key.path[-1], spec.name, outcomes))
-    failed = {k: o.description for k, o in sorted(outcomes.items()) if not o.passed}
-    return AssetCheckResult(
-        passed=not failed, description=f"{len(failed)} of {len(keys)} papers failed (each paper has its own result)",
-        metadata={"papers_checked": len(keys), "failed_papers": MetadataValue.json(dict(list(failed.items())[:100]))})
-
-
-def _reader(sheaf: SheafConfig):
-    """`read(asset, key)`: one paper's artifact (the settings read once per check, not per paper)."""
-    return open_artifacts(sheaf.settings()).read
-
-
-def _unit_rows(sheaf: SheafConfig):
-    """`rows(key)`: (body units, object units) of one paper from its artifacts' footers, or None."""
-    store = open_artifacts(sheaf.settings())
-
-    def rows(key: str) -> tuple[int, int] | None:
-        b, o = store.rows("body_units", key), store.rows("object_units", key)
-        return None if b is None or o is None else (b, o)
-    return rows
+    blocks: Any = None
+    render_map: Any = None
+    units: Any = None
+    objects: Any = None
+    unit_rows: tuple[int, int] | None = None
 
 
 def _missing(what: str) -> CheckOutcome:
     return CheckOutcome(False, f"no {what} artifact (the paper failed upstream)")
 
 
-@asset_check(asset="body_units", partitions_def=papers_partitions,
-             description="Every emitted body block lands in exactly one unit.")
-def units_cover_body_blocks(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    read = _reader(sheaf)
-
-    def one(key: str) -> CheckOutcome:
-        blocks, rm, units = read("ocr_blocks", key), read("render_map", key), read("body_units", key)
-        if blocks is None or rm is None or units is None:
-            return _missing("blocks/render_map/units")
-        return check_units_cover_blocks(table_to_paper(blocks), render_map_from_dict(rm), table_to_body_units(units))
-    return _per_partition(context, one)
-
-
-@asset_check(asset="body_units", partitions_def=papers_partitions,
-             description="No running header, footer or page number reaches a unit.")
-def no_page_furniture_in_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    read = _reader(sheaf)
-
-    def one(key: str) -> CheckOutcome:
-        blocks, units, objs = (read(a, key) for a in ("ocr_blocks", "body_units", "object_units"))
-        if blocks is None or units is None or objs is None:
-            return _missing("blocks/units")
-        return check_no_furniture(table_to_paper(blocks), table_to_body_units(units), table_to_object_units(objs))
-    return _per_partition(context, one)
-
-
-@asset_check(asset="fts_tables", partitions_def=papers_partitions,
-             description="The paper's FTS rows equal its units.")
-def fts_rows_match_units(context: AssetCheckExecutionContext, sheaf: SheafConfig) -> AssetCheckResult:
-    conn = open_backend(sheaf.settings())
-    rows = _unit_rows(sheaf)
-    try:
-        def one(key: str) -> CheckOutcome:
-            n = rows(key)
-            if n is None:
-                return _missing("units")
-            return check_index_rows(conn.counts(key), *n)
-        return _per_partition(context, one)
-    finally:
-        conn.close()
-
-
-@asset_check(asset="vector_collections", partitions_def=papers_partitions,
-             description="Vector rows equal the passages of the current embedding model.")
-def vectors_match_passages(context: AssetCheckExecutionContext, sheaf: SheafConfig,
-                           embedder: ResourceParam[Embedder]) -> AssetCheckResult:
-    ident = embedder.identity
-    conn = open_backend(sheaf.settings())
-    rows = _unit_rows(sheaf)
-    try:
-        def one(key: str) -> CheckOutcome:
-            n = rows(key)
-            if n is None:
-                return _missing("units")
-            return check_vectors(conn.counts(key), ident.passages_table, ident.vec_table, sum(n))
-        return _per_partition(context, one)
-    finally:
-        conn.close()
+def evaluate(keys: list[str], wanted: set[str], *, read: Callable[[str, str], Any],
+             rows: Callable[[str, str], int | None], counts: Callable[[str], dict[str, int]] | None,
+             vector_tables: tuple[str, str] | None,
+             states: Mapping[str, Any] | None) -> dict[str, dict[str, CheckOutcome]]:
+    """{check: {paper: outcome}} of the `wanted` checks over `keys`. `read(asset, key)`: an artifact
+    (None when missing); `rows(asset, key)`: its row count from the file's footer; `counts(key)`:
+    the paper's index rows; `vector_tables`: (passages table, vector table) of the model;
+    `states`: each paper's status (for `paper_up_to_date`)."""
+    out: dict[str, dict[str, CheckOutcome]] = {c: {} for c in wanted}
+    full = bool(wanted & {COVER_CHECK, FURNITURE_CHECK})
+    for key in keys:
+        p = _Paper()
+        if full:
+            p.blocks, p.units, p.objects = (read(a, key) for a in ("ocr_blocks", "body_units", "object_units"))
+            if COVER_CHECK in wanted:
+                p.render_map = read("render_map", key)
+            if p.units is not None and p.objects is not None:
+                p.unit_rows = (p.units.num_rows, p.objects.num_rows)
+        elif wanted & {FTS_CHECK, VECTORS_CHECK}:
+            b, o = rows("body_units", key), rows("object_units", key)
+            p.unit_rows = None if b is None or o is None else (b, o)
+        paper = table_to_paper(p.blocks) if p.blocks is not None else None
+        units = table_to_body_units(p.units) if p.units is not None and paper is not None else None
+        if COVER_CHECK in wanted:
+            out[COVER_CHECK][key] = (
+                _missing("blocks/render_map/units") if paper is None or units is None or p.render_map is None
+                else check_units_cover_blocks(paper, render_map_from_dict(p.render_map), units))
+        if FURNITURE_CHECK in wanted:
+            out[FURNITURE_CHECK][key] = (
+                _missing("blocks/units") if paper is None or units is None or p.objects is None
+                else check_no_furniture(paper, units, table_to_object_units(p.objects)))
+        index_rows = counts(key) if counts is not None and p.unit_rows is not None else {}
+        if FTS_CHECK in wanted:
+            out[FTS_CHECK][key] = (_missing("units") if p.unit_rows is None
+                                   else check_index_rows(index_rows, *p.unit_rows))
+        if VECTORS_CHECK in wanted and vector_tables is not None:
+            out[VECTORS_CHECK][key] = (_missing("units") if p.unit_rows is None
+                                       else check_vectors(index_rows, *vector_tables, sum(p.unit_rows)))
+        if UP_TO_DATE_CHECK in wanted and states is not None:
+            passed, why = verdict(states[key])
+            out[UP_TO_DATE_CHECK][key] = CheckOutcome(passed, why, {"state": states[key].state})
+    return out
 
 
-#: The paper's state as a check of the chain's last asset: red, with the reason, on every paper
-#: that needs work. Evaluated by every run of the chain (after the paper's vectors) and, for the
-#: papers it changed, by each refresh of `library_status` (the discovery sensor requests one when
-#: papers change), so an edited paper turns red before anything rebuilds it.
-UP_TO_DATE_CHECK = "paper_up_to_date"
+@multi_asset_check(specs=list(SPECS), can_subset=True, name="paper_checks",
+                   description="Each paper's checks, in one step: each artifact read once a paper.")
+def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedder: ResourceParam[Embedder],
+                 chain: ResourceParam[Chain]) -> Iterator[AssetCheckResult]:
+    """Evaluate the selected checks for each paper of the run. A one-paper run records that
+    paper's results (partition-scoped); a multi-paper run records one evaluation per paper and
+    check, logged inside the run as one batch per check (each resolves its partition's planned
+    check row, so status per partition is readable from the instance and the UI), plus each
+    check's result for the step: a verdict over the run's papers, which Dagster records with no
+    partition (it shows as "—" in the check's history and counts for no paper).
 
-
-@asset_check(asset="vector_collections", name=UP_TO_DATE_CHECK, partitions_def=papers_partitions,
-             description="The paper is built from its current OCR output with the current code and model; "
-                         "fails with the reason otherwise (OCR changed, model changed: A → B, code changed: "
-                         "ASSET, failed: ERROR, missing: never built).")
-def paper_up_to_date(context: AssetCheckExecutionContext, chain: ResourceParam[Chain]) -> AssetCheckResult:
+    (Run-less per-partition evaluations cannot be re-reported in Dagster 1.13: the storage
+    keys them by (check, run, partition), so a second run-less report of a paper fails.)"""
     keys = list(context.partition_keys)
-    observed = {k: e.data_version for k, e in latest_events(context.instance, "ocr_result", "observation",
-                                                                partitions=keys).items() if e.data_version}
-    statuses = paper_statuses(context.instance, chain, None, keys, observed=observed)
+    selected = [s for s in SPECS if AssetCheckKey(s.asset_key, s.name) in context.selected_asset_check_keys]
+    wanted = {s.name for s in selected}
+    settings = sheaf.settings()
+    store = open_artifacts(settings)
+    instance = context.instance
+    states = None
+    if UP_TO_DATE_CHECK in wanted:
+        observed = {k: e.data_version for k, e in latest_events(instance, "ocr_result", "observation",
+                                                                    partitions=keys).items() if e.data_version}
+        states = paper_statuses(instance, chain, None, keys, observed=observed)
+    index = open_backend(settings) if wanted & {FTS_CHECK, VECTORS_CHECK} else None
+    try:
+        ident = embedder.identity if VECTORS_CHECK in wanted else None
+        outcomes = evaluate(keys, wanted, read=store.read, rows=store.rows,
+                            counts=index.counts if index is not None else None,
+                            vector_tables=(ident.passages_table, ident.vec_table) if ident is not None else None,
+                            states=states)
+    finally:
+        if index is not None:
+            index.close()
+    if len(keys) == 1:
+        for s in selected:
+            o = outcomes[s.name][keys[0]]
+            yield AssetCheckResult(asset_key=s.asset_key, check_name=s.name, passed=o.passed,
+                                   description=o.description, metadata=o.metadata)
+        return
+    latest: dict[str, Any] = {}
+    for s in selected:
+        asset = s.asset_key.path[-1]
+        if asset not in latest:
+            latest[asset] = latest_events(instance, asset, partitions=keys)
+        log_check_evaluations(context, _evaluations(asset, s.name, outcomes[s.name], latest[asset]))
+        failed = {k: o.description for k, o in sorted(outcomes[s.name].items()) if not o.passed}
+        yield AssetCheckResult(
+            asset_key=s.asset_key, check_name=s.name, passed=not failed,
+            description=f"{len(failed)} of {len(keys)} papers failed (each paper has its own result)",
+            metadata={"papers_checked": len(keys),
+                      "failed_papers": MetadataValue.json(dict(list(failed.items())[:100]))})
 
-    def one(key: str) -> CheckOutcome:
-        passed, why = verdict(statuses[key])
-        return CheckOutcome(passed, why, {"state": statuses[key].state})
-    return _per_partition(context, one)
 
-
-ALL_CHECKS = [units_cover_body_blocks, no_page_furniture_in_units, fts_rows_match_units, vectors_match_passages,
-              paper_up_to_date]
+ALL_CHECKS = [paper_checks]

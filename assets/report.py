@@ -5,7 +5,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, Res
 from assets.checks import UP_TO_DATE_CHECK, paper_evaluations
 from assets.resources import SheafConfig
 from pipelines.automation import REPORT_CONDITION, STATUS_CONDITION
-from pipelines.dagster_private import check_partition_statuses
+from pipelines.dagster_private import check_partition_statuses, log_check_evaluations
 from pipelines.paper_view import identities, status_table, verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planner import Chain
@@ -54,8 +54,7 @@ def library_status(context: AssetExecutionContext, sheaf: SheafConfig,
         ok, why = verdict(st)
         if not ok or k not in passed_now:
             due[k] = CheckOutcome(ok, why, {"state": st.state})
-    for ev in paper_evaluations(instance, last, UP_TO_DATE_CHECK, due):
-        context.log_event(ev)
+    log_check_evaluations(context, paper_evaluations(instance, last, UP_TO_DATE_CHECK, due))
     built = {k: e.timestamp for k, e in latest_events(instance, last, partitions=keys).items()}
     ids = identities(discover(sheaf.settings().library).metadata_files)
     need = sorted(k for k, st in statuses.items() if st.state != "built")
