@@ -409,3 +409,30 @@ def test_a_batch_that_fails_part_way_writes_nothing_and_is_stored_event_by_event
     stored = inst.get_records_for_run(res["run_id"], of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
     n_checks = sum(len(list(c.check_keys)) for c in ALL_CHECKS)
     assert len(stored) == n_checks * (len(keys) + 1)  # each paper's evaluations and each step's verdict, once
+
+
+def test_a_run_from_the_middle_of_the_chain_evaluates_only_the_checks_of_its_assets(home):
+    """The five checks are one step that runs any subset: a run from `fts_tables` down evaluates
+    the index and up-to-date checks for each paper, and not the units' checks (their asset was
+    not rebuilt), each result targeting the paper's new materialization."""
+    from dagster import DagsterEventType
+
+    from pipelines.runs import run_chain, with_embedder
+    from pipelines.state import latest_events
+    from tests.pipeline_kit import definitions, shared_embedder
+
+    inst = instance()
+    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+    keys = list(inst.get_dynamic_partitions("papers"))
+    res = run_chain(inst, defs, keys, "fts_tables")
+    assert res["success"], res
+    evals = [r.event_log_entry.dagster_event.event_specific_data for r in
+             inst.get_records_for_run(res["run_id"], of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records]
+    per_paper = {(e.asset_key.path[-1], e.check_name) for e in evals if e.partition is not None}
+    assert per_paper == {("fts_tables", "fts_rows_match_units"), ("vector_collections", "vectors_match_passages"),
+                         ("vector_collections", "paper_up_to_date")}
+    assert all(e.passed for e in evals)
+    assert len([e for e in evals if e.partition is not None]) == 3 * len(keys)
+    fts_latest = {k: e.storage_id for k, e in latest_events(inst, "fts_tables", partitions=keys).items()}
+    assert {e.partition: e.target_materialization_data.storage_id for e in evals
+            if e.check_name == "fts_rows_match_units" and e.partition} == fts_latest
