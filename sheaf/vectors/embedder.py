@@ -39,7 +39,7 @@ from sheaf.vectors.identity import (
     split_offsets,
     unit_embedding_text,
 )
-from sheaf.vectors.onnx import OnnxQueryEncoder, find_export
+from sheaf.vectors.onnx import OnnxQueryEncoder, export_in_child, find_export
 from sheaf.core.settings import get_settings
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
@@ -169,11 +169,14 @@ class Embedder:
             return self._loaded
 
     def _load_export(self) -> _Loaded | None:
-        """The usable ONNX export of the configured model in `models_dir`, loaded; or None."""
+        """The usable ONNX export of the configured model in `models_dir`, loaded; or None. With
+        none there yet (a home's first build), the model is exported first in a process of its own
+        (`export_in_child`), so this process never imports torch; if that fails, None (and
+        sentence-transformers, which the build then exports from, `ensure_onnx_export`)."""
         try:
             found = find_export(Path(self.models_dir or ""), self.model_name)
             if found is None:
-                return None
+                found = export_in_child(self.model_name, Path(self.models_dir or ""))
             enc = OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens, threads=self.threads)
         except Exception as e:  # noqa: BLE001 - an unusable export: sentence-transformers, then re-export
             self.backend_note = f"ONNX export unusable ({type(e).__name__}: {e})"

@@ -34,7 +34,7 @@ hashlib = lazy_module("hashlib")
 
 __all__ = [
     "EXPORT_FORMAT", "MODEL_FILE", "TOKENIZER_FILE", "EXPORT_JSON", "OnnxQueryEncoder", "ExportStatus",
-    "models_dir", "export_dir", "export_status", "find_export", "newest_export",
+    "models_dir", "export_dir", "export_status", "find_export", "newest_export", "export_in_child",
 ]
 
 EXPORT_FORMAT = 1
@@ -265,3 +265,32 @@ def find_export(root: Path, model: str) -> Path | None:
         return None
     status = export_status(Path(root) / ident.key, ident, model)
     return status.path if status.usable else None
+
+
+#: How long the export child may take (~10 s here: torch's import, the model, the export and its check).
+EXPORT_TIMEOUT_S = 900
+
+
+def export_in_child(model: str, root: Path, timeout: float = EXPORT_TIMEOUT_S) -> Path:
+    """Export `model` into the models folder `root` in a process of its own (``python -m
+    sheaf.vectors.onnx_export``), so that the process asking (a build, which then embeds with the
+    export) never imports torch: torch and the exporter take ~0.8 GB that the build would keep to
+    its end. Returns the export's folder; `SheafError(BACKEND_UNAVAILABLE)` with the child's last
+    words when it fails."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "sheaf.vectors.onnx_export", model, str(root)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SheafError("BACKEND_UNAVAILABLE", f"exporting {model!r} to ONNX failed: {e}",
+                         {"model": model, "models_dir": str(root)}) from e
+    found = find_export(Path(root), model) if r.returncode == 0 else None
+    if found is None:
+        last = (r.stderr or r.stdout or "").strip().splitlines()[-3:]
+        raise SheafError("BACKEND_UNAVAILABLE", f"exporting {model!r} to ONNX failed (exit {r.returncode}): "
+                         + " / ".join(last), {"model": model, "models_dir": str(root)})
+    return found

@@ -317,6 +317,44 @@ def test_build_of_a_changed_paper_never_imports_torch(export, tmp_path):
     assert out == {"code": 0, "heavy": []}, (out, r.stderr[-2000:])
 
 
+def test_a_homes_first_build_exports_in_a_child_and_never_imports_torch(tmp_path):
+    """A home with no export yet: the build exports the model in a process of its own and embeds
+    with the export, so the build's process never holds torch (~0.55 GB, ~0.8 GB more while
+    exporting, which it kept to its end: the first build peaked at 1.4-1.7 GB)."""
+    import shutil
+
+    from tests.conftest import SAMPLE_LIBRARY
+
+    home, lib = tmp_path / "home", tmp_path / "lib"
+    (lib / "papers").mkdir(parents=True)
+    shutil.copytree(SAMPLE_LIBRARY / "papers" / "R4N8DWTE", lib / "papers" / "R4N8DWTE")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SHEAF_HOME": str(home), "SHEAF_LIBRARY": str(lib),
+           "DAGSTER_HOME": str(home / "dagster_home")}
+    r = subprocess.run([sys.executable, "-c", _BUILD_CHILD], capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out == {"code": 0, "heavy": []}, (out, r.stderr[-2000:])
+    [export] = [p for p in (home / "models").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    meta = json.loads((export / EXPORT_JSON).read_text())
+    assert meta["verified"]["min_cosine"] >= 0.9999 and meta["exporter"]["dynamo"] is False
+
+
+def test_a_failed_export_child_says_why_and_the_embedder_falls_back(tmp_path, monkeypatch):
+    """The export child failing (here: a model that does not exist) is an error naming the model
+    and the child's last words; the build's embedder notes it and loads sentence-transformers."""
+    from sheaf.core.envelope import SheafError
+    from sheaf.vectors.embedder import Embedder
+    from sheaf.vectors.onnx import export_in_child
+
+    with pytest.raises(SheafError) as e:
+        export_in_child(str(tmp_path / "no-such-model"), tmp_path / "models")
+    assert e.value.code == "BACKEND_UNAVAILABLE" and "no-such-model" in e.value.message
+    assert "Traceback" not in e.value.message
+    emb = Embedder(model_name=str(tmp_path / "no-such-model"), models_dir=str(tmp_path / "models"))
+    assert emb._load_export() is None and "exporting" in (emb.backend_note or "")
+
+
 def test_embed_threads_reach_the_onnx_session_and_change_no_vector(onnx_export, tmp_path):
     """SHEAF_EMBED_THREADS (or a build worker's share of the cores, given to `from_settings`) sets
     the encoder's intra-op threads; unset, the runtime's default (0: every core). The vectors are
