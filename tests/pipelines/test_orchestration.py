@@ -436,3 +436,29 @@ def test_a_run_from_the_middle_of_the_chain_evaluates_only_the_checks_of_its_ass
     fts_latest = {k: e.storage_id for k, e in latest_events(inst, "fts_tables", partitions=keys).items()}
     assert {e.partition: e.target_materialization_data.storage_id for e in evals
             if e.check_name == "fts_rows_match_units" and e.partition} == fts_latest
+
+
+def test_each_event_of_a_batch_keeps_its_own_id_and_tags(home):
+    """A step's materializations are inserted with one multi-row statement; each paper's event
+    keeps its own storage id, and its indexed tag rows point at it, not at another paper's event
+    of the batch (each row carries its event's own timestamp: they agree for every event)."""
+    import sqlite3
+
+    from pipelines.runs import run_chain, with_embedder
+    from pipelines.state import latest_events
+    from tests.pipeline_kit import definitions, shared_embedder
+
+    inst = instance()
+    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+    keys = list(inst.get_dynamic_partitions("papers"))
+    res = run_chain(inst, defs, keys)
+    assert res["success"]
+    for asset in CHAIN:
+        latest = latest_events(inst, asset, partitions=keys)
+        assert sorted(latest) == sorted(keys) and {e.run_id for e in latest.values()} == {res["run_id"]}
+    with sqlite3.connect(home.dagster_home / "history" / "event_log.db") as conn:
+        tagged, wrong = conn.execute(
+            "SELECT count(*), sum(t.event_timestamp != e.timestamp OR t.asset_key != e.asset_key) "
+            "FROM asset_event_tags t JOIN event_logs e ON e.id = t.event_id WHERE e.run_id = ?",
+            (res["run_id"],)).fetchone()
+    assert tagged == len(CHAIN) * len(keys) and wrong == 0
