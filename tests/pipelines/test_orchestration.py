@@ -296,8 +296,7 @@ def test_a_run_reads_the_papers_partitions_once(home, monkeypatch):
     resolves its range against one read (`dagster_private.partitions_snapshot`)."""
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
-    from pipelines.runs import run_chain, with_embedder
-    from tests.pipeline_kit import definitions, shared_embedder
+    from pipelines.runs import run_chain
 
     reads: list[str] = []
     real = SqlEventLogStorage.get_dynamic_partitions
@@ -307,7 +306,7 @@ def test_a_run_reads_the_papers_partitions_once(home, monkeypatch):
         return real(self, name)
 
     inst = instance()
-    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+    defs = _chain_defs(home)
     keys = list(inst.get_dynamic_partitions("papers"))
     monkeypatch.setattr(SqlEventLogStorage, "get_dynamic_partitions", counted)
     res = run_chain(inst, defs, keys)
@@ -328,8 +327,6 @@ def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monke
     import pipelines.dagster_private as private
     from assets.checks import ALL_CHECKS
     from pipelines.partitions import papers_partitions
-    from pipelines.runs import run_chain, with_embedder
-    from tests.pipeline_kit import definitions, shared_embedder
 
     alone: list[str | None] = []  # evaluations stored outside any batch: their partitions
     batches: list[int] = []
@@ -350,12 +347,7 @@ def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monke
         finally:
             in_batch[0] = False
 
-    inst = instance()
-    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
-    keys = list(inst.get_dynamic_partitions("papers"))
-    monkeypatch.setattr(private.SheafEventLogStorage, "store_event", one)
-    monkeypatch.setattr(private.SheafEventLogStorage, "store_event_batch", batch)
-    res = run_chain(inst, defs, keys)
+    inst, keys, res = _run_with_storage(home, monkeypatch, store_event=one, store_event_batch=batch)
     assert res["success"], res
     n_checks = sum(len(list(c.check_keys)) for c in ALL_CHECKS)
     assert batches == [len(keys)] * n_checks
@@ -373,8 +365,6 @@ def test_a_batch_that_fails_part_way_writes_nothing_and_is_stored_event_by_event
 
     import pipelines.dagster_private as private
     from assets.checks import ALL_CHECKS
-    from pipelines.runs import run_chain, with_embedder
-    from tests.pipeline_kit import definitions, shared_embedder
 
     real_one, real_batch = private.SheafEventLogStorage.store_event, private.SheafEventLogStorage.store_event_batch
     state = {"in_batch": False, "seen": 0, "failed": 0}
@@ -394,12 +384,7 @@ def test_a_batch_that_fails_part_way_writes_nothing_and_is_stored_event_by_event
         finally:
             state["in_batch"] = False
 
-    inst = instance()
-    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
-    keys = list(inst.get_dynamic_partitions("papers"))
-    monkeypatch.setattr(private.SheafEventLogStorage, "store_event", one)
-    monkeypatch.setattr(private.SheafEventLogStorage, "store_event_batch", batch)
-    res = run_chain(inst, defs, keys)
+    inst, keys, res = _run_with_storage(home, monkeypatch, store_event=one, store_event_batch=batch)
     assert res["success"] and state["failed"] == 1, (res, state)
     key = AssetCheckKey(AssetKey("body_units"), "units_cover_body_blocks")
     hist = inst.event_log_storage.get_asset_check_execution_history(key, limit=100)
@@ -417,12 +402,11 @@ def test_a_run_from_the_middle_of_the_chain_evaluates_only_the_checks_of_its_ass
     not rebuilt), each result targeting the paper's new materialization."""
     from dagster import DagsterEventType
 
-    from pipelines.runs import run_chain, with_embedder
+    from pipelines.runs import run_chain
     from pipelines.state import latest_events
-    from tests.pipeline_kit import definitions, shared_embedder
 
     inst = instance()
-    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+    defs = _chain_defs(home)
     keys = list(inst.get_dynamic_partitions("papers"))
     res = run_chain(inst, defs, keys, "fts_tables")
     assert res["success"], res
@@ -444,12 +428,11 @@ def test_each_event_of_a_batch_keeps_its_own_id_and_tags(home):
     of the batch (each row carries its event's own timestamp: they agree for every event)."""
     import sqlite3
 
-    from pipelines.runs import run_chain, with_embedder
+    from pipelines.runs import run_chain
     from pipelines.state import latest_events
-    from tests.pipeline_kit import definitions, shared_embedder
 
     inst = instance()
-    defs = with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+    defs = _chain_defs(home)
     keys = list(inst.get_dynamic_partitions("papers"))
     res = run_chain(inst, defs, keys)
     assert res["success"]
@@ -462,3 +445,25 @@ def test_each_event_of_a_batch_keeps_its_own_id_and_tags(home):
             "FROM asset_event_tags t JOIN event_logs e ON e.id = t.event_id WHERE e.run_id = ?",
             (res["run_id"],)).fetchone()
     assert tagged == len(CHAIN) * len(keys) and wrong == 0
+
+
+def _chain_defs(home: Home):
+    """The home's Definitions with the tests' shared embedder (what `sheaf build` runs)."""
+    from pipelines.runs import with_embedder
+    from tests.pipeline_kit import definitions, shared_embedder
+
+    return with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
+
+
+def _run_with_storage(home: Home, monkeypatch, **methods):
+    """One run of the whole chain over every paper, with `methods` of Sheaf's event log storage
+    replaced: (instance, papers, run result)."""
+    import pipelines.dagster_private as private
+    from pipelines.runs import run_chain
+
+    inst = instance()
+    defs = _chain_defs(home)
+    keys = list(inst.get_dynamic_partitions("papers"))
+    for name, fn in methods.items():
+        monkeypatch.setattr(private.SheafEventLogStorage, name, fn)
+    return inst, keys, run_chain(inst, defs, keys)
