@@ -48,9 +48,10 @@ def _missing(key: str, what: str) -> IngestError:
        metadata=_stored(".parquet"), **COMMON)
 def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, Any]:
     """Canonical blocks with roles, parsed from each paper's OCR/layout output."""
-    found = discover(sheaf.settings().library)
+    keys = list(context.partition_keys)  # the run's papers alone: not a listing of the whole library
+    found = discover(sheaf.settings().library, keys=keys)
     papers = {p.key: p for p in found.papers}
-    ids = identities(found.metadata_files)  # title, first author, year: what the UI shows of a paper
+    ids = identities(found.metadata_files, keys=keys)  # title, first author, year: what the UI shows of a paper
 
     def one(key: str):
         if key not in papers:
@@ -63,7 +64,7 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
             "output_hash": table_hash(table),
         }
 
-    return run_per_paper(context, context.partition_keys, one).get("ocr_blocks", {})
+    return run_per_paper(context, keys, one).get("ocr_blocks", {})
 
 
 @multi_asset(

@@ -29,11 +29,12 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n - 1].rstrip() + "…"
 
 
-def identities(metadata_files: Iterable[str | Path]) -> dict[str, dict[str, Any]]:
+def identities(metadata_files: Iterable[str | Path], keys: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """{paper key: {"title", "first_author", "year"}} from the library's metadata exports
-    (papers the export does not list are left out; an unreadable export gives nothing)."""
+    (papers the export does not list are left out; an unreadable export gives nothing);
+    `keys`: only those papers."""
     try:
-        load = export_files_metadata(list(metadata_files))
+        load = export_files_metadata(list(metadata_files), keys=None if keys is None else set(keys))
     except Exception:  # noqa: BLE001 - identity is decoration: never fail a step over it
         return {}
     return {m.key: {"title": m.title, "first_author": m.first_author, "year": m.year} for m in load.papers}

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +33,10 @@ class Discovery:
     layout: str  # paperforge | plain | empty
 
 
-def discover(library: Path | str) -> Discovery:
-    """Every paper in a library folder, sorted by key; invalid keys are reported, not added."""
+def discover(library: Path | str, keys: Iterable[str] | None = None) -> Discovery:
+    """Every paper in a library folder, sorted by key; invalid keys are reported, not added.
+    `keys`: only those papers, looked up by name instead of listing the folder (one paper's
+    step in a 10,000-paper library)."""
     lib = Path(library)
     if not lib.is_dir():
         raise FileNotFoundError(f"library folder not found: {lib}")
@@ -47,7 +50,8 @@ def discover(library: Path | str) -> Discovery:
         return Discovery((), (), (), "empty")
     papers: list[PaperSource] = []
     invalid: list[str] = []
-    for d in sorted(root.iterdir()):
+    folders = sorted(root.iterdir()) if keys is None else [root / k for k in sorted(set(keys)) if (root / k).exists()]
+    for d in folders:
         if d.name.startswith("."):
             continue
         if not valid_paper_key(d.name):

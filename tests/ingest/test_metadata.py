@@ -166,3 +166,22 @@ def test_default_domain_is_file_stem(tmp_path):
     assert load_metadata_file(p).papers[0].domain == "Neuro Science"
     assert load_metadata_file(p, domain=None).papers[0].domain is None
     assert isinstance(Path(load_metadata_file(p).papers[0].source), Path)
+
+
+@pytest.mark.realdata
+def test_loading_some_keys_gives_their_records_exactly(shared_data, tmp_path):
+    """One paper's step reads only its own records (`keys`): the same records as a full load,
+    from a Better BibTeX export and from a CSL-JSON one; keys it lacks give nothing."""
+    full = load_metadata_file(shared_data / BULK)
+    some = [p.key for p in full.papers[::97]] + ["NOSUCHKEY"]
+    got = load_metadata_file(shared_data / BULK, keys=some)
+    assert got.by_key() == {k: v for k, v in full.by_key().items() if k in some}
+    csl = [{"id": f"http://zotero.org/users/1/items/K{i:07d}", "type": "article-journal", "title": f"T{i}",
+            "author": [{"family": f"F{i}", "given": "G"}], "issued": {"date-parts": [[2000 + i % 20]]}}
+           for i in range(300)] + [{"id": "K9999999", "citation-key": "cite9", "type": "book", "title": "B"}]
+    (tmp_path / "lib.json").write_text(json.dumps(csl))
+    full = load_metadata_file(tmp_path / "lib.json")
+    want = ["K0000007", "K0000299", "K9999999"]
+    assert load_metadata_file(tmp_path / "lib.json", keys=want).by_key() == \
+        {k: v for k, v in full.by_key().items() if k in want}
+    assert load_metadata_file(tmp_path / "lib.json", keys=[]).papers == ()

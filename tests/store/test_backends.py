@@ -133,6 +133,21 @@ def test_replace_twice_remove_leaves_nothing(backend, embedder):
     assert backend.paper_ids() == [] and backend.lexical_units("body", '"collagen"', limit=10) == []
 
 
+def test_index_stats_of_some_papers_are_theirs_in_the_whole_index(backend, embedder):
+    """The drift check of the papers a build just rebuilt counts their rows only
+    (`paper_index_stats(paper_ids=...)`): the same counts as the whole index's, for those papers."""
+    for pid in ("PA", "PB", "PC"):
+        units, objects = paper_units(pid)
+        backend.replace_paper(pid, units, objects, embed(embedder, backend, units, objects))
+    key = embedder.identity.key
+    for ck in (None, key):
+        whole = backend.paper_index_stats(ck)
+        assert set(whole) == {"PA", "PB", "PC"} and whole["PB"]["body_units"] > 0
+        assert backend.paper_index_stats(ck, paper_ids=["PB", "PC", "NOPE"]) == {k: whole[k] for k in ("PB", "PC")}
+        assert backend.paper_index_stats(ck, paper_ids=[]) == {}
+    assert whole["PB"]["passages"] == whole["PB"]["vectors"] > 0
+
+
 @pytest.mark.parametrize("fail_at", ["after_delete", "after_body_units", "before_commit"])
 def test_failure_mid_replace_keeps_previous_rows(backend, embedder, fail_at):
     units, objects = paper_units("PA", "old")

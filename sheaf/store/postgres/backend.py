@@ -656,31 +656,39 @@ class PostgresIndex:
     # --- integrity (`sheaf doctor`, the build's drift check) ----------------------------------------
 
     @_guarded
-    def paper_index_stats(self, collection_key: str | None = None) -> dict[str, dict[str, int]]:
+    def paper_index_stats(self, collection_key: str | None = None,
+                          paper_ids: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
         """Per paper: units, their lexical rows and (for `collection_key`) passages, vectors and
-        passages whose unit is gone, keyed as `sheaf.store.sqlite.integrity.paper_index_stats`."""
+        passages whose unit is gone, keyed as `sheaf.store.sqlite.integrity.paper_index_stats`;
+        `paper_ids`: only those papers' rows."""
         stats: dict[str, dict[str, int]] = {}
+        args = [] if paper_ids is None else [list(paper_ids)]
+
+        def only(col: str, joiner: str = "WHERE") -> str:
+            return "" if paper_ids is None else f" {joiner} {col} = ANY(%s)"
 
         def put(name: str, sql: str) -> None:
-            for pid, n in self.conn.execute(sql):
+            for pid, n in self.conn.execute(sql, args):
                 stats.setdefault(pid, {})[name] = int(n)
 
         with snapshot(self.conn, self.where):
-            put("body_units", "SELECT paper_id, count(*) FROM body_units GROUP BY 1")
-            put("object_units", "SELECT paper_id, count(*) FROM object_units GROUP BY 1")
+            put("body_units", f"SELECT paper_id, count(*) FROM body_units{only('paper_id')} GROUP BY 1")
+            put("object_units", f"SELECT paper_id, count(*) FROM object_units{only('paper_id')} GROUP BY 1")
             put("body_fts", "SELECT l.paper_id, count(*) FROM lex_rows l JOIN body_units b ON b.paper_id = l.paper_id "
-                            f"AND b.unit_id = l.ref WHERE l.scope = {SCOPES['body']} GROUP BY 1")
+                            f"AND b.unit_id = l.ref WHERE l.scope = {SCOPES['body']}{only('l.paper_id', 'AND')} "
+                            "GROUP BY 1")
             put("object_fts", "SELECT l.paper_id, count(*) FROM lex_rows l JOIN object_units o ON o.paper_id = "
-                              f"l.paper_id AND o.unit_id = l.ref WHERE l.scope = {SCOPES['object']} GROUP BY 1")
+                              f"l.paper_id AND o.unit_id = l.ref WHERE l.scope = {SCOPES['object']}"
+                              f"{only('l.paper_id', 'AND')} GROUP BY 1")
             cols = collections(self.conn)
             if collection_key and collection_key in cols:
                 vt = cols[collection_key].vec_table
-                put("passages", f"SELECT paper_id, count(*) FROM {vt} GROUP BY 1")
-                put("vectors", f"SELECT paper_id, count(*) FROM {vt} GROUP BY 1")
+                put("passages", f"SELECT paper_id, count(*) FROM {vt}{only('paper_id')} GROUP BY 1")
+                put("vectors", f"SELECT paper_id, count(*) FROM {vt}{only('paper_id')} GROUP BY 1")
                 put("dangling_passages", f"SELECT p.paper_id, count(*) FROM {vt} p WHERE NOT EXISTS (SELECT 1 FROM "
                                          "body_units b WHERE b.unit_id = p.unit_id AND b.paper_id = p.paper_id) AND NOT "
                                          "EXISTS (SELECT 1 FROM object_units o WHERE o.unit_id = p.unit_id AND "
-                                         "o.paper_id = p.paper_id) GROUP BY 1")
+                                         f"o.paper_id = p.paper_id){only('p.paper_id', 'AND')} GROUP BY 1")
         return zero_filled(stats, collection_key)
 
     @_guarded

@@ -307,8 +307,9 @@ class SqliteIndex:
 
     # --- integrity (`sheaf doctor`, the build's drift check) ----------------------------------------
 
-    def paper_index_stats(self, collection_key: str | None = None) -> dict[str, dict[str, int]]:
-        return integrity.paper_index_stats(self.conn, collection_key)
+    def paper_index_stats(self, collection_key: str | None = None,
+                          paper_ids: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
+        return integrity.paper_index_stats(self.conn, collection_key, paper_ids)
 
     def unit_digest(self, paper_id: str) -> str:
         return integrity.unit_digest(self.conn, paper_id)

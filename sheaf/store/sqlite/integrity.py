@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,33 +285,37 @@ def drop_collection(conn: sqlite3.Connection, key: str) -> list[str]:
 
 # --- what the index holds ----------------------------------------------------------------------
 
-def _grouped(conn: sqlite3.Connection, sql: str) -> dict[str, int]:
-    return {r[0]: int(r[1]) for r in conn.execute(sql)}
-
-
-def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = None) -> dict[str, dict[str, int]]:
+def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = None,
+                      paper_ids: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
     """Per paper: body/object units, their FTS rows, and (for `collection_key`) passages,
-    vectors and passages whose unit is gone. Papers with no row anywhere are absent."""
+    vectors and passages whose unit is gone. Papers with no row anywhere are absent.
+    `paper_ids`: only those papers' rows are counted (a build checking the papers it just
+    rebuilt reads theirs, not the whole index)."""
     stats: dict[str, dict[str, int]] = {}
+    args = () if paper_ids is None else (json.dumps(list(paper_ids)),)
 
-    def put(name: str, values: dict[str, int]) -> None:
-        for pid, n in values.items():
-            stats.setdefault(pid, {})[name] = n
+    def only(col: str, joiner: str = "WHERE") -> str:
+        return "" if paper_ids is None else f" {joiner} {col} IN (SELECT value FROM json_each(?))"
 
-    put("body_units", _grouped(conn, "SELECT paper_id, count(*) FROM body_units GROUP BY paper_id"))
-    put("object_units", _grouped(conn, "SELECT paper_id, count(*) FROM object_units GROUP BY paper_id"))
-    put("body_fts", _grouped(conn, "SELECT b.paper_id, count(*) FROM body_units_fts f JOIN body_units b "
-                                   "ON b.unit_rowid = f.rowid GROUP BY b.paper_id"))
-    put("object_fts", _grouped(conn, "SELECT o.paper_id, count(*) FROM object_units_fts f JOIN object_units o "
-                                     "ON o.unit_rowid = f.rowid GROUP BY o.paper_id"))
+    def put(name: str, sql: str) -> None:
+        for pid, n in conn.execute(sql, args):
+            stats.setdefault(pid, {})[name] = int(n)
+
+    put("body_units", f"SELECT paper_id, count(*) FROM body_units{only('paper_id')} GROUP BY paper_id")
+    put("object_units", f"SELECT paper_id, count(*) FROM object_units{only('paper_id')} GROUP BY paper_id")
+    put("body_fts", "SELECT b.paper_id, count(*) FROM body_units_fts f JOIN body_units b "
+                    f"ON b.unit_rowid = f.rowid{only('b.paper_id')} GROUP BY b.paper_id")
+    put("object_fts", "SELECT o.paper_id, count(*) FROM object_units_fts f JOIN object_units o "
+                      f"ON o.unit_rowid = f.rowid{only('o.paper_id')} GROUP BY o.paper_id")
     if collection_key:
         pt, vt = f"passages_{collection_key}", f"vec_{collection_key}"
-        put("passages", _grouped(conn, f"SELECT paper_id, count(*) FROM {pt} GROUP BY paper_id"))
-        put("vectors", _grouped(conn, f"SELECT paper_id, count(*) FROM {vt} GROUP BY paper_id"))
-        put("dangling_passages", _grouped(conn, (
+        put("passages", f"SELECT paper_id, count(*) FROM {pt}{only('paper_id')} GROUP BY paper_id")
+        put("vectors", f"SELECT paper_id, count(*) FROM {vt}{only('paper_id')} GROUP BY paper_id")
+        put("dangling_passages", (
             f"SELECT p.paper_id, count(*) FROM {pt} p WHERE NOT EXISTS (SELECT 1 FROM body_units b "
             f"WHERE b.unit_id = p.unit_id AND b.paper_id = p.paper_id) AND NOT EXISTS (SELECT 1 FROM "
-            f"object_units o WHERE o.unit_id = p.unit_id AND o.paper_id = p.paper_id) GROUP BY p.paper_id")))
+            f"object_units o WHERE o.unit_id = p.unit_id AND o.paper_id = p.paper_id){only('p.paper_id', 'AND')} "
+            "GROUP BY p.paper_id"))
     return zero_filled(stats, collection_key)
 
 
