@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,16 +51,21 @@ def discover(library: Path | str, keys: Iterable[str] | None = None) -> Discover
         return Discovery((), (), (), "empty")
     papers: list[PaperSource] = []
     invalid: list[str] = []
-    folders = sorted(root.iterdir()) if keys is None else [root / k for k in sorted(set(keys)) if (root / k).exists()]
-    for d in folders:
-        if d.name.startswith("."):
+    if keys is None:  # one listing; the entries' types come with it (no stat a folder)
+        with os.scandir(root) as it:
+            entries = sorted(((e.name, e.is_dir()) for e in it), key=lambda x: x[0])
+    else:
+        entries = [(k, (root / k).is_dir()) for k in sorted(set(keys)) if (root / k).exists()]
+    for name, is_dir in entries:
+        if name.startswith("."):
             continue
-        if not valid_paper_key(d.name):
-            invalid.append(d.name)
+        if not valid_paper_key(name):
+            invalid.append(name)
             continue
+        d = root / name
         if layout == "paperforge":
             src = d / "json" / "result.json"
-            papers.append(PaperSource(d.name, src if src.exists() else d))
-        elif d.is_dir():
-            papers.append(PaperSource(d.name, d))
+            papers.append(PaperSource(name, src if src.exists() else d))
+        elif is_dir:
+            papers.append(PaperSource(name, d))
     return Discovery(tuple(papers), tuple(invalid), exports, layout)

@@ -43,12 +43,11 @@ def scan_sources(library: Path, cache_file: Path | None = None, *, write_cache: 
     for p in disc.papers:
         c = cache.get(p.key)
         try:
-            if c and Path(c[0]).exists():
-                st = os.stat(c[0])
-                if [st.st_size, st.st_mtime_ns] == c[1:3] and str(p.path) == c[4]:
-                    hashes[p.key] = c[3]
-                    new_cache[p.key] = c
-                    continue
+            st = _stat(c[0]) if c else None  # one stat a paper: its file, unless it is gone
+            if st is not None and [st.st_size, st.st_mtime_ns] == c[1:3] and str(p.path) == c[4]:
+                hashes[p.key] = c[3]
+                new_cache[p.key] = c
+                continue
             file, _fmt, h = source_hash(p.path, p.key)
             hashed += 1
             st = os.stat(file)
@@ -62,6 +61,13 @@ def scan_sources(library: Path, cache_file: Path | None = None, *, write_cache: 
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache_file.parent, prefix=".stats.")
         with os.fdopen(fd, "w") as f:
-            json.dump(new_cache, f)
+            f.write(json.dumps(new_cache, separators=(",", ":")))  # one write: json.dump writes piece by piece
         os.replace(tmp, cache_file)
     return SourceScan(disc, hashes, errors, hashed)
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
