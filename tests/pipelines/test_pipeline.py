@@ -199,10 +199,15 @@ def test_removed_paper_loses_partition_artifacts_and_index_rows(home):
     assert code == 0 and env["data"]["sync"]["removed"] == [key]
     assert key not in inst.get_dynamic_partitions("papers")
     assert artifacts_of(home, key) == []
-    # every content row is gone; only its metadata row may be there (library.json still lists it)
+    # every content row is gone; its metadata row stays (library.json still lists it), and so the
+    # build does not reload the whole export to put it back (it did: 1.5 s at 10,000 papers)
     assert {k: v for k, v in _content_rows(home, key).items() if v} == {}
     assert key not in {p["paper_id"] for p in env["data"]["papers"]}
-    assert [r for r in new_runs(inst, before) if r.job_name == "paper_chain"] == []
+    assert [r.job_name for r in new_runs(inst, before)] == []
+    import sqlite3
+
+    with sqlite3.connect(home.home / "index" / "sheaf.db") as conn:
+        assert conn.execute("SELECT has_metadata FROM papers WHERE paper_id = ?", (key,)).fetchone() == (1,)
     code, st = run_cli(["status", "--json"])
     assert st["data"]["coverage"]["partitions"] == len(BASE_PAPERS) - 1
 
