@@ -13,14 +13,20 @@ from sheaf.core.lazy import lazy_module
 from sheaf.store.artifact_store import ArtifactStore, LocalArtifactStore, artifact_store
 
 pa = lazy_module("pyarrow")  # the CLI imports this module for every command: only a report reads Arrow
+duckdb = lazy_module("duckdb")
 
 
-def _source(con: Any, store: ArtifactStore, asset: str) -> str | None:
-    """What DuckDB reads for one asset's Parquet artifacts (a table expression), or None when it has none."""
+def _source(con: Any, store: ArtifactStore, asset: str, union: bool) -> str | None:
+    """What DuckDB reads for one asset's Parquet artifacts (a table expression), or None when it has none.
+
+    `union`: columns matched by name across files of different schemas (papers built by different
+    code versions). Not the default: DuckDB then opens every file's schema before reading and holds
+    them (~330 MB more for 10,000 papers' files); by default it reads the columns a query names by
+    name, which is all the report needs while no file lacks one."""
     if isinstance(store, LocalArtifactStore):
         d = store.root / asset
         glob = str(d / "*.parquet") if d.is_dir() and any(d.glob("*.parquet")) else None
-        return None if glob is None else f"read_parquet('{glob}', union_by_name=true)"
+        return None if glob is None else f"read_parquet('{glob}'{', union_by_name=true' if union else ''})"
     names = sorted(n for n in store.names(asset) if n.endswith(".parquet") and not n.startswith("."))
     if not names:
         return None
@@ -30,15 +36,23 @@ def _source(con: Any, store: ArtifactStore, asset: str) -> str | None:
 
 
 def library_report_data(artifacts: ArtifactStore | Path | str) -> dict[str, Any]:
-    """Papers per format, units/tokens distribution, papers without headings, shared unit text."""
-    import duckdb
+    """Papers per format, units/tokens distribution, papers without headings, shared unit text.
 
+    Files of different schemas (a column the report reads missing from some): read again with
+    the columns matched by name across every file."""
+    store = artifact_store(artifacts)
+    try:
+        return _report(store, union=False)
+    except (duckdb.BinderException, duckdb.InvalidInputException):
+        return _report(store, union=True)
+
+
+def _report(store: ArtifactStore, union: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"papers": 0, "units": 0, "tokens": 0, "formats": [], "distribution": {},
                            "papers_without_headings": [], "shared_units": [], "coverage": {}}
-    store = artifact_store(artifacts)
     con = duckdb.connect()
     try:
-        blocks, units, objects = (_source(con, store, a) for a in ("ocr_blocks", "body_units", "object_units"))
+        blocks, units, objects = (_source(con, store, a, union) for a in ("ocr_blocks", "body_units", "object_units"))
         if blocks is None:
             return out
         con.execute(f"CREATE VIEW blocks AS SELECT * FROM {blocks}")

@@ -1,0 +1,60 @@
+"""The library report (DuckDB over every paper's Parquet artifacts), on real files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import pyarrow.parquet as pq
+
+from sheaf.store.report import library_report_data
+
+LONG = "A paragraph long enough to count as shared text between papers, " * 4
+
+
+def _write(root: Path, asset: str, key: str, columns: dict) -> None:
+    (root / asset).mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), root / asset / f"{key}.parquet")
+
+
+def _paper(root: Path, key: str, fmt: str | None, roles: list[str], texts: list[str], extra: bool = False) -> None:
+    blocks = {"paper_id": [key] * len(roles), "role": roles}
+    if fmt is not None:  # None: a file of an older schema, without the column
+        blocks["source_format"] = [fmt] * len(roles)
+    if extra:  # a newer schema's column the report does not read
+        blocks["added_later"] = ["x"] * len(roles)
+    _write(root, "ocr_blocks", key, blocks)
+    _write(root, "body_units", key, {"paper_id": [key] * len(texts), "node_id": [f"{key}/n{i}" for i in range(len(texts))],
+                                     "token_count": [10] * len(texts), "text": texts})
+
+
+def test_report_counts_papers_formats_units_and_shared_text(tmp_path):
+    _paper(tmp_path, "AAAA0001", "mineru", ["heading", "body"], [LONG, "short"])
+    _paper(tmp_path, "BBBB0002", "docling", ["body"], [LONG], extra=True)
+    _paper(tmp_path, "CCCC0003", "mineru", ["heading"], ["other"])
+    d = library_report_data(tmp_path)
+    assert d["papers"] == 3 and d["units"] == 4 and d["tokens"] == 40
+    assert d["formats"] == [{"format": "mineru", "papers": 2}, {"format": "docling", "papers": 1}]
+    assert d["papers_without_headings"] == ["BBBB0002"]
+    assert [s["papers"] for s in d["shared_units"]] == [["AAAA0001", "BBBB0002"]]
+    assert d["distribution"]["units_per_paper"]["max"] == 2
+
+
+@pytest.mark.parametrize("old", ["AAAA0001", "CCCC0003"])
+def test_report_reads_files_of_different_schemas(tmp_path, old):
+    """A paper built before a column the report reads existed (first or last in the files' order)
+    beside papers with it and with a newer column: every paper counted, the old one's format unknown."""
+    fmt = {"AAAA0001": "mineru", "BBBB0002": "docling", "CCCC0003": "mineru"}
+    fmt[old] = None
+    _paper(tmp_path, "AAAA0001", fmt["AAAA0001"], ["heading"], [LONG])
+    _paper(tmp_path, "BBBB0002", fmt["BBBB0002"], ["body"], [LONG], extra=True)
+    _paper(tmp_path, "CCCC0003", fmt["CCCC0003"], ["heading"], ["other"])
+    d = library_report_data(tmp_path)
+    assert d["papers"] == 3 and d["units"] == 3
+    assert {(f["format"], f["papers"]) for f in d["formats"]} == {("docling", 1), ("mineru", 1), (None, 1)}
+    assert d["papers_without_headings"] == ["BBBB0002"]
+    assert [s["papers"] for s in d["shared_units"]] == [["AAAA0001", "BBBB0002"]]
+
+
+def test_report_of_an_empty_store(tmp_path):
+    assert library_report_data(tmp_path)["papers"] == 0
