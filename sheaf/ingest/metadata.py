@@ -363,26 +363,26 @@ def parse_csl(items: list[Any], *, domain: str | None, source: str,
 # --- shared loop -----------------------------------------------------------------------
 
 def _collect(items: list[Any], source: str, parse, *, type_field: str, ident_fields: tuple[str, ...],
-             key_of: Callable[[Mapping[str, Any]], str | None] | None = None,
-             keys: Collection[str] | None = None) -> MetadataLoad:
+             key_of: Callable[[Mapping[str, Any]], str | None], keys: Collection[str] | None = None) -> MetadataLoad:
     """`keys` given: only those papers, an item of another key passed over after its key alone
-    is read (`key_of`), before the whole item is (what one paper's step needs of a 10,000-item
-    export: 0.5 s → its JSON parse); warnings are then only about the items read."""
+    is read (`key_of`, the rule `parse` keys an item by), before the whole item is (what one
+    paper's step needs of a 10,000-item export: 0.5 s → its JSON parse); warnings are then only
+    about the items read."""
     papers: dict[str, PaperMeta] = {}
     warnings: list[MetadataWarning] = []
     skipped = 0
     want = None if keys is None else set(keys)
     for pos, item in enumerate(items):
-        if want is not None and isinstance(item, Mapping) and key_of is not None:
-            try:
-                if key_of(item) not in want:
-                    continue
-            except _Malformed:
-                pass  # read whole, to report it
         if not isinstance(item, Mapping):
             warnings.append(MetadataWarning(source, f"#{pos}",
                                             f"is a {type(item).__name__}, expected an object; skipped"))
             continue
+        if want is not None:
+            try:
+                if key_of(item) not in want:
+                    continue
+            except _Malformed:
+                pass  # parsed whole below, which reports it
         ident = next((str(item[f]) for f in ident_fields
                       if isinstance(item.get(f), (str, int)) and str(item[f]).strip()), f"#{pos}")
         if item.get(type_field) in SKIPPED_TYPES:
@@ -396,8 +396,7 @@ def _collect(items: list[Any], source: str, parse, *, type_field: str, ident_fie
         if meta.key in papers:
             warnings.append(MetadataWarning(source, meta.key, "duplicate key; kept the first"))
             continue
-        if want is None or meta.key in want:
-            papers[meta.key] = meta
+        papers[meta.key] = meta
     return MetadataLoad(tuple(papers.values()), tuple(warnings), skipped)
 
 
