@@ -210,7 +210,10 @@ def test_a_worker_killed_and_a_stop_mid_build_then_two_builds_at_once(builds, pg
     b = _sheaf(h, url, "build", "--json")
     (ca, ea), (cb, eb) = _done(a), _done(b)
     assert (ca, cb) == (0, 0), (ea, eb)
-    assert ea["data"]["planned"] and eb["data"]["planned"] == {}  # the second waited, then found nothing
+    # whichever took the lock first did the work (on a loaded machine the later-started build can win
+    # the lock: its start-up is shorter); the other waited, then found nothing
+    left = any(before[asset].get(k, 0) == 0 for asset in CHAIN for k in PAPERS)
+    assert sorted(bool(e["data"]["planned"]) for e in (ea, eb)) == ([False, True] if left else [False, False]), (ea, eb)
     assert ea["data"]["states"] == eb["data"]["states"] == {"built": len(PAPERS)}
     after = materialization_counts(inst)
     for asset in CHAIN:  # each paper rebuilt (if at all) by exactly one of the two builds, once
