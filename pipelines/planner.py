@@ -127,6 +127,20 @@ def paper_statuses(instance: DagsterInstance, defs: ChainSource, settings: Any =
     chain = chain_of(defs)
     keys = list(keys if keys is not None else instance.get_dynamic_partitions(papers_partitions.name))
     observed = observed if observed is not None else latest_observed_versions(instance)
+    out: dict[str, PaperStatus] = {}
+    for i in range(0, len(keys), STATUS_CHUNK):
+        out.update(_chunk_statuses(instance, chain, keys[i:i + STATUS_CHUNK], observed))
+    return out
+
+
+#: `paper_statuses` reads the papers' events this many papers at a time: what it keeps of them is
+#: a few fields a paper, while the events of all 10,000 papers of a first build (8 a paper, each
+#: with its metadata) held ~300 MB at once.
+STATUS_CHUNK = 1000
+
+
+def _chunk_statuses(instance: DagsterInstance, chain: Chain, keys: list[str],
+                    observed: dict[str, str]) -> dict[str, PaperStatus]:
     code = chain.code_versions
     first_asset, last_asset = chain.first, chain.assets[-1]
     events: dict[str, dict[str, EventInfo]] = {a: latest_events(instance, a, partitions=keys) for a in chain.assets}

@@ -116,7 +116,7 @@ def test_second_build_launches_nothing_and_embeds_nothing(home):
 
 # --- incremental changes --------------------------------------------------------------------
 
-def test_changed_ocr_rebuilds_exactly_that_paper(home):
+def test_changed_ocr_rebuilds_exactly_that_paper(home, monkeypatch):
     import dagster
 
     from pipelines.planner import paper_statuses
@@ -136,6 +136,16 @@ def test_changed_ocr_rebuilds_exactly_that_paper(home):
     st = paper_statuses(inst, defs, settings)
     assert {k: (s.state, s.reasons) for k, s in st.items() if s.state != "built"} == \
         {"L2YSNC8V": ("stale", ["OCR changed"])}
+    # read a few papers' events at a time (the memory of a 10,000-paper build): the same statuses
+    import pipelines.planner as planner
+
+    asked: list[int] = []
+    real = planner.latest_events
+    with monkeypatch.context() as m:
+        m.setattr(planner, "STATUS_CHUNK", 3)
+        m.setattr(planner, "latest_events", lambda *a, **kw: asked.append(len(kw["partitions"])) or real(*a, **kw))
+        assert paper_statuses(inst, defs, settings) == st
+    assert max(asked) == 3 and sum(asked) == len(BASE_PAPERS) * len(CHAIN)
     tick1 = dagster.evaluate_automation_conditions(defs, inst, cursor=tick0.cursor)
     graph = defs.resolve_asset_graph()
     requested = {k.to_user_string(): tick1.get_requested_partitions(k) for k in graph.get_all_asset_keys()}
