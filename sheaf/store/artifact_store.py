@@ -285,10 +285,14 @@ class LocalArtifactStore(ArtifactStore):
         gone: list[str] = []
         if self.root.is_dir():
             for d in [self.root, *(p for p in self.root.iterdir() if p.is_dir())]:
-                for f in d.iterdir():  # the name first: a stat of every artifact took 1.4 s at 10,000 papers
-                    if (TMP_ARTIFACT.match(f.name) or f.name.startswith(".stats.")) and f.is_file():
-                        f.unlink(missing_ok=True)
-                        gone.append(str(f))
+                # the name first, and only a hidden name further (every temp name starts with a dot):
+                # a stat of every artifact took 1.4 s at 10,000 papers, a Path and a match of each 0.33 s
+                with os.scandir(d) as entries:
+                    for e in entries:
+                        n = e.name
+                        if n[0] == "." and (TMP_ARTIFACT.match(n) or n.startswith(".stats.")) and e.is_file():
+                            Path(e.path).unlink(missing_ok=True)
+                            gone.append(e.path)
         return gone
 
 

@@ -132,9 +132,13 @@ def test_sweep_removes_temp_files_of_interrupted_local_writes(tmp_path):
     store.write("ocr_blocks", "K1", {"v": 1})
     (tmp_path / "ocr_blocks" / ".K1.parquet.k2j4h1").write_bytes(b"half")
     (tmp_path / ".stats.abc").write_text("{")
+    (tmp_path / "ocr_blocks" / ".K3.json.x1").mkdir()  # a temp name that is not a file: left alone
+    (tmp_path / "ocr_blocks" / "K1.parquet.k2j4h1").write_bytes(b"not hidden: not a temp file")
     gone = store.sweep_temp()
     assert sorted(Path(p).name for p in gone) == [".K1.parquet.k2j4h1", ".stats.abc"]
-    assert store.names("ocr_blocks") == {"K1.json"}
+    assert all(not Path(p).exists() for p in gone)
+    assert (tmp_path / "ocr_blocks" / ".K3.json.x1").is_dir()
+    assert store.names("ocr_blocks") == {"K1.json", "K1.parquet.k2j4h1"}
     assert artifact_store(memory_url()).sweep_temp() == []  # one put: nothing to sweep
 
 
