@@ -210,9 +210,17 @@ def test_vector_search_model_refusal(backend, embedder, query_encoder):
         backend.vector_candidates(dataclasses.replace(q, identity=other), 5, None)
 
 
-def test_lexical_rankings_equal_across_backends(pg_url, tmp_path):
+@pytest.mark.parametrize("reading", ["default", "as in a large index"])
+def test_lexical_rankings_equal_across_backends(pg_url, tmp_path, reading, monkeypatch):
     """bm25 from Postgres' postings = FTS5's bm25: the same rows, order and scores, for words,
-    codes in every spelling, hyphens, stems, diacritics, CJK phrases and prefixes."""
+    codes in every spelling, hyphens, stems, diacritics, CJK phrases and prefixes. `as in a large
+    index`: what phrases of common terms get there (the rows holding all of a phrase's terms, not
+    its rarest term's; some words read in two passes, the phrases' rows first)."""
+    if reading != "default":
+        from sheaf.store.postgres import backend
+
+        monkeypatch.setattr(backend, "PHRASE_NARROWING", (0, 10**9))
+        monkeypatch.setattr(backend, "TWO_PASSES_FROM", -1)
     fresh_database(pg_url)
     sq, pg = open_url(f"sqlite:{tmp_path / 'a.db'}"), open_url(pg_url)
     try:
@@ -255,6 +263,41 @@ def test_lexical_rankings_equal_across_backends(pg_url, tmp_path):
                 got = [(h.ref, round(h.score, 9)) for h in pg.lexical_units("body", and_q, limit=-1, paper_ids=papers)]
                 assert got == [(h.ref, round(h.score, 9))
                                for h in sq.lexical_units("body", and_q, limit=-1, paper_ids=papers)], (q, papers)
+    finally:
+        sq.close()
+        pg.close()
+
+
+def test_postgres_reads_a_phrases_rows_only_where_they_can_matter(pg_url, tmp_path, monkeypatch):
+    """What keeps a phrase of common terms cheap at 100k passages: every word, with the rows of the
+    rarest word holding no match, reads no phrase row (a long claim's every-word query mostly
+    matches nothing); some words, read in two passes, read the query's other terms only in the
+    rows that hold the phrase. The answers stay FTS5's."""
+    from sheaf.store.postgres import backend
+
+    fresh_database(pg_url)
+    sq, pg = open_url(f"sqlite:{tmp_path / 'a.db'}"), open_url(pg_url)
+    calls: list[dict] = []
+    real = backend.PostgresIndex._postings
+    monkeypatch.setattr(backend.PostgresIndex, "_postings", lambda self, *a, **kw: calls.append(kw) or real(self, *a, **kw))
+    monkeypatch.setattr(backend, "TWO_PASSES_FROM", -1)
+    try:
+        for i, pid in enumerate(["PA", "PB", "PC"]):
+            units, objects = paper_units(pid, "abc"[i])
+            for ix in (sq, pg):
+                ix.replace_paper(pid, units, objects)
+        and_q, or_q = sq.match_queries("inhibitor T-cell")
+        assert pg.lexical_units("body", and_q, limit=10) == sq.lexical_units("body", and_q, limit=10) == []
+        assert len(calls) == 1 and not calls[0].get("also")  # the rarest word's rows only
+        calls.clear()
+        and_q, _ = sq.match_queries("T-cell counts")
+        assert [h.ref for h in pg.lexical_units("body", and_q, limit=10)] == \
+            [h.ref for h in sq.lexical_units("body", and_q, limit=10)] == [f"{p}:body:s4" for p in ("PA", "PB", "PC")]
+        assert any(kw.get("also") for kw in calls)  # a match: the phrase's rows, for its idf
+        calls.clear()
+        got = [(h.ref, h.score) for h in pg.lexical_units("body", or_q, limit=10, weights=WEIGHTS["body"])]
+        assert got == [(h.ref, h.score) for h in sq.lexical_units("body", or_q, limit=10, weights=WEIGHTS["body"])]
+        assert len(calls) == 2 and len(calls[1]["seqs"]) == 3  # the other terms read in the 3 rows with "T-cell"
     finally:
         sq.close()
         pg.close()

@@ -40,6 +40,14 @@ if TYPE_CHECKING:  # pragma: no cover
 F = TypeVar("F", bound=Callable[..., Any])
 
 _REF_TABLE = {"body": "body_units", "object": "object_units"}
+#: The rows of a phrase of several terms (a hyphenated word, a code's variants): those holding its
+#: rarest term when it has at most the first number of rows; else those holding every one of its
+#: terms that has at most the second number times the rarest's rows (an index-only scan each,
+#: intersected), since every such row is then read with its terms' positions.
+PHRASE_NARROWING = (200, 20)
+#: Some words with phrases whose rarest terms hold more rows than this in all: two reads (the rows
+#: holding a phrase, then the query's other terms in those rows alone), else one.
+TWO_PASSES_FROM = 3000
 
 
 def _guarded(fn: F) -> F:
@@ -200,18 +208,37 @@ class PostgresIndex:
         with snapshot(self.conn, self.where):
             n_hits, in_range = self._row_counts(sid, exact, prefixes)
 
+            def by_rows(ph: tuple[tuple[str, ...], bool]) -> list[tuple[int, str, bool]]:
+                """The phrase's terms (and its prefix), rarest first: (postings, term, is a prefix)."""
+                toks, prefix = ph
+                opts = {(n_hits.get(x, 0), x, False) for x in (toks[:-1] if prefix else toks)}
+                if prefix:
+                    opts.add((in_range.get(toks[-1], 0), toks[-1], True))
+                return sorted(opts)
+
             def size(ph: tuple[tuple[str, ...], bool]) -> tuple[int, str, bool]:
                 """The phrase's rarest term (or its prefix): (postings, term, is a prefix)."""
-                toks, prefix = ph
-                opts = [(n_hits.get(x, 0), x, False) for x in (toks[:-1] if prefix else toks)]
-                if prefix:
-                    opts.append((in_range.get(toks[-1], 0), toks[-1], True))
-                return min(opts)
+                return by_rows(ph)[0]
 
-            complex_anchors = [size(ph)[1:] for ph, ok in zip(phrases, simple) if not ok]
+            def narrowed(ph: tuple[tuple[str, ...], bool]) -> list[tuple[str, bool]]:
+                """The terms whose rows hold the phrase's: its rarest, and those of its other terms
+                not much commoner (`PHRASE_NARROWING`); the rows holding all of them are read."""
+                opts = by_rows(ph)
+                least = opts[0][0]
+                if least == 0:  # a term in no row: the phrase is in none
+                    return []
+                if least <= PHRASE_NARROWING[0]:
+                    return [opts[0][1:]]
+                return [(x, pre) for n, x, pre in opts if n <= PHRASE_NARROWING[1] * max(least, 1)]
+
+            # a term or prefix in no row of the scope has no posting to read (a code's variants
+            # spelled together, "between1"*, of a number after a word): not looked up row by row
+            exact = {x for x in exact if n_hits.get(x)}
+            prefixes = {x for x in prefixes if in_range.get(x)}
+            complex_anchors = [narrowed(ph) for ph, ok in zip(phrases, simple) if not ok]
             positions = {x for (t, _), ok in zip(phrases, simple) if not ok for x in t}
             if not (some or every):  # every row (grep): each phrase's rows are among those of its rarest term
-                rows = self._postings(sid, exact, prefixes, anchors=[], also=[size(ph)[1:] for ph in phrases],
+                rows = self._postings(sid, exact, prefixes, anchors=[], also=[narrowed(ph) for ph in phrases],
                                       positions=positions)
                 return self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits)
             if every:
@@ -219,14 +246,32 @@ class PostgresIndex:
                 if min(sizes) == 0:
                     return []
                 rarest = [size(ph)[1:] for ph in groups[sizes.index(min(sizes))]]
+                if complex_anchors:
+                    # Every match holds the rarest group: none there, none at all, and the phrases'
+                    # own rows (read for their idf, every row holding them) are not read. A long
+                    # claim's every-word query mostly matches nothing.
+                    rows = self._postings(sid, exact, prefixes, anchors=rarest, anchor_papers=paper_ids,
+                                          positions=positions)
+                    if not self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits):
+                        return []
                 rows = self._postings(sid, exact, prefixes, anchors=rarest, anchor_papers=paper_ids,
                                       also=complex_anchors, positions=positions)
                 return self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits)
             # Some words with phrases of several terms or prefixes: the rows holding those phrases
             # scored here; the best of the others by the database (their score is the single terms').
-            rows = self._postings(sid, exact, prefixes, anchors=[], also=complex_anchors, positions=positions)
-            mine = self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits, with_seq=True,
-                                  only=[ph for ph, ok in zip(phrases, simple) if not ok])
+            only = [ph for ph, ok in zip(phrases, simple) if not ok]
+            if sum(size(ph)[0] for ph in only) > TWO_PASSES_FROM:
+                # Many candidate rows (those holding a phrase's terms, mostly many more than its own):
+                # first the rows holding a phrase, from its terms' positions alone; then, in those
+                # rows only, every term of the query.
+                held = self._holding(scope, self._postings(sid, exact & positions, prefixes, anchors=[],
+                                                           also=complex_anchors, positions=positions), only)
+                rows = self._postings(sid, exact, prefixes, anchors=[], seqs=held, positions=positions) \
+                    if held else None
+            else:
+                rows = self._postings(sid, exact, prefixes, anchors=[], also=complex_anchors, positions=positions)
+            mine = self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits, with_seq=True, only=only) \
+                if rows is not None else []
             singles = [t[0] for (t, _), ok in zip(phrases, simple) if ok]
             theirs = self._ranked_in_sql(sid, singles, w, paper_ids, limit, per_paper,
                                          exclude=[q for _, _, _, q in mine], with_seq=True) if singles else []
@@ -254,7 +299,8 @@ class PostgresIndex:
 
     def _postings(self, sid: int, exact: set[str], prefixes: set[str], *,
                   anchors: list[tuple[str, bool]] | None = None, anchor_papers: Sequence[str] | None = None,
-                  also: list[tuple[str, bool]] = (), positions: set[str] = frozenset()) -> list[tuple]:
+                  also: Sequence[list[tuple[str, bool]]] = (), positions: set[str] = frozenset(),
+                  seqs: Sequence[int] | None = None) -> list[tuple]:
         """The postings of the query's terms (`exact`, and every term of each prefix) sorted by term
         (the "C" collation: code points, as FTS5 sorts them) then by row, so each term's codes come
         out sorted as `Bm25Table` wants them; and last (its term is NULL) the scope's row and token
@@ -264,8 +310,9 @@ class PostgresIndex:
         of `anchor_papers` if given, or one of `also` (whatever the paper); then only the terms of
         `positions` (and the prefixes) bring their positions, read from the table; the others bring
         their count per column from the term index alone, which is all a single term's bm25 needs
-        (`_as_codes` makes them codes), and only in the anchors' rows when there are anchors. One
-        statement: one snapshot, unless inside one already."""
+        (`_as_codes` makes them codes), and only in the anchors' rows when there are anchors.
+        `seqs` given: these rows are the anchors. One statement: one snapshot, unless inside one
+        already."""
         stats = ("SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, coalesce(sum(n_tokens), 0)::bigint, NULL, "
                  "NULL, NULL FROM lex_stats WHERE scope = %s ORDER BY 1 NULLS LAST, 2")
         if anchors is None:
@@ -276,8 +323,11 @@ class PostgresIndex:
                                    [sid, *targs, sid]).fetchall()
         # Prefix ranges that no other covers, and the exact terms outside them: each posting read once.
         ranges = sorted(x for x in prefixes if not any(x != y and x.startswith(y) for y in prefixes))
-        a_sql, a_args = self._rows_holding(sid, anchors, anchor_papers)
-        o_sql, o_args = self._rows_holding(sid, also, None)
+        if seqs is not None:  # these rows, as the anchors
+            a_sql, a_args = "SELECT seq, paper_id, ref FROM lex_rows WHERE scope = %s AND seq = ANY(%s)", [sid, list(seqs)]
+        else:
+            a_sql, a_args = self._rows_holding(sid, anchors, anchor_papers)
+        o_sql, o_args = self._rows_holding_all(sid, also)
         # The single terms' counts are needed only where a match can be: the anchors' rows, when
         # there are anchors (every word: a row without the rarest group matches nothing); the rows
         # of `also` are there for the phrases' and prefixes' own rows (their idf), so they bring the
@@ -290,9 +340,13 @@ class PostgresIndex:
             ctes, cargs, counted_in = f"c AS ({a_sql or o_sql or none})", [*a_args, *o_args], "c"
         counted = sorted(t for t in exact - set(positions) if not any(t.startswith(x) for x in prefixes))
         placed = sorted(t for t in exact - set(counted) if not any(t.startswith(x) for x in ranges))
-        own = "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL, p.ref FROM c JOIN lex_postings p " \
-              "ON p.paper_id = c.paper_id AND p.scope = %s AND p.ref = c.ref AND "
-        branches = [own + "p.term = ANY(%s)"] + [own + "p.term >= %s AND p.term < %s"] * len(ranges)
+        # Each row's positions looked up by its key (paper, scope, row, term), row by row: a join the
+        # planner may turn into a scan of every posting of those terms (a number's prefix: 120,000 at
+        # 100k passages) for a few thousand rows. `OFFSET 0` keeps the lateral lookup as it is.
+        own = "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL, p.ref FROM c CROSS JOIN LATERAL (" \
+              "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, p.ref FROM lex_postings p " \
+              "WHERE p.paper_id = c.paper_id AND p.scope = %s AND p.ref = c.ref AND {} OFFSET 0) p"
+        branches = [own.format("p.term = ANY(%s)")] + [own.format("p.term >= %s AND p.term < %s")] * len(ranges)
         bargs: list[Any] = [sid, placed]
         for x in ranges:
             bargs += [sid, x, x + "\U0010ffff"]
@@ -326,16 +380,35 @@ class PostgresIndex:
             args += [sid, x, x + "\U0010ffff", *fargs]
         return " UNION ".join(branches), args
 
-    def _evaluate(self, scope: str, parsed: Any, weights: Sequence[float] | None, paper_ids: Sequence[str] | None,
-                  rows: list[tuple], n_hits: dict[str, int] | None = None, *, with_seq: bool = False,
-                  only: list[tuple[tuple[str, ...], bool]] | None = None) -> list[tuple]:
-        """bm25 over the postings read (`_postings`): (ref, bm25, paper_id[, seq]) best first.
-        `only`: keep just the rows holding one of these phrases."""
-        tok = writer.TOKENIZER.tokens
+    @staticmethod
+    def _rows_holding_all(sid: int, phrases: Sequence[list[tuple[str, bool]]]) -> tuple[str, list[Any]]:
+        """SQL of the rows (seq, paper_id, ref) holding every term of one of `phrases` (each a list
+        of terms, or prefixes when flagged): per phrase an intersection of index-only scans, one a
+        term (or prefix range); ("", []) for none."""
+        parts, args = [], []
+        for terms in phrases:
+            branch = []
+            for t, pre in sorted(set(terms)):
+                if pre:
+                    branch.append("SELECT seq, paper_id, ref FROM lex_postings WHERE scope = %s AND term >= %s "
+                                  "AND term < %s")
+                    args += [sid, t, t + "\U0010ffff"]
+                else:
+                    branch.append("SELECT seq, paper_id, ref FROM lex_postings WHERE scope = %s AND term = %s")
+                    args += [sid, t]
+            if branch:
+                parts.append("(" + " INTERSECT ".join(branch) + ")")
+        return " UNION ".join(parts), args
+
+    @staticmethod
+    def _table(scope: str, rows: list[tuple], n_hits: dict[str, int] | None, weights: Sequence[float] | None
+               ) -> tuple[Bm25Table, tuple[float, ...], np.ndarray, list[str], list[str]] | None:
+        """The postings read (`_postings`, its last row the scope's counts) as a `Bm25Table`, with the
+        weights it takes, and per local row its seq, paper and ref; None when no posting was read."""
         stats = rows.pop()
         n_row, n_token = int(stats[1]), int(stats[3])
         if not rows:
-            return []
+            return None
         seqs, local = np.unique(np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows)),
                                 return_inverse=True)
         doclen = np.zeros(len(seqs), dtype=np.float64)
@@ -363,11 +436,31 @@ class PostgresIndex:
         if w is None:  # not multiples of 1/64: still bm25, additions in query order
             w = tuple(float(x) for x in (weights or ()))[:len(cols)]
             w = w + (1.0,) * (len(cols) - len(w))
+        return table, w, seqs, paper, refs
+
+    def _holding(self, scope: str, rows: list[tuple], phrases: list[tuple[tuple[str, ...], bool]]) -> list[int]:
+        """The rows (seq) holding one of `phrases`, among those whose postings were read."""
+        made = self._table(scope, rows, None, None)
+        if made is None:
+            return []
+        table, w, seqs, _, _ = made
+        keep = np.unique(np.concatenate([table.phrase(toks, prefix, w)[0] for toks, prefix in phrases]))
+        return seqs[keep.astype(np.int64)].tolist()
+
+    def _evaluate(self, scope: str, parsed: Any, weights: Sequence[float] | None, paper_ids: Sequence[str] | None,
+                  rows: list[tuple], n_hits: dict[str, int] | None = None, *, with_seq: bool = False,
+                  only: list[tuple[tuple[str, ...], bool]] | None = None) -> list[tuple]:
+        """bm25 over the postings read (`_postings`): (ref, bm25, paper_id[, seq]) best first.
+        `only`: keep just the rows holding one of these phrases."""
+        made = self._table(scope, rows, n_hits, weights)
+        if made is None:
+            return []
+        table, w, seqs, paper, refs = made
         allow = None
         if paper_ids is not None:
             want = set(paper_ids)
             allow = [i for i, p in enumerate(paper) if p in want]
-        ranked = evaluate(table, parsed, w, allow, tok)
+        ranked = evaluate(table, parsed, w, allow, writer.TOKENIZER.tokens)
         if ranked is None:
             return []
         out = ranked.fetchall()
