@@ -100,10 +100,20 @@ def _table(statuses: Iterable[PaperStatus]) -> str:
 
 
 def same_statuses(a: Mapping[str, PaperStatus], b: Mapping[str, PaperStatus]) -> bool:
-    def plain(m: Mapping[str, PaperStatus]) -> str:
-        return json.dumps({k: [s.state, s.reasons, s.error, s.rebuild_from, s.metadata] for k, s in m.items()},
-                          sort_keys=True, default=str)
-    return plain(a) == plain(b)
+    """Whether two sets of statuses say the same (as the record's JSON would: a tuple is a list).
+    Papers compared one by one, stopping at the first difference: a removal's differ in their keys,
+    and writing both as JSON first took 0.26 s of a removal at 10,000 papers."""
+    if a.keys() != b.keys():
+        return False
+
+    def plain(s: PaperStatus) -> list[Any]:
+        return [s.state, s.reasons, s.error, s.rebuild_from, s.metadata]
+
+    for k, s in a.items():
+        x, y = plain(s), plain(b[k])
+        if x != y and json.dumps(x, sort_keys=True, default=str) != json.dumps(y, sort_keys=True, default=str):
+            return False
+    return True
 
 
 def statuses_from(instance: DagsterInstance, chain: Chain, keys: list[str], versions: Mapping[str, str],

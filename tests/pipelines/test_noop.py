@@ -376,3 +376,26 @@ def test_the_record_packs_its_papers_and_reads_the_older_form():
              "papers": json.loads(zlib.decompress(base64.b64decode(raw["papers_zlib"])))}
     assert record_from_json(older).statuses == rec.statuses
     assert record_from_json({**raw, "papers_zlib": "not base64!"}) is None
+
+
+def test_statuses_compare_as_the_record_holds_them_and_stop_at_the_first_difference(monkeypatch):
+    """`same_statuses`: the statuses read back from a record equal the ones it was written from
+    (a tuple read back as a list); any paper added, removed or changed differs; a removal's
+    statuses (one key fewer) are told apart without writing any paper's status out."""
+    import pipelines.record as record
+    from pipelines.plan import PaperStatus, record_from_json, record_json
+
+    statuses = {f"P{i:04d}": PaperStatus(f"P{i:04d}", "built", [], None, {"passages": i, "model": "m"})
+                for i in range(500)}
+    statuses["P0009"] = PaperStatus("P0009", "stale", ("OCR changed",), None, {"passages": 9}, rebuild_from="a")
+    raw = record_json(statuses, {k: "h" for k in statuses}, cursor=1, observed=1, code="c", assets=("a",),
+                      artifacts={"a": ".json"})
+    back = record_from_json(json.loads(json.dumps(raw))).statuses
+    assert record.same_statuses(back, statuses) and record.same_statuses(statuses, back)
+    changed = dict(statuses, P0007=PaperStatus("P0007", "stale", ["OCR changed"], None, {"passages": 7}))
+    assert not record.same_statuses(back, changed)
+    dumped: list[object] = []
+    real = json.dumps
+    monkeypatch.setattr(record.json, "dumps", lambda *a, **kw: dumped.append(a) or real(*a, **kw))
+    assert not record.same_statuses(back, {k: v for k, v in statuses.items() if k != "P0003"})
+    assert dumped == []
