@@ -51,11 +51,6 @@ def baseline_backend(rev: str) -> Any:
     return mod
 
 
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return round(1000 * xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))], 1)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--claims", type=int, default=100)
@@ -88,7 +83,8 @@ def main() -> None:
                                                     pgs, query_encoder=qv)
     with open_url(url, readonly=True) as pg:
         buffers = pg.conn.execute("SHOW shared_buffers").fetchone()[0]
-    res: dict[str, Any] = {"claims": len(qs), "passages": "102,186", "shared_buffers": buffers, "modes": {}}
+    res: dict[str, Any] = {"claims": len(qs), "index": str(path.relative_to(ROOT)), "shared_buffers": buffers,
+                           "modes": {}}
     try:
         for mode in args.modes:
             times: dict[str, list[list[float]]] = {b: [[] for _ in qs] for b in rs}
@@ -107,7 +103,7 @@ def main() -> None:
             out: dict[str, Any] = {}
             for b, per in times.items():
                 best = [min(x[1:]) for x in per]
-                out[b] = {"p50": pct(best, 50), "p95": pct(best, 95), "identical_to_sqlite": same[b]}
+                out[b] = {"p50": P.pct(best, 50), "p95": P.pct(best, 95), "identical_to_sqlite": same[b]}
                 if b != "sqlite":
                     out[b]["p95_ratio"] = round(out[b]["p95"] / out["sqlite"]["p95"], 2)
             slow = sorted(range(len(qs)), key=lambda i: -min(times["postgres"][i][1:]))[:5]
