@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,6 +49,11 @@ PHRASE_NARROWING = (200, 20)
 #: Some words with phrases whose rarest terms hold more rows than this in all: two reads (the rows
 #: holding a phrase, then the query's other terms in those rows alone), else one.
 TWO_PASSES_FROM = 3000
+#: MaxScore's first try: the rows holding the rarest terms of some words, up to this share of their
+#: postings (`_ranked_in_sql`).
+MAXSCORE_SHARE = 1 / 3
+#: Looking a term up in one row costs about as much as reading this many of its postings in a run.
+ROW_LOOKUP_COST = 8
 
 
 def _guarded(fn: F) -> F:
@@ -71,6 +77,24 @@ def _as_codes(rows: list[tuple]) -> list[tuple]:
             codes = [(c << 28) | k for c, n in enumerate(r[5]) for k in range(n)]
             r = (r[0], r[1], r[2], r[3], np.asarray(codes, dtype="<i4").tobytes(), r[5], r[6])
         out.append(r)
+    return out
+
+
+def _score_bounds(terms: Sequence[str], w: Sequence[float], n_rows: int, df: dict[str, int]) -> dict[str, float] | None:
+    """Per distinct term of the query (in no row: left out), more than the most bm25 can give a row
+    for it: its idf as the ranking takes it (1e-6 when not positive) times k1 + 1 (a term's
+    frequency f gives f(k1 + 1) / (f + k1(1 - b + b dl/avgdl)) < k1 + 1), times its count in the
+    query, with a margin for rounding. None when a weight is negative (no such bound)."""
+    if any(x < 0 for x in w):
+        return None
+    out: dict[str, float] = {}
+    for x in terms:
+        k = df.get(x, 0)
+        if not k:
+            continue
+        ratio = (n_rows - k + 0.5) / (k + 0.5)
+        idf = math.log(ratio) if ratio > 1 else 0.0
+        out[x] = out.get(x, 0.0) + (idf if idf > 0 else 1e-6) * (K1 + 1.0) * (1 + 1e-9)
     return out
 
 
@@ -169,9 +193,11 @@ class PostgresIndex:
         in one snapshot. What is read follows the query, and the answer is FTS5's bm25 either way:
 
         - some words (or one group), `limit` given: the database ranks the single terms and sends
-          the best `limit` rows (`_ranked_in_sql`); the rows holding a phrase of several terms or a
+          the best `limit` rows (`_ranked_in_sql`, first from the rows holding the rarer terms
+          alone when that is provably enough); the rows holding a phrase of several terms or a
           prefix are scored here, from their postings, and merged in;
-        - every word: only the rows that can match are read, those holding the rarest group, with
+        - every word: only the rows that can match are read, those holding each of the rarer groups
+          (an intersection of their rows from the term index; none: nothing more is read), with
           each single term's row count over the scope for its idf;
         - and the rows holding each phrase of several terms or a prefix (found through its rarest
           term), so that its count of rows, and so its idf, is complete;
@@ -236,27 +262,40 @@ class PostgresIndex:
             exact = {x for x in exact if n_hits.get(x)}
             prefixes = {x for x in prefixes if in_range.get(x)}
             complex_anchors = [narrowed(ph) for ph, ok in zip(phrases, simple) if not ok]
+
+            def at_most(anchors: Sequence[list[tuple[str, bool]]]) -> int:
+                """At most how many rows hold one of `anchors` (each: rows holding all its terms)."""
+                return sum(min((in_range if pre else n_hits).get(x, 0) for x, pre in a) for a in anchors if a)
+
             positions = {x for (t, _), ok in zip(phrases, simple) if not ok for x in t}
             if not (some or every):  # every row (grep): each phrase's rows are among its candidate rows
-                rows = self._postings(sid, exact, prefixes, anchors=[], also=[narrowed(ph) for ph in phrases],
+                rows = self._postings(sid, exact, prefixes, some_rows=True, also=[narrowed(ph) for ph in phrases],
                                       positions=positions)
                 return self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits)
             if every:
                 sizes = [sum(size(ph)[0] for ph in g) for g in groups]
                 if min(sizes) == 0:
                     return []
-                rarest = [size(ph)[1:] for ph in groups[sizes.index(min(sizes))]]
+                # Every match holds every group: the candidate rows are those holding each of the
+                # groups not much commoner than the rarest (`PHRASE_NARROWING`: a phrase, the rows
+                # holding its narrowing terms), intersected from index-only scans. A long claim's
+                # every-word query mostly matches nothing (93 of the 100 parity claims' body calls at
+                # 100k passages): then no posting is read at all.
+                least = min(sizes)
+                cheap = [g for g, n in sorted(zip(groups, sizes), key=lambda gn: gn[1])
+                         if n <= PHRASE_NARROWING[1] * least]
+                held = self._held_by_all(sid, [[narrowed(ph) for ph in g] for g in cheap], paper_ids)
+                if not held:
+                    return []
                 if complex_anchors:
-                    # Every match holds the rarest group: none there, none at all, and the phrases'
-                    # own rows (read for their idf, every row holding them) are not read. A long
-                    # claim's every-word query mostly matches nothing (93 of the 100 parity claims'
-                    # body calls at 100k passages).
-                    rows = self._postings(sid, exact, prefixes, anchors=rarest, anchor_papers=paper_ids,
-                                          positions=positions)
+                    # The candidates holding no match: the phrases' own rows (read for their idf,
+                    # every row holding them) are not read.
+                    rows = self._postings(sid, exact, prefixes, some_rows=True, seqs=held, positions=positions,
+                                          n_rows=len(held), n_hits=n_hits)
                     if not self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits):
                         return []
-                rows = self._postings(sid, exact, prefixes, anchors=rarest, anchor_papers=paper_ids,
-                                      also=complex_anchors, positions=positions)
+                rows = self._postings(sid, exact, prefixes, some_rows=True, seqs=held, also=complex_anchors,
+                                      positions=positions, n_rows=len(held), n_hits=n_hits)
                 return self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits)
             # Some words with phrases of several terms or prefixes: the rows holding those phrases
             # scored here; the best of the others by the database (their score is the single terms').
@@ -265,12 +304,13 @@ class PostgresIndex:
                 # Many candidate rows (those holding a phrase's terms, mostly many more than its own):
                 # first the rows holding a phrase, from its terms' positions alone; then, in those
                 # rows only, every term of the query.
-                held = self._holding(scope, self._postings(sid, exact & positions, prefixes, anchors=[],
+                held = self._holding(scope, self._postings(sid, exact & positions, prefixes, some_rows=True,
                                                            also=complex_anchors, positions=positions), only)
-                rows = self._postings(sid, exact, prefixes, anchors=[], seqs=held, positions=positions) \
-                    if held else None
+                rows = self._postings(sid, exact, prefixes, some_rows=True, seqs=held, positions=positions,
+                                      n_rows=len(held), n_hits=n_hits) if held else None
             else:
-                rows = self._postings(sid, exact, prefixes, anchors=[], also=complex_anchors, positions=positions)
+                rows = self._postings(sid, exact, prefixes, some_rows=True, also=complex_anchors, positions=positions,
+                                      n_rows=at_most(complex_anchors), n_hits=n_hits)
             mine = self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits, with_seq=True, only=only) \
                 if rows is not None else []
             singles = [t[0] for (t, _), ok in zip(phrases, simple) if ok]
@@ -299,24 +339,26 @@ class PostgresIndex:
         return "(" + " OR ".join(cond) + ")", args
 
     def _postings(self, sid: int, exact: set[str], prefixes: set[str], *,
-                  anchors: list[tuple[str, bool]] | None = None, anchor_papers: Sequence[str] | None = None,
+                  some_rows: bool = False, seqs: Sequence[int] | None = None,
                   also: Sequence[list[tuple[str, bool]]] = (), positions: set[str] = frozenset(),
-                  seqs: Sequence[int] | None = None) -> list[tuple]:
+                  n_rows: int | None = None,
+                  n_hits: dict[str, int] | None = None) -> list[tuple]:
         """The postings of the query's terms (`exact`, and every term of each prefix) sorted by term
         (the "C" collation: code points, as FTS5 sorts them) then by row, so each term's codes come
         out sorted as `Bm25Table` wants them; and last (its term is NULL) the scope's row and token
         counts. Binary: the codes arrive as packed int32.
 
-        `anchors` given: only in the rows holding one of those terms (a prefix: any of its terms),
-        of `anchor_papers` if given, or one of `also` (whatever the paper); then only the terms of
+        `some_rows`: only in the rows `seqs` (the anchors: where a match can be) and those holding
+        one of the phrases `also` (their terms, `_rows_holding`'s); then only the terms of
         `positions` (and the prefixes) bring their positions, read from the table; the others bring
         their count per column from the term index alone, which is all a single term's bm25 needs
         (`_as_codes` makes them codes), and only in the anchors' rows when there are anchors.
-        `seqs` given: these rows are the anchors. One statement: one snapshot, unless inside one
-        already."""
+        `n_rows`: at most how many rows the counted terms are wanted in, with `n_hits` (each term's
+        rows over the scope) to choose how they are read.
+        One statement: one snapshot, unless inside one already."""
         stats = ("SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, coalesce(sum(n_tokens), 0)::bigint, NULL, "
                  "NULL, NULL FROM lex_stats WHERE scope = %s ORDER BY 1 NULLS LAST, 2")
-        if anchors is None:
+        if not some_rows:
             terms, targs = self._terms_sql(exact, prefixes, "p.term")
             with self.conn.cursor(binary=True) as cur:
                 return cur.execute(f"SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL::integer[], p.ref "
@@ -324,10 +366,8 @@ class PostgresIndex:
                                    [sid, *targs, sid]).fetchall()
         # Prefix ranges that no other covers, and the exact terms outside them: each posting read once.
         ranges = sorted(x for x in prefixes if not any(x != y and x.startswith(y) for y in prefixes))
-        if seqs is not None:  # these rows, as the anchors
-            a_sql, a_args = "SELECT seq, paper_id, ref FROM lex_rows WHERE scope = %s AND seq = ANY(%s)", [sid, list(seqs)]
-        else:
-            a_sql, a_args = self._rows_holding(sid, [[a] for a in anchors], anchor_papers)
+        a_sql, a_args = ("SELECT seq, paper_id, ref FROM lex_rows WHERE scope = %s AND seq = ANY(%s)",
+                         [sid, list(seqs)]) if seqs is not None else ("", [])
         o_sql, o_args = self._rows_holding(sid, also)
         # The single terms' counts are needed only where a match can be: the anchors' rows, when
         # there are anchors (every word: a row without the rarest group matches nothing); the rows
@@ -351,12 +391,21 @@ class PostgresIndex:
         bargs: list[Any] = [sid, placed]
         for x in ranges:
             bargs += [sid, x, x + "\U0010ffff"]
+        # The counted terms in the candidate rows: looked up row by row (a descent of the term index
+        # per row and term) when the rows are few against those terms' postings; else every posting
+        # of them read once and joined (the planner's hash join read 245,000 postings of "in", "is",
+        # "of"... for 849 rows: 130 ms).
+        if n_rows is not None and counted and n_rows * len(counted) * ROW_LOOKUP_COST <= sum(
+                (n_hits or {}).get(t, 0) for t in counted):
+            counts = (f"SELECT p.term, p.seq, p.paper_id, p.doclen, NULL::bytea, p.freqs, p.ref FROM {counted_in} x "
+                      "CROSS JOIN LATERAL (SELECT p.term, p.seq, p.paper_id, p.doclen, p.freqs, p.ref "
+                      "FROM lex_postings p WHERE p.scope = %s AND p.term = ANY(%s) AND p.seq = x.seq OFFSET 0) p")
+        else:
+            counts = (f"SELECT p.term, p.seq, p.paper_id, p.doclen, NULL::bytea, p.freqs, p.ref FROM {counted_in} x "
+                      "JOIN lex_postings p ON p.scope = %s AND p.term = ANY(%s) AND p.seq = x.seq")
         with self.conn.cursor(binary=True) as cur:
             rows = cur.execute(
-                f"WITH {ctes} "
-                f"SELECT p.term, p.seq, p.paper_id, p.doclen, NULL::bytea, p.freqs, p.ref FROM {counted_in} x "
-                "JOIN lex_postings p ON p.scope = %s AND p.term = ANY(%s) AND p.seq = x.seq UNION ALL "
-                + " UNION ALL ".join(branches) + f" UNION ALL {stats}",
+                f"WITH {ctes} {counts} UNION ALL " + " UNION ALL ".join(branches) + f" UNION ALL {stats}",
                 [*cargs, sid, counted, *bargs, sid]).fetchall()
         return _as_codes(rows)
 
@@ -382,6 +431,15 @@ class PostgresIndex:
             if branch:
                 parts.append("(" + " INTERSECT ".join(branch) + ")")
         return " UNION ".join(parts), args
+
+    def _held_by_all(self, sid: int, groups: Sequence[Sequence[list[tuple[str, bool]]]],
+                     papers: Sequence[str] | None) -> list[int]:
+        """The rows (seq) holding one of each group's phrases (`_rows_holding`'s), of `papers` if
+        given: the groups' rows intersected."""
+        parts = [self._rows_holding(sid, g, papers) for g in groups]
+        sql = " INTERSECT ".join(f"({q})" for q, _ in parts)
+        return [r[0] for r in self.conn.execute(f"SELECT seq FROM ({sql}) x ORDER BY seq",
+                                                [a for _, args in parts for a in args]).fetchall()]
 
     @staticmethod
     def _table(scope: str, rows: list[tuple], n_hits: dict[str, int] | None, weights: Sequence[float] | None
@@ -467,17 +525,74 @@ class PostgresIndex:
         same scores and order (ties: seq). `exclude`: rows (seq) left out."""
         if limit == 0:
             return []
+        with snapshot(self.conn, self.where):  # the counts and the rows: one state of the index
+            n, t = self.conn.execute("SELECT coalesce(sum(n_rows), 0)::bigint, coalesce(sum(n_tokens), 0)::bigint "
+                                     "FROM lex_stats WHERE scope = %s", [sid]).fetchone()
+            df = {term: int(k) for term, k in self.conn.execute(
+                "SELECT term, sum(n_rows)::bigint FROM lex_terms WHERE scope = %s AND term = ANY(%s) GROUP BY term",
+                [sid, sorted(set(terms))]).fetchall()}
+
+            def ranked(within: list[str] | None) -> list[tuple]:
+                return self._ranked_rows(sid, terms, w, paper_ids, limit, per_paper, exclude, int(n), int(t), df,
+                                         within)
+
+            # Only the best `limit` rows are wanted, and a row holding none of the rarer terms scores
+            # at most the sum of the other terms' bounds (`_score_bounds`). So the rows holding one of
+            # the rarer terms (about a third of the postings) are ranked first; when their `limit`-th
+            # score is above that sum, no other row can be among the best (MaxScore), and the commoner
+            # terms' postings were scored only in those rows. Else once more with the rows holding any
+            # term but the commonest, whose bounds together stay below that score: exact by then.
+            bound = _score_bounds(terms, w, int(n), df) if limit > 0 else None
+            if bound is None or len(bound) < 2:
+                return self._as_ranked(ranked(None), with_seq)
+            rare = sorted(bound, key=lambda x: (df[x], x))
+            within, held = [], 0
+            for x in rare:
+                if within and held + df[x] > sum(df[y] for y in rare) * MAXSCORE_SHARE:
+                    break
+                within.append(x)
+                held += df[x]
+            if len(within) == len(rare):
+                return self._as_ranked(ranked(None), with_seq)
+            rows = ranked(within)
+            if len(rows) >= limit and sum(bound[x] for x in rare if x not in within) < float(rows[-1][2]):
+                return self._as_ranked(rows, with_seq)
+            floor = float(rows[-1][2]) if len(rows) >= limit else 0.0  # more rows can only raise it
+            left, acc = set(), 0.0
+            for x in sorted(rare, key=lambda x: (bound[x], x)):
+                if acc + bound[x] >= floor:
+                    break
+                acc += bound[x]
+                left.add(x)
+            within = [x for x in rare if x in within or x not in left]
+            return self._as_ranked(ranked(within if len(within) < len(rare) else None), with_seq)
+
+    @staticmethod
+    def _as_ranked(rows: list[tuple], with_seq: bool) -> list[tuple]:
+        """(ref, paper_id, score, seq) rows as `_ranked_in_sql` answers them: scores negated (best
+        first = lowest, as FTS5's bm25), with or without the seq."""
+        if with_seq:
+            return [(ref, -float(score), pid, int(seq)) for ref, pid, score, seq in rows]
+        return [(ref, -float(score), pid) for ref, pid, score, _ in rows]
+
+    def _ranked_rows(self, sid: int, terms: list[str], w: tuple[float, ...], paper_ids: Sequence[str] | None,
+                     limit: int, per_paper: bool, exclude: Sequence[int], n: int, t: int, df: dict[str, int],
+                     within: list[str] | None) -> list[tuple]:
+        """`_ranked_in_sql`'s statement: (ref, paper_id, score, seq) best first; the scope's row and
+        token counts `n`, `t` and each term's rows `df` as read before; `within`: only the rows
+        holding one of these terms."""
         freq = " + ".join(f"%s * p.freqs[{i + 1}]" for i in range(len(w)))
         pf, pargs = ("", []) if paper_ids is None else (" AND p.paper_id = ANY(%s)", [list(paper_ids)])
         if exclude:  # a hashed anti-join: `<> ALL(array)` compared every posting with every excluded row
             pf, pargs = pf + " AND p.seq NOT IN (SELECT unnest(%s::bigint[]))", [*pargs, list(exclude)]
-        uniq = sorted(set(terms))
-        rows = self.conn.execute(
+        if within is not None:
+            pf, pargs = (pf + " AND (p.seq IN (SELECT seq FROM lex_postings WHERE scope = %s AND term = ANY(%s))) IS TRUE",
+                         [*pargs, sid, within])
+        uniq = sorted(df)
+        return self.conn.execute(
             "WITH q(pos, term) AS (SELECT * FROM unnest(%s::integer[], %s::text[])), "
-            "st AS (SELECT coalesce(sum(n_rows), 0)::float8 AS n, coalesce(sum(n_tokens), 0)::float8 AS t "
-            "FROM lex_stats WHERE scope = %s), "
-            "df AS (SELECT term, sum(n_rows)::float8 AS n FROM lex_terms WHERE scope = %s AND term = ANY(%s) "
-            "GROUP BY term), "
+            "st AS (SELECT %s::float8 AS n, %s::float8 AS t), "
+            "df AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS d(term, n)), "
             "idf AS (SELECT q.pos, q.term, CASE WHEN (st.n - df.n + 0.5) / (df.n + 0.5) <= 1 THEN 0 "
             "ELSE ln((st.n - df.n + 0.5) / (df.n + 0.5)) END AS x FROM q JOIN df ON df.term = q.term CROSS JOIN st), "
             "scored AS (SELECT any_value(p.ref) AS ref, any_value(p.paper_id) AS paper_id, p.seq, "
@@ -489,11 +604,8 @@ class PostgresIndex:
             + ("SELECT ref, paper_id, s, seq FROM (SELECT DISTINCT ON (paper_id) ref, paper_id, s, seq FROM scored "
                "ORDER BY paper_id, s DESC, seq) b ORDER BY s DESC, paper_id COLLATE \"C\" LIMIT %s" if per_paper else
                "SELECT ref, paper_id, s, seq FROM scored ORDER BY s DESC, seq LIMIT %s"),
-            [list(range(len(terms))), terms, sid, sid, uniq, K1 + 1.0, K1, 1.0, B, B, *w, sid, uniq,
-             *pargs, limit if limit >= 0 else None]).fetchall()
-        if with_seq:
-            return [(ref, -float(score), pid, int(seq)) for ref, pid, score, seq in rows]
-        return [(ref, -float(score), pid) for ref, pid, score, _ in rows]
+            [list(range(len(terms))), terms, float(n), float(t), uniq, [float(df[x]) for x in uniq],
+             K1 + 1.0, K1, 1.0, B, B, *w, sid, uniq, *pargs, limit if limit >= 0 else None]).fetchall()
 
     @_guarded
     def lexical_units(self, scope: str, match: str, *, limit: int, paper_ids: Sequence[str] | None = None,
