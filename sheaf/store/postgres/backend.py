@@ -51,7 +51,7 @@ PHRASE_NARROWING = (200, 20)
 TWO_PASSES_FROM = 3000
 #: MaxScore's first try: the rows holding the rarest terms of some words, up to this share of their
 #: postings (`_ranked_in_sql`).
-MAXSCORE_SHARE = 1 / 3
+MAXSCORE_SHARE = 0.4
 #: Looking a term up in one row costs about as much as reading this many of its postings in a run.
 ROW_LOOKUP_COST = 8
 
@@ -269,8 +269,9 @@ class PostgresIndex:
 
             positions = {x for (t, _), ok in zip(phrases, simple) if not ok for x in t}
             if not (some or every):  # every row (grep): each phrase's rows are among its candidate rows
-                rows = self._postings(sid, exact, prefixes, some_rows=True, also=[narrowed(ph) for ph in phrases],
-                                      positions=positions)
+                anchors = [narrowed(ph) for ph in phrases]
+                rows = self._postings(sid, exact, prefixes, some_rows=True, also=anchors, positions=positions,
+                                      n_rows=at_most(anchors), n_hits=n_hits, in_range=in_range)
                 return self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits)
             if every:
                 sizes = [sum(size(ph)[0] for ph in g) for g in groups]
@@ -291,11 +292,11 @@ class PostgresIndex:
                     # The candidates holding no match: the phrases' own rows (read for their idf,
                     # every row holding them) are not read.
                     rows = self._postings(sid, exact, prefixes, some_rows=True, seqs=held, positions=positions,
-                                          n_rows=len(held), n_hits=n_hits)
+                                          n_rows=len(held), n_hits=n_hits, in_range=in_range)
                     if not self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits):
                         return []
                 rows = self._postings(sid, exact, prefixes, some_rows=True, seqs=held, also=complex_anchors,
-                                      positions=positions, n_rows=len(held), n_hits=n_hits)
+                                      positions=positions, n_rows=len(held), n_hits=n_hits, in_range=in_range)
                 return self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits)
             # Some words with phrases of several terms or prefixes: the rows holding those phrases
             # scored here; the best of the others by the database (their score is the single terms').
@@ -304,13 +305,14 @@ class PostgresIndex:
                 # Many candidate rows (those holding a phrase's terms, mostly many more than its own):
                 # first the rows holding a phrase, from its terms' positions alone; then, in those
                 # rows only, every term of the query.
-                held = self._holding(scope, self._postings(sid, exact & positions, prefixes, some_rows=True,
-                                                           also=complex_anchors, positions=positions), only)
+                held = self._holding(scope, self._postings(
+                    sid, exact & positions, prefixes, some_rows=True, also=complex_anchors, positions=positions,
+                    n_rows=at_most(complex_anchors), n_hits=n_hits, in_range=in_range), only)
                 rows = self._postings(sid, exact, prefixes, some_rows=True, seqs=held, positions=positions,
-                                      n_rows=len(held), n_hits=n_hits) if held else None
+                                      n_rows=len(held), n_hits=n_hits, in_range=in_range) if held else None
             else:
                 rows = self._postings(sid, exact, prefixes, some_rows=True, also=complex_anchors, positions=positions,
-                                      n_rows=at_most(complex_anchors), n_hits=n_hits)
+                                      n_rows=at_most(complex_anchors), n_hits=n_hits, in_range=in_range)
             mine = self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits, with_seq=True, only=only) \
                 if rows is not None else []
             singles = [t[0] for (t, _), ok in zip(phrases, simple) if ok]
@@ -341,8 +343,8 @@ class PostgresIndex:
     def _postings(self, sid: int, exact: set[str], prefixes: set[str], *,
                   some_rows: bool = False, seqs: Sequence[int] | None = None,
                   also: Sequence[list[tuple[str, bool]]] = (), positions: set[str] = frozenset(),
-                  n_rows: int | None = None,
-                  n_hits: dict[str, int] | None = None) -> list[tuple]:
+                  n_rows: int | None = None, n_hits: dict[str, int] | None = None,
+                  in_range: dict[str, int] | None = None) -> list[tuple]:
         """The postings of the query's terms (`exact`, and every term of each prefix) sorted by term
         (the "C" collation: code points, as FTS5 sorts them) then by row, so each term's codes come
         out sorted as `Bm25Table` wants them; and last (its term is NULL) the scope's row and token
@@ -353,8 +355,8 @@ class PostgresIndex:
         `positions` (and the prefixes) bring their positions, read from the table; the others bring
         their count per column from the term index alone, which is all a single term's bm25 needs
         (`_as_codes` makes them codes), and only in the anchors' rows when there are anchors.
-        `n_rows`: at most how many rows the counted terms are wanted in, with `n_hits` (each term's
-        rows over the scope) to choose how they are read.
+        `n_rows`: at most how many rows the terms are wanted in, with `n_hits` and `in_range` (each
+        term's and prefix's rows over the scope) to choose how they are read.
         One statement: one snapshot, unless inside one already."""
         stats = ("SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, coalesce(sum(n_tokens), 0)::bigint, NULL, "
                  "NULL, NULL FROM lex_stats WHERE scope = %s ORDER BY 1 NULLS LAST, 2")
@@ -384,13 +386,31 @@ class PostgresIndex:
         # Each row's positions looked up by its key (paper, scope, row, term), row by row: a join the
         # planner may turn into a scan of every posting of those terms (a number's prefix: 120,000 at
         # 100k passages) for a few thousand rows. `OFFSET 0` keeps the lateral lookup as it is.
+        # A term or prefix with no more postings than there are candidate rows has them all read from
+        # the term index instead, those of the candidate rows kept (a hashed look-up): a code's
+        # prefix of 30 postings was scanned again for each of 5,754 rows.
         own = "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL, p.ref FROM c CROSS JOIN LATERAL (" \
               "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, p.ref FROM lex_postings p " \
               "WHERE p.paper_id = c.paper_id AND p.scope = %s AND p.ref = c.ref AND {} OFFSET 0) p"
-        branches = [own.format("p.term = ANY(%s)")] + [own.format("p.term >= %s AND p.term < %s")] * len(ranges)
-        bargs: list[Any] = [sid, placed]
+        whole = "SELECT p.term, p.seq, p.paper_id, p.doclen, p.codes, NULL, p.ref FROM lex_postings p " \
+                "WHERE p.scope = %s AND {} AND (p.seq IN (SELECT seq FROM c)) IS TRUE"
+
+        def few(n: int | None) -> bool:
+            return n_rows is not None and n is not None and n <= n_rows
+
+        branches: list[str] = []
+        bargs: list[Any] = []
+        for form, terms in ((whole, [t for t in placed if few((n_hits or {}).get(t))]),
+                            (own, [t for t in placed if not few((n_hits or {}).get(t))])):
+            if terms:
+                branches.append(form.format("p.term = ANY(%s)"))
+                bargs += [sid, terms]
         for x in ranges:
+            branches.append((whole if few((in_range or {}).get(x)) else own).format("p.term >= %s AND p.term < %s"))
             bargs += [sid, x, x + "\U0010ffff"]
+        if not branches:
+            branches.append(own.format("false"))
+            bargs.append(sid)
         # The counted terms in the candidate rows: looked up row by row (a descent of the term index
         # per row and term) when the rows are few against those terms' postings; else every posting
         # of them read once and joined (the planner's hash join read 245,000 postings of "in", "is",
