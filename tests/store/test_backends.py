@@ -148,6 +148,33 @@ def test_index_stats_of_some_papers_are_theirs_in_the_whole_index(backend, embed
     assert whole["PB"]["passages"] == whole["PB"]["vectors"] > 0
 
 
+def test_index_stats_count_vectors_through_passages_and_still_see_a_stray_vector(tmp_path, embedder):
+    """SQLite: a paper's vectors are counted through its passages (vec0's own paper_id column is read
+    row by row); a vector left without its passage is still seen, in the whole index and for the
+    papers asked (the count then falls back to that column)."""
+    index = open_url(f"sqlite:{tmp_path / 'sheaf.db'}")
+    try:
+        for pid in ("PA", "PB"):
+            units, objects = paper_units(pid)
+            index.replace_paper(pid, units, objects, embed(embedder, index, units, objects))
+        ident = embedder.identity
+        seen: list[str] = []
+        index.conn.set_trace_callback(seen.append)
+        before = index.paper_index_stats(ident.key)
+        index.conn.set_trace_callback(None)
+        assert before["PA"]["vectors"] == before["PA"]["passages"] > 0
+        assert not [q for q in seen if f"FROM {ident.vec_table} GROUP BY" in q or
+                    f"FROM {ident.vec_table} WHERE" in q]  # no scan of the vectors' own paper_id
+        index.conn.execute(f"DELETE FROM {ident.passages_table} WHERE passage_rowid = "
+                           f"(SELECT max(passage_rowid) FROM {ident.passages_table} WHERE paper_id = 'PB')")
+        index.conn.commit()
+        for papers in (None, ["PB"]):
+            after = index.paper_index_stats(ident.key, paper_ids=papers)
+            assert after["PB"]["vectors"] == before["PB"]["vectors"] == after["PB"]["passages"] + 1, papers
+    finally:
+        index.close()
+
+
 @pytest.mark.parametrize("fail_at", ["after_delete", "after_body_units", "before_commit"])
 def test_failure_mid_replace_keeps_previous_rows(backend, embedder, fail_at):
     units, objects = paper_units("PA", "old")
