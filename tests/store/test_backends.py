@@ -381,6 +381,24 @@ def test_postgres_ranks_some_words_from_the_rows_of_the_rarer_ones(pg_url, tmp_p
         pg.close()
 
 
+def test_postgres_counts_a_row_once_when_several_terms_of_a_prefix_hold_it(pg_url, tmp_path):
+    """A prefix's candidate rows hold a row once per term of the prefix in it ("cell", "cellular"):
+    each row is read once, so its other terms' frequencies are not doubled (FTS5's scores)."""
+    fresh_database(pg_url)
+    sq, pg = open_url(f"sqlite:{tmp_path / 'a.db'}"), open_url(pg_url)
+    try:
+        for pid, text in (("PA", "cell cellular assay"), ("PB", "assay of an assay"), ("PC", "cells counted")):
+            for ix in (sq, pg):
+                ix.replace_paper(pid, [body(pid, "s0", text)], [])
+        for match in ('"cell"* OR "assay"', '"cell"* AND "assay"', '"cell"*'):
+            for limit in (1, 10, -1):
+                assert [(h.ref, h.score) for h in pg.lexical_units("body", match, limit=limit)] == \
+                    [(h.ref, h.score) for h in sq.lexical_units("body", match, limit=limit)], (match, limit)
+    finally:
+        sq.close()
+        pg.close()
+
+
 def test_postgres_sessions_plan_each_ranking_for_its_own_terms(pg_url):
     """A ranking's statement has the same text for every query of as many terms: the sessions plan
     each run for its own terms (no generic plan after psycopg prepares it) and sort in memory."""

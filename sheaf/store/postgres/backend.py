@@ -49,8 +49,8 @@ PHRASE_NARROWING = (200, 20)
 #: Some words with phrases whose rarest terms hold more rows than this in all: two reads (the rows
 #: holding a phrase, then the query's other terms in those rows alone), else one.
 TWO_PASSES_FROM = 3000
-#: MaxScore's first try: the rows holding the rarest terms of some words, up to this share of their
-#: postings (`_ranked_in_sql`).
+#: MaxScore's first try: the rows holding the rarest term of some words and the next rarest ones
+#: while their postings stay within this share of all (`_ranked_in_sql`).
 MAXSCORE_SHARE = 0.4
 #: Looking a term up in one row costs about as much as reading this many of its postings in a run.
 ROW_LOOKUP_COST = 8
@@ -199,10 +199,10 @@ class PostgresIndex:
         - every word: only the rows that can match are read, those holding each of the rarer groups
           (an intersection of their rows from the term index; none: nothing more is read), with
           each single term's row count over the scope for its idf;
-        - and the rows holding each phrase of several terms or a prefix (found through its rarest
-          term), so that its count of rows, and so its idf, is complete;
-        - every row (no `limit`: `grep`, the code variants): the rows holding each phrase's rarest
-          term (or prefix), not every posting of every term and prefix of the query.
+        - and the rows holding each phrase of several terms or a prefix (found through its
+          narrowing terms, `PHRASE_NARROWING`), so that its count of rows, and so its idf, is complete;
+        - every row (no `limit`: `grep`, the code variants): the rows holding each phrase's
+          narrowing terms (or prefix), not every posting of every term and prefix of the query.
         """
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {sorted(SCOPES)}")
@@ -355,8 +355,8 @@ class PostgresIndex:
         `positions` (and the prefixes) bring their positions, read from the table; the others bring
         their count per column from the term index alone, which is all a single term's bm25 needs
         (`_as_codes` makes them codes), and only in the anchors' rows when there are anchors.
-        `n_rows`: at most how many rows the terms are wanted in, with `n_hits` and `in_range` (each
-        term's and prefix's rows over the scope) to choose how they are read.
+        `n_rows`: about how many rows the terms are wanted in (an estimate: only how they are read
+        depends on it), with `n_hits` and `in_range` (each term's and prefix's rows over the scope).
         One statement: one snapshot, unless inside one already."""
         stats = ("SELECT NULL, coalesce(sum(n_rows), 0)::bigint, NULL, coalesce(sum(n_tokens), 0)::bigint, NULL, "
                  "NULL, NULL FROM lex_stats WHERE scope = %s ORDER BY 1 NULLS LAST, 2")
@@ -372,7 +372,7 @@ class PostgresIndex:
                          [sid, list(seqs)]) if seqs is not None else ("", [])
         o_sql, o_args = self._rows_holding(sid, also)
         # The single terms' counts are needed only where a match can be: the anchors' rows, when
-        # there are anchors (every word: a row without the rarest group matches nothing); the rows
+        # there are anchors (every word: the rows holding each of the rarer groups); the rows
         # of `also` are there for the phrases' and prefixes' own rows (their idf), so they bring the
         # positions of those terms alone.
         if a_sql and o_sql:
@@ -448,6 +448,8 @@ class PostgresIndex:
                 else:
                     branch.append(f"SELECT seq, paper_id, ref FROM lex_postings WHERE scope = %s AND term = %s{flt}")
                     args += [sid, t, *fargs]
+            if len(branch) == 1:  # a prefix's range holds a row once per term of it: once only
+                branch[0] = branch[0].replace("SELECT seq", "SELECT DISTINCT seq", 1)
             if branch:
                 parts.append("(" + " INTERSECT ".join(branch) + ")")
         return " UNION ".join(parts), args
@@ -573,9 +575,7 @@ class PostgresIndex:
                     break
                 within.append(x)
                 held += df[x]
-            if len(within) == len(rare):
-                return self._as_ranked(ranked(None), with_seq)
-            rows = ranked(within)
+            rows = ranked(within)  # never every term: the last one takes the postings past the share
             if len(rows) >= limit and sum(bound[x] for x in rare if x not in within) < float(rows[-1][2]):
                 return self._as_ranked(rows, with_seq)
             floor = float(rows[-1][2]) if len(rows) >= limit else 0.0  # more rows can only raise it
