@@ -29,8 +29,10 @@ from sheaf.vectors.embedder import Embedder
 __all__ = ["QUIET_RUN_CONFIG", "cancel_running", "dagster_env", "ensure_dagster_home", "get_instance", "run_chain",
            "with_embedder"]
 
-#: Dagster's console logger at WARNING: `sheaf build` prints its own per-paper progress.
-QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+#: Dagster's console logger at CRITICAL: `sheaf build` prints its own per-paper progress and says
+#: each failure itself (a paper's error, a stop at a paper boundary); a failed step's ERROR line
+#: with its stack trace (a stopped build printed one) stays in the run's event log, for the UI.
+QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def ensure_dagster_home(settings: Settings) -> Path:
@@ -98,11 +100,24 @@ def run_chain(instance: DagsterInstance, defs: Definitions, keys: list[str], sta
     with partitions_snapshot(instance):  # the run's range resolved against one read of the papers
         res = _execute(job, instance, keys, tags, selection)
     failures = [e.message for e in res.all_events if e.event_type_value == "STEP_FAILURE"]
-    errors = [str(getattr(e.event_specific_data, "error", "") or "") for e in res.all_events
+    errors = [error_messages(getattr(e.event_specific_data, "error", None)) for e in res.all_events
               if e.event_type_value == "STEP_FAILURE"]
     interrupted = any("StopRequested" in x or "Interrupted" in x for x in errors)
     return {"run_id": res.run_id, "papers": keys, "from": start, "success": res.success, "interrupted": interrupted,
             "seconds": round(time.perf_counter() - t0, 2), "failures": failures, "errors": errors}
+
+
+def error_messages(error: Any) -> str:
+    """A step's error as its messages, the error's and each cause's (class and text), one a line:
+    what a build reports (and matches a full disk or a stop in); the stack traces stay in the
+    run's event log, for the UI."""
+    out: list[str] = []
+    seen = 0
+    while error is not None and seen < 20:
+        out.append(str(getattr(error, "message", error)).strip())
+        error = getattr(error, "cause", None) or getattr(error, "context", None)
+        seen += 1
+    return "\n".join(m for m in out if m)
 
 
 def _execute(job: Any, instance: DagsterInstance, keys: list[str], tags: dict[str, str], selection: Any) -> Any:
