@@ -323,7 +323,8 @@ def main() -> None:
     ap.add_argument("--claims", type=int, default=300, help="train claims asked (and evaluated)")
     ap.add_argument("--ask", type=int, default=None, help="ask (and evaluate) only the first N of those claims "
                     "(default: all; the index is the same)")
-    ap.add_argument("--out", default=None, help="results JSON (default bench/results/parity.json)")
+    ap.add_argument("--out", default=None, help="results JSON (default bench/results/parity.json; with "
+                    "--distractors N, bench/results/parity-<N/1000>k-<vectors>.json)")
     ap.add_argument("--distractors", type=int, default=0, help="add this many distractor passages (real "
                     "sentences of the whole corpus, 20 one-passage units a paper) to reach a size, e.g. 100000")
     ap.add_argument("--vectors", choices=("model", "mixed"), default="model", help="the distractors' vectors: "
@@ -425,7 +426,9 @@ def main() -> None:
             r.close()
         if server is not None:
             server.cleanup()
-    out = Path(args.out) if args.out else OUT
+    # a run grown by distractors has its own results file: it does not write over the 1k run's
+    out = Path(args.out) if args.out else OUT if not args.distractors else \
+        OUT.with_name(f"parity-{args.distractors // 1000}k-{args.vectors}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1), encoding="utf-8")
     print(json.dumps(res, indent=1))
