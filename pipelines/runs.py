@@ -112,11 +112,9 @@ def error_messages(error: Any) -> str:
     what a build reports (and matches a full disk or a stop in); the stack traces stay in the
     run's event log, for the UI."""
     out: list[str] = []
-    seen = 0
-    while error is not None and seen < 20:
-        out.append(str(getattr(error, "message", error)).strip())
-        error = getattr(error, "cause", None) or getattr(error, "context", None)
-        seen += 1
+    while error is not None:  # a SerializableErrorInfo: its message, then its cause's (or context's)
+        out.append(error.message.strip())
+        error = error.cause or error.context
     return "\n".join(m for m in out if m)
 
 

@@ -360,8 +360,8 @@ def test_postgres_ranks_some_words_from_the_rows_of_the_rarer_ones(pg_url, tmp_p
         passes.clear()
         got = [(h.ref, h.score) for h in pg.lexical_units("body", or_q, limit=2, weights=WEIGHTS["body"])]
         assert got == [(h.ref, h.score) for h in sq.lexical_units("body", or_q, limit=2, weights=WEIGHTS["body"])]
+        # one ranking, over the rows holding the rarer words: the common word's rows alone never scored
         assert passes == [["sclerostin", "osteocalcin"]] or passes == [["sclerostin"]], passes
-        assert "cell" not in passes[0]  # the common word's rows alone never scored
         for limit in (1, 2, 3, 4, 5, 10, 80):
             for papers in (None, ["P00", "P05", "P07"]):
                 for w in (WEIGHTS["body"], (1.0, 0.0, 1.0)):

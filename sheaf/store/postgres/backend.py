@@ -316,7 +316,7 @@ class PostgresIndex:
             mine = self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits, with_seq=True, only=only) \
                 if rows is not None else []
             singles = [t[0] for (t, _), ok in zip(phrases, simple) if ok]
-            theirs = self._ranked_in_sql(sid, singles, w, paper_ids, limit, per_paper,
+            theirs = self._ranked_in_sql(sid, singles, w, paper_ids, limit, per_paper, n_hits=n_hits,
                                          exclude=[q for _, _, _, q in mine], with_seq=True) if singles else []
         merged = sorted([*mine, *theirs], key=lambda r: (r[1], r[3]))
         return [(ref, s, pid) for ref, s, pid, _ in merged]
@@ -408,9 +408,6 @@ class PostgresIndex:
         for x in ranges:
             branches.append((whole if few((in_range or {}).get(x)) else own).format("p.term >= %s AND p.term < %s"))
             bargs += [sid, x, x + "\U0010ffff"]
-        if not branches:
-            branches.append(own.format("false"))
-            bargs.append(sid)
         # The counted terms in the candidate rows: looked up row by row (a descent of the term index
         # per row and term) when the rows are few against those terms' postings; else every posting
         # of them read once and joined (the planner's hash join read 245,000 postings of "in", "is",
@@ -424,9 +421,8 @@ class PostgresIndex:
             counts = (f"SELECT p.term, p.seq, p.paper_id, p.doclen, NULL::bytea, p.freqs, p.ref FROM {counted_in} x "
                       "JOIN lex_postings p ON p.scope = %s AND p.term = ANY(%s) AND p.seq = x.seq")
         with self.conn.cursor(binary=True) as cur:
-            rows = cur.execute(
-                f"WITH {ctes} {counts} UNION ALL " + " UNION ALL ".join(branches) + f" UNION ALL {stats}",
-                [*cargs, sid, counted, *bargs, sid]).fetchall()
+            rows = cur.execute(f"WITH {ctes} " + " UNION ALL ".join([counts, *branches, stats]),
+                               [*cargs, sid, counted, *bargs, sid]).fetchall()
         return _as_codes(rows)
 
     @staticmethod
@@ -538,21 +534,21 @@ class PostgresIndex:
 
     def _ranked_in_sql(self, sid: int, terms: list[str], w: tuple[float, ...], paper_ids: Sequence[str] | None,
                        limit: int, per_paper: bool = False, *, exclude: Sequence[int] = (),
-                       with_seq: bool = False) -> list[tuple]:
+                       with_seq: bool = False, n_hits: dict[str, int] | None = None) -> list[tuple]:
         """Some words (or one word and its variants), each a single term: ranked by the database,
         which sends only the best `limit` rows (`per_paper`: each paper's best row, papers in the
         order of those, ties by paper id). The same bm25 as `sheaf.store.bm25`, operation by
         operation in double precision (each term's count of rows over the whole scope for its idf;
         the frequency from the posting's count per column; terms summed in query order), so the
-        same scores and order (ties: seq). `exclude`: rows (seq) left out."""
+        same scores and order (ties: seq). `exclude`: rows (seq) left out. `n_hits`: the terms'
+        row counts when the caller has read them (`_row_counts`) in the same snapshot."""
         if limit == 0:
             return []
         with snapshot(self.conn, self.where):  # the counts and the rows: one state of the index
             n, t = self.conn.execute("SELECT coalesce(sum(n_rows), 0)::bigint, coalesce(sum(n_tokens), 0)::bigint "
                                      "FROM lex_stats WHERE scope = %s", [sid]).fetchone()
-            df = {term: int(k) for term, k in self.conn.execute(
-                "SELECT term, sum(n_rows)::bigint FROM lex_terms WHERE scope = %s AND term = ANY(%s) GROUP BY term",
-                [sid, sorted(set(terms))]).fetchall()}
+            counts = n_hits if n_hits is not None else self._row_counts(sid, set(terms), set())[0]
+            df = {x: counts[x] for x in set(terms) if counts.get(x)}
 
             def ranked(within: list[str] | None) -> list[tuple]:
                 return self._ranked_rows(sid, terms, w, paper_ids, limit, per_paper, exclude, int(n), int(t), df,

@@ -312,8 +312,8 @@ def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = Non
         put("passages", f"SELECT paper_id, count(*) FROM {pt}{only('paper_id')} GROUP BY paper_id")
         # A paper's vectors counted through its passages (a look-up of each by its rowid): the vec0
         # table's own paper_id is read from its metadata chunks row by row (at 21,000 vectors 83-165 ms
-        # against 34, the most of a build's drift check). A vector whose passage is gone (left by a
-        # write that failed half-way) has no passage to count it by: when the table holds more
+        # against 34, the most of a build's drift check). A vector whose passage is gone (a damaged
+        # index: the drift check is there to see it) has no passage to count it by: when the table holds more
         # vectors than that (every paper) or than there are passages (some papers), they are counted
         # by the table's own paper_id, as before.
         put("vectors", f"SELECT p.paper_id, count(*) FROM {pt} p JOIN {vt} v ON v.passage_rowid = p.passage_rowid"
