@@ -17,7 +17,7 @@ from pipelines.automation import MAX_PARTITIONS_PER_RUN
 from pipelines.drift import metadata_missing
 from pipelines.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
-from pipelines.plan import BuildReport, needs_build, with_warning_events
+from pipelines.plan import BuildReport, Record, needs_build, with_warning_events
 from pipelines.planner import (
     Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, paper_statuses,
 )
@@ -46,7 +46,8 @@ def _export_hash(settings: Settings, plan: SyncPlan) -> str:
 
 def build(settings: Settings, defs: Definitions, papers: list[str] | None = None, full: bool = False,
           progress: Callable[[str], None] = lambda s: None, embedder: Embedder | None = None,
-          events: Events | None = None, workers: int = 1, scan: SourceScan | None = None) -> BuildReport:
+          events: Events | None = None, workers: int = 1, scan: SourceScan | None = None,
+          record: Record | None = None) -> BuildReport:
     """Discover, then materialize missing and stale papers (all of them with `full`).
 
     Crash safety (`pipelines/reliability.py`): one build at a time per SHEAF_HOME (a second
@@ -63,7 +64,10 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
     `workers`: more than 1 builds the planned papers in that many processes (`pipelines.workers`;
     only with the index on Postgres); each builds the home's own Definitions with its own model,
-    so `defs` and `embedder` then serve this process only (library metadata and report)."""
+    so `defs` and `embedder` then serve this process only (library metadata and report).
+
+    `scan`, `record`: the library scan and the last recorded plan the no-op proof read moments
+    before (`pipelines.noop`), reused instead of made again (the record still checked current)."""
     check_workers(settings, workers)
     progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
@@ -78,7 +82,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
             swept = sweep_leftovers(settings.home, settings.artifacts_dir)
             prepared = prepare_index(settings, full=full, say=progress)
             defs = with_embedder(defs, embedder if embedder is not None else Embedder.from_settings(settings))
-            rep = _build(settings, defs, papers, full, progress, instance, events, workers, scan)
+            rep = _build(settings, defs, papers, full, progress, instance, events, workers, scan, record)
         except SheafError:
             raise
         except Exception as e:
@@ -95,12 +99,12 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
 def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full: bool,
            progress: Callable[[str], None], instance: DagsterInstance, events: Events,
-           workers: int = 1, scan: SourceScan | None = None) -> BuildReport:
+           workers: int = 1, scan: SourceScan | None = None, known: Record | None = None) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
     # The last build's record, while provably current (pipelines/record.py): papers whose OCR
     # hash it holds keep its status, and no paper's events are read for them.
-    record = None if full else load_record(instance, chain)
+    record = None if full else load_record(instance, chain, known)
     plan = plan_sync(instance, settings, observed=record.versions if record is not None else None, scan=scan)
     apply_sync(instance, settings, plan)
     sync = {"added": plan.added, "removed": plan.removed, "changed": sorted(plan.changed),

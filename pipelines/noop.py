@@ -62,6 +62,7 @@ class Proof:
     scan: SourceScan | None = None
     plan: SyncPlan | None = None
     statuses: dict[str, PaperStatus] = field(default_factory=dict)
+    #: the last recorded plan, once the proof found it current (code, cursor, observations)
     record: Record | None = None
 
     @classmethod
@@ -99,8 +100,8 @@ def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
 
     scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
 
-    def no(why: str) -> Proof:
-        return Proof(False, why, scan=scan)
+    def no(why: str) -> Proof:  # the record is current: the Dagster way takes it (and the scan) from here
+        return Proof(False, why, scan=scan, record=record)
 
     versions = current_versions(scan)
     keys = files.partitions(PAPERS)

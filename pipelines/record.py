@@ -50,19 +50,30 @@ def observation_cursor(instance: DagsterInstance) -> int:
     return res.records[0].storage_id if res.records else 0
 
 
-def load_record(instance: DagsterInstance, chain: Chain) -> Record | None:
-    """The last record, when it is still current (see the module doc); else None."""
+def load_record(instance: DagsterInstance, chain: Chain, known: Record | None = None) -> Record | None:
+    """The last record, when it is still current (see the module doc); else None. `known`: the
+    record the no-op proof read from this home's files moments before (`pipelines.noop`), checked
+    here as current and not read and unpacked a second time (~0.16 s at 10,000 papers); when it
+    is no longer current (another build recorded since), the latest record is read."""
+    if known is not None and _current(instance, chain, known):
+        return known
+    record = _latest_record(instance)
+    return record if record is not None and _current(instance, chain, record) else None
+
+
+def _current(instance: DagsterInstance, chain: Chain, record: Record) -> bool:
+    if record.code != chain_digest(chain) or record.assets != chain.assets:
+        return False
+    return record.cursor == chain_cursor(instance, chain) and record.observed == observation_cursor(instance)
+
+
+def _latest_record(instance: DagsterInstance) -> Record | None:
     ev = instance.get_latest_materialization_event(AssetKey(STATUS_ASSET))
     mat = ev.asset_materialization if ev is not None else None
     if mat is None:
         return None
     meta = {k: getattr(v, "value", v) for k, v in (mat.metadata or {}).items()}
-    record = record_from_json(meta.get("record"))
-    if record is None or record.code != chain_digest(chain) or record.assets != chain.assets:
-        return None
-    if record.cursor != chain_cursor(instance, chain) or record.observed != observation_cursor(instance):
-        return None
-    return record
+    return record_from_json(meta.get("record"))
 
 
 def write_record(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],

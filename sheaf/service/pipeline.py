@@ -79,7 +79,8 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
             pipelines = _pipelines()
             rep = pipelines.build.build(settings, defs if defs is not None else definitions(settings),
                                         papers=papers or None, full=full, progress=progress, events=events,
-                                        workers=settings.build_workers, scan=proof.scan if proof else None)
+                                        workers=settings.build_workers, scan=proof.scan if proof else None,
+                                        record=proof.record if proof else None)
             if why:
                 rep.plan["no_op_proof"] = why
     states: dict[str, int] = {}
@@ -152,7 +153,7 @@ def status(settings: Any) -> Outcome:
         chain = pipelines.planner.chain_of(defs)
         # The last build's record, while current (pipelines/record.py): no paper's events are read
         # for the papers whose OCR hash it holds; edited and new papers are read from their events.
-        record = pipelines.record.load_record(instance, chain) if built_before else None
+        record = pipelines.record.load_record(instance, chain, proof.record) if built_before else None
         plan = pipelines.sync.plan_sync(instance, settings, observed=record.versions if record is not None else None,
                                         write_cache=False, scan=proof.scan)
         present = [p.key for p in plan.scan.discovery.papers]

@@ -104,6 +104,28 @@ def test_one_paper_edited_reads_and_writes_that_paper_only(home):
     assert code == 0 and hits["data"]["matches"][0]["zotero_key"] == key
 
 
+def test_an_edit_unpacks_the_record_once(home, monkeypatch):
+    """The no-op proof read and checked the record before it saw the edit: the Dagster way takes
+    it from the proof (checked current again, not read and unpacked again)."""
+    import pipelines.noop
+    import pipelines.record
+
+    unpacked = []
+    real = pipelines.record.record_from_json
+
+    def counted(raw):
+        unpacked.append(1)
+        return real(raw)
+
+    monkeypatch.setattr(pipelines.noop, "record_from_json", counted)
+    monkeypatch.setattr(pipelines.record, "record_from_json", counted)
+    md = next((home.papers / BASE_PAPERS[0]).glob("*.md"), None) or next((home.papers / BASE_PAPERS[0]).iterdir())
+    md.write_text(md.read_text(encoding="utf-8") + "\n\nAn added paragraph about wombats.\n", encoding="utf-8")
+    code, env = run_cli(["build", "--json"])
+    assert code == 0 and env["data"]["plan"]["record"] == "current" and env["data"]["plan"]["papers_read"] == 1
+    assert len(unpacked) == 1
+
+
 def test_a_run_the_record_did_not_see_makes_the_next_plan_read_every_paper(home):
     """A run launched elsewhere (the UI, the automation sensor) moves a chain asset's latest
     materialization: the record is stale and the plan reads the events again."""
