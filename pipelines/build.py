@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions
@@ -135,7 +134,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     statuses, read = statuses_from(instance, chain, wanted, plan.versions, record)
     how = {"record": "skipped (--full)" if full else ("current" if record is not None else "none or stale"),
            "papers_read": read, "dagster": True}
-    planned = {k: replace(st, reasons=list(st.reasons), metadata=dict(st.metadata)) for k, st in statuses.items()}
+    planned = {k: st.copy() for k, st in statuses.items()}  # dataclasses.replace: 0.24 s at 10,000
     if not full:  # index rows / artifacts that disagree with the event log: rebuild from there
         for k, why in apply_index_drift(settings, instance, statuses, chain).items():
             progress(f"! {k}: {'; '.join(why)}")
@@ -183,7 +182,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         ran = [k for k in wanted if k in targets]
         fresh = paper_statuses(instance, chain, settings, ran, observed=plan.versions)
         recorded = {k: fresh.get(k, planned[k]) for k in wanted}
-        final = {**statuses, **{k: replace(st, reasons=list(st.reasons)) for k, st in fresh.items()}}
+        final = {**statuses, **{k: st.copy() for k, st in fresh.items()}}
         final = {k: final[k] for k in wanted}
         apply_index_drift(settings, instance, {k: final[k] for k in ran}, chain)
     else:  # nothing ran: the plan's statuses are final (a no-op build reads no paper's events)

@@ -44,11 +44,14 @@ def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
     try:
         if conn is not None:
             have = set(conn.collections())
-            for ck in set(identity.values()) | {None}:
+            # Units and FTS rows are counted with each collection's counts: a separate count of them
+            # only when no paper has a collection.
+            for ck in {ck for ck in identity.values() if ck is not None} or {None}:
                 try:
                     stats[ck] = conn.paper_index_stats(ck if ck in have else None, paper_ids=scope)
                 except Exception:  # noqa: BLE001 - a damaged collection reads as no vectors
                     stats[ck] = conn.paper_index_stats(None, paper_ids=scope)
+            stats.setdefault(None, next(iter(stats.values())))
     finally:
         if conn is not None:
             conn.close()

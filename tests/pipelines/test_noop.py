@@ -399,3 +399,20 @@ def test_statuses_compare_as_the_record_holds_them_and_stop_at_the_first_differe
     monkeypatch.setattr(record.json, "dumps", lambda *a, **kw: dumped.append(a) or real(*a, **kw))
     assert not record.same_statuses(back, {k: v for k, v in statuses.items() if k != "P0003"})
     assert dumped == []
+
+
+def test_the_drift_check_counts_the_index_once(home, monkeypatch):
+    """A paper's units and FTS rows are counted with its collection's passages and vectors: one
+    pass over the index per collection, not a second one for the units alone."""
+    from sheaf.store.sqlite.backend import SqliteIndex
+
+    calls = []
+    real = SqliteIndex.paper_index_stats
+
+    def counted(self, *a, **k):
+        calls.append(a)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(SqliteIndex, "paper_index_stats", counted)
+    assert _proof(home, write_cache=False).unchanged
+    assert len(calls) == 1 and calls[0][0] is not None  # with the collection

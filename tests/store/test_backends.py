@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,8 @@ def test_index_stats_count_vectors_through_passages_and_still_see_a_stray_vector
         assert before["PA"]["vectors"] == before["PA"]["passages"] > 0
         assert not [q for q in seen if f"FROM {ident.vec_table} GROUP BY" in q or
                     f"FROM {ident.vec_table} WHERE" in q]  # no scan of the vectors' own paper_id
+        scans = [q for q in seen if re.search(rf"\b{ident.vec_table}\b(?!_)", q)]  # not its shadow tables
+        assert len(scans) == 1, scans  # the whole index: one pass over the vectors
         index.conn.execute(f"DELETE FROM {ident.passages_table} WHERE passage_rowid = "
                            f"(SELECT max(passage_rowid) FROM {ident.passages_table} WHERE paper_id = 'PB')")
         index.conn.commit()
