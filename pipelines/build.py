@@ -134,7 +134,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     statuses, read = statuses_from(instance, chain, wanted, plan.versions, record)
     how = {"record": "skipped (--full)" if full else ("current" if record is not None else "none or stale"),
            "papers_read": read, "dagster": True}
-    planned = {k: st.copy() for k, st in statuses.items()}  # dataclasses.replace: 0.24 s at 10,000
+    planned = dict(statuses)  # the plan as recorded: apply_index_drift replaces what it marks, never changes it
     if not full:  # index rows / artifacts that disagree with the event log: rebuild from there
         for k, why in apply_index_drift(settings, instance, statuses, chain).items():
             progress(f"! {k}: {'; '.join(why)}")
@@ -182,9 +182,11 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         ran = [k for k in wanted if k in targets]
         fresh = paper_statuses(instance, chain, settings, ran, observed=plan.versions)
         recorded = {k: fresh.get(k, planned[k]) for k in wanted}
-        final = {**statuses, **{k: st.copy() for k, st in fresh.items()}}
+        final = {**statuses, **fresh}
         final = {k: final[k] for k in wanted}
-        apply_index_drift(settings, instance, {k: final[k] for k in ran}, chain)
+        checked = {k: final[k] for k in ran}
+        apply_index_drift(settings, instance, checked, chain)
+        final.update(checked)
     else:  # nothing ran: the plan's statuses are final (a no-op build reads no paper's events)
         final, recorded = statuses, planned
     if papers is None and not interrupted and chain_cursor(instance, chain) == cursor and (

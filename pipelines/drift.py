@@ -26,6 +26,11 @@ def open_index_readonly(settings: Any):
 SCOPED_UP_TO = 200
 
 
+#: Up to this many artifacts (papers x chain assets), the drift check looks each file up; above
+#: it, each asset's folder is listed once.
+LOOKUPS_UP_TO = 60
+
+
 def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
                          artifacts: Mapping[str, str]) -> dict[str, tuple[list[str], list[str]]]:
     """Papers (built or stale) whose artifacts or index rows disagree with their latest
@@ -56,7 +61,11 @@ def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
         if conn is not None:
             conn.close()
     store = open_artifacts(settings)  # no folder yet: every artifact in it reads as missing
-    files = {asset: store.names(asset) for asset in artifacts}  # one listing per asset, not a stat per file
+    if len(keys) * len(artifacts) <= LOOKUPS_UP_TO:  # an edit's paper: its files looked up, not 10,000 listed
+        files = {asset: {f"{k}{suffix}" for k in keys if store.exists(asset, k, suffix)}
+                 for asset, suffix in artifacts.items()}
+    else:  # one listing per asset, not a look-up per file
+        files = {asset: store.names(asset) for asset in artifacts}
     out: dict[str, tuple[list[str], list[str]]] = {}
     for key in keys:
         st = statuses[key]

@@ -217,3 +217,22 @@ def test_the_drift_check_lists_a_memory_store(tmp_path):
                                  {"ocr_blocks": ".parquet", "structure_tree": ".json"})
     assert "artifact structure_tree missing" in drift["K2"][1] and "structure_tree" in drift["K2"][0]
     assert not any("artifact" in r for r in drift["K1"][1])  # K1 drifts only by its (absent) index
+
+
+def test_the_drift_check_of_a_few_papers_looks_their_files_up(tmp_path, monkeypatch):
+    """An edit's one paper: its files are looked up, not every paper's listed."""
+    from types import SimpleNamespace
+
+    from pipelines.drift import artifact_index_drift
+
+    s = get_settings({"SHEAF_ARTIFACTS_URL": memory_url(), "SHEAF_HOME": str(tmp_path)})
+    store = open_artifacts(s)
+    for key in ("K1", "K2"):
+        store.write("ocr_blocks", key, pa.table({"a": [1]}))
+    store.write("structure_tree", "K1", {"title": "t"})
+    monkeypatch.setattr(type(store), "names", lambda self, asset: pytest.fail(f"listed {asset}"))
+    built = SimpleNamespace(state="built", metadata={}, reasons=[])
+    artifacts = {"ocr_blocks": ".parquet", "structure_tree": ".json"}
+    drift = artifact_index_drift(s, {"K2": built}, artifacts)
+    assert [r for r in drift["K2"][1] if "artifact" in r] == ["artifact structure_tree missing"]
+    assert not any("artifact" in r for r in artifact_index_drift(s, {"K1": built}, artifacts)["K1"][1])
