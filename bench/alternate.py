@@ -1,0 +1,105 @@
+"""Two code versions of Sheaf, alternated on one built home: edit → searchable, removal, no-op
+and `sheaf status`, each a fresh process (how session 13's by-hand rows in docs/benchmarks.md,
+"Orchestration at scale", were measured).
+
+The home and library are used as they are and changed by the run: each round edits one paper
+(a sentence with a new word, then a search for it) and removes another, so work on a copy, e.g.
+the 10,000-paper home `bench/scale.py --sizes 10000 --work W` leaves in W:
+
+    cp -a W/home-10000 /tmp/h && cp -a W/lib-10000 /tmp/l
+    git worktree add /tmp/old <rev>
+    .venv/bin/python bench/alternate.py /tmp/h /tmp/l --rounds 3 old=/tmp/old new=.
+
+Each NAME=DIR runs `python -m sheaf` with DIR as its working directory (so DIR's packages are
+the ones imported), in this project's venv.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+PY = sys.executable
+
+
+def _env(home: Path, lib: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "SHEAF_INDEX_FILE"}
+    env.update(SHEAF_HOME=str(home), SHEAF_LIBRARY=str(lib), DAGSTER_HOME=str(home / "dagster_home"),
+               PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
+
+
+def sheaf(code: Path, env: dict[str, str], *argv: str) -> tuple[float, dict[str, Any]]:
+    t = time.perf_counter()
+    p = subprocess.run([PY, "-m", "sheaf", *argv, "--json"], cwd=code, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    try:
+        return round(wall, 2), json.loads(p.stdout)
+    except ValueError:
+        raise SystemExit(f"sheaf {' '.join(argv)} in {code} failed ({p.returncode}):\n{p.stderr[-2000:]}") from None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("home", type=Path)
+    ap.add_argument("library", type=Path)
+    ap.add_argument("codes", nargs="+", help="NAME=DIR: a checkout of the code to run")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick-rounds", type=int, default=5, help="rounds of no-op and status")
+    a = ap.parse_args()
+    codes = {n: Path(d).resolve() for n, d in (c.split("=", 1) for c in a.codes)}
+    env = _env(a.home.resolve(), a.library.resolve())
+    papers = a.library / "papers"
+    keys = sorted(p.name for p in papers.iterdir())
+    out: dict[str, dict[str, list[float]]] = {n: {"edit": [], "searchable": [], "remove": [], "noop": [],
+                                                  "status": []} for n in codes}
+    def pick(at: int) -> str:  # the first paper from `at` on that is still in the library
+        for j in range(len(keys)):
+            if (papers / keys[(at + j) % len(keys)]).is_dir():
+                return keys[(at + j) % len(keys)]
+        raise SystemExit("no paper left in the library")
+
+    sheaf(next(iter(codes.values())), env, "build")  # settle: the stat cache of a copied library
+    i = 0
+    for _ in range(a.rounds):
+        for name, code in codes.items():
+            i += 1
+            key = pick(100 + 37 * i)
+            md = next(p for p in (papers / key).iterdir() if p.suffix == ".md")
+            word = f"zqx{i}r{int(time.time())}alt"
+            md.write_text(md.read_text(encoding="utf-8") + f"\nAn added sentence names {word} once.\n",
+                          encoding="utf-8")
+            t0 = time.perf_counter()
+            wall, _ = sheaf(code, env, "build")
+            _, hits = sheaf(code, env, "search", word)
+            if [m["zotero_key"] for m in hits["data"]["matches"]][:1] != [key]:
+                raise SystemExit(f"{name}: the edited paper {key} is not the first hit for {word}")
+            out[name]["edit"].append(wall)
+            out[name]["searchable"].append(round(time.perf_counter() - t0, 2))
+            gone = pick(len(keys) // 2 + 41 * i)
+            shutil.rmtree(papers / gone)
+            wall, env_ = sheaf(code, env, "build")
+            if env_["data"]["sync"]["removed"] != [gone]:
+                raise SystemExit(f"{name}: the removal of {gone} was not seen: {env_['data']['sync']}")
+            out[name]["remove"].append(wall)
+            print(name, {k: v for k, v in out[name].items() if v}, file=sys.stderr, flush=True)
+    for _ in range(a.quick_rounds):
+        for name, code in codes.items():
+            wall, env_ = sheaf(code, env, "build")
+            if env_["data"]["plan"].get("dagster") is not False:
+                raise SystemExit(f"{name}: the no-op went the Dagster way: {env_['data']['plan']}")
+            out[name]["noop"].append(wall)
+            out[name]["status"].append(sheaf(code, env, "status")[0])
+    print(json.dumps({n: {k: {"runs": v, "median": statistics.median(v)} for k, v in r.items() if v}
+                      for n, r in out.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
