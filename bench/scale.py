@@ -277,7 +277,7 @@ def render(r: dict[str, Any]) -> str:
     row("**full build ÷ bare encode** (goal ≤ 1.15)", lambda s: f"**{s['full']['wall_s'] / s['bare']['bare_s']:.2f}x**")
     row("encode time inside the full build (the vector steps' own reading, rate)", lambda s: (
         f"{s['in_build_encode']['encode_s']} s ({s['in_build_encode']['per_s']}/s)"))
-    row("**full build ÷ its own encode time** (the same ratio, free of the machine's drift between readings)",
+    row("**full build ÷ its own encode time** (one reading of the encoder, so free of its speed drifting between two)",
         lambda s: f"**{s['full']['wall_s'] / s['in_build_encode']['encode_s']:.2f}x** "
                   f"({1000 * (s['full']['wall_s'] - s['in_build_encode']['encode_s']) / s['papers']:.0f} ms a paper besides)")
     row("orchestration per paper in the full build (goal ≤ 30 ms)", lambda s: f"{1000 * (s['full']['wall_s'] - s['bare']['bare_s'] - s['bare']['load_s']) / s['papers']:.0f} ms")
