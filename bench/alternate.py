@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -26,14 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scale import _env as scale_env  # bench/scale.py: the same home and library variables
+
 PY = sys.executable
-
-
-def _env(home: Path, lib: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "SHEAF_INDEX_FILE"}
-    env.update(SHEAF_HOME=str(home), SHEAF_LIBRARY=str(lib), DAGSTER_HOME=str(home / "dagster_home"),
-               PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return env
 
 
 def sheaf(code: Path, env: dict[str, str], *argv: str) -> tuple[float, dict[str, Any]]:
@@ -55,7 +49,7 @@ def main() -> None:
     ap.add_argument("--quick-rounds", type=int, default=5, help="rounds of no-op and status")
     a = ap.parse_args()
     codes = {n: Path(d).resolve() for n, d in (c.split("=", 1) for c in a.codes)}
-    env = _env(a.home.resolve(), a.library.resolve())
+    env = {**scale_env(a.home.resolve(), a.library.resolve()), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     papers = a.library / "papers"
     keys = sorted(p.name for p in papers.iterdir())
     out: dict[str, dict[str, list[float]]] = {n: {"edit": [], "searchable": [], "remove": [], "noop": [],

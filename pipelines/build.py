@@ -182,8 +182,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         ran = [k for k in wanted if k in targets]
         fresh = paper_statuses(instance, chain, settings, ran, observed=plan.versions)
         recorded = {k: fresh.get(k, planned[k]) for k in wanted}
-        final = {**statuses, **fresh}
-        final = {k: final[k] for k in wanted}
+        final = {k: fresh.get(k, statuses[k]) for k in wanted}
         checked = {k: final[k] for k in ran}
         apply_index_drift(settings, instance, checked, chain)
         final.update(checked)

@@ -316,14 +316,10 @@ def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = Non
         # index: the drift check is there to see it) has no passage to count it by: when the table holds more
         # vectors than that (every paper) or than there are passages (some papers), they are counted
         # by the table's own paper_id, as before.
-        if paper_ids is None:  # one scan of the vectors: those with no passage come back under NULL
-            stray = 0
-            for pid, n in conn.execute(f"SELECT p.paper_id, count(*) FROM {vt} v LEFT JOIN {pt} p "
-                                       "ON p.passage_rowid = v.passage_rowid GROUP BY p.paper_id"):
-                if pid is None:
-                    stray = n
-                else:
-                    stats.setdefault(pid, {})["vectors"] = int(n)
+        if paper_ids is None:  # one scan of the vectors: those with no passage are counted under NULL
+            put("vectors", f"SELECT p.paper_id, count(*) FROM {vt} v LEFT JOIN {pt} p "
+                           "ON p.passage_rowid = v.passage_rowid GROUP BY p.paper_id")
+            stray = stats.pop(None, {}).get("vectors", 0)
         else:
             put("vectors", f"SELECT p.paper_id, count(*) FROM {pt} p JOIN {vt} v ON v.passage_rowid = p.passage_rowid"
                            f"{only('p.paper_id')} GROUP BY p.paper_id")
