@@ -19,7 +19,7 @@ from assets.resources import SheafConfig
 from pipelines.dagster_private import check_target, log_check_evaluations
 from pipelines.paper_view import verdict
 from pipelines.partitions import papers_partitions
-from pipelines.planner import Chain, paper_statuses
+from pipelines.planner import Chain, chain_events, statuses_of
 from pipelines.state import latest_events
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
@@ -154,10 +154,12 @@ def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedd
     store = open_artifacts(settings)
     instance = context.instance
     states = None
+    latest: dict[str, Any] = {}  # per asset, each paper's latest materialization: read once for both uses
     if UP_TO_DATE_CHECK in wanted:
         observed = {k: e.data_version for k, e in latest_events(instance, "ocr_result", "observation",
                                                                     partitions=keys).items() if e.data_version}
-        states = paper_statuses(instance, chain, None, keys, observed=observed)
+        latest = chain_events(instance, chain, keys)
+        states = statuses_of(chain, keys, observed, latest)
     index = open_backend(settings) if wanted & {FTS_CHECK, VECTORS_CHECK} else None
     try:
         ident = embedder.identity if VECTORS_CHECK in wanted else None
@@ -174,7 +176,6 @@ def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedd
             yield AssetCheckResult(asset_key=s.asset_key, check_name=s.name, passed=o.passed,
                                    description=o.description, metadata=o.metadata)
         return
-    latest: dict[str, Any] = {}
     for s in selected:
         asset = s.asset_key.path[-1]
         if asset not in latest:

@@ -340,17 +340,21 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
         """A batch in one transaction, where Dagster's SQLite storage writes a batch event by event
         (a transaction each, two for a check's evaluation: the event, then the check's execution
         row). A step's materializations (or observations) of many papers: the asset's latest entry
-        written once, with the last of them, as Dagster's Postgres storage does with a batch. Any
-        other batch (the planned events of a run, a check's evaluations of many papers from
-        `log_check_evaluations`): each event stored by Dagster's own `store_event`, on the batch's
-        connection. Dagster sends batches when `DAGSTER_EVENT_BATCH_SIZE` is set
-        (`pipelines.runs.dagster_env`); if a batch fails, nothing of it is written and Dagster
-        stores its events one by one."""
+        written once, with the last of them, as Dagster's Postgres storage does with a batch. A
+        check's evaluations of many papers (`log_check_evaluations`): see
+        `_sheaf_store_check_evaluations`. Any other batch (the planned events of a run): each
+        event stored by Dagster's own `store_event`, on the batch's connection. Dagster sends
+        batches when `DAGSTER_EVENT_BATCH_SIZE` is set (`pipelines.runs.dagster_env`); if a batch
+        fails, nothing of it is written and Dagster stores its events one by one."""
         if _one_kind_of_asset_event(events):
             with self.index_transaction() as conn:
                 ids = self._sheaf_insert_events(conn, events)
                 self._store_asset_event_tags(conn, events, ids)
                 self._store_asset_event(conn, events[-1], ids[-1])
+            return
+        if _partition_evaluations(events):
+            with self.index_transaction() as conn:
+                self._sheaf_store_check_evaluations(conn, events)
             return
         with self._connect() as conn:
             self.__dict__["_sheaf_shared"] = (threading.get_ident(), conn)
@@ -362,30 +366,79 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
 
 
     def _sheaf_insert_events(self, conn: Any, events: Sequence[Any]) -> list[int]:
-        """Insert `events` with one multi-row statement per `_INSERT_ROWS` (as Dagster's Postgres
-        storage inserts a batch), not one statement each; their storage ids, in event order (rows
-        take increasing ids in the order of the VALUES list; RETURNING's order is SQLite's own)."""
+        """Insert `events` (their storage ids, in event order); see `_sheaf_insert_rows`."""
+        return self._sheaf_insert_rows(conn, [self._event_to_row(e) for e in events])
+
+    def _sheaf_insert_rows(self, conn: Any, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Insert events' `rows` (Dagster's `_event_to_row`) with one multi-row statement per
+        `_INSERT_ROWS` (as Dagster's Postgres storage inserts a batch), not one statement each;
+        their storage ids, in row order (rows take increasing ids in the order of the VALUES
+        list; RETURNING's order is SQLite's own)."""
         from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 
         ids: list[int] = []
-        for i in range(0, len(events), _INSERT_ROWS):
-            chunk = events[i:i + _INSERT_ROWS]
-            rows = conn.execute(self.prepare_insert_event_batch(chunk).returning(SqlEventLogStorageTable.c.id))
-            got = sorted(int(r[0]) for r in rows)
+        for i in range(0, len(rows), _INSERT_ROWS):
+            chunk = rows[i:i + _INSERT_ROWS]
+            got = sorted(int(r[0]) for r in conn.execute(
+                SqlEventLogStorageTable.insert().values(list(chunk)).returning(SqlEventLogStorageTable.c.id)))
             if len(got) != len(chunk):  # pragma: no cover - SQLite returns a row per inserted row
                 raise RuntimeError(f"{len(chunk)} events inserted, {len(got)} ids returned")
             ids += got
         return ids
+
+    def _sheaf_store_check_evaluations(self, conn: Any, events: Sequence[Any]) -> None:
+        """A check's evaluations of a run's papers: the events inserted as one statement, and each
+        paper's planned execution row resolved by one UPDATE run for all (an executemany), with
+        the event's text serialised once for both. Dagster's `store_event` does the same row by
+        row: its insert, then `_update_asset_check_evaluation` (a statement compiled and the
+        event serialised again each time). A row that was not planned (Dagster then inserts it)
+        or was planned twice fails the batch, which Dagster then stores event by event."""
+        from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+        from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable as T
+        from sqlalchemy import and_, bindparam
+
+        rows = [self._event_to_row(e) for e in events]
+        ids = self._sheaf_insert_rows(conn, rows)
+        update = T.update().where(and_(
+            T.c.asset_key == bindparam("k_asset"), T.c.check_name == bindparam("k_check"),
+            T.c.run_id == bindparam("k_run"), T.c.partition == bindparam("k_partition"),
+        )).values(execution_status=bindparam("v_status"), evaluation_event=bindparam("v_event"),
+                  evaluation_event_timestamp=bindparam("v_timestamp"), evaluation_event_storage_id=bindparam("v_id"),
+                  materialization_event_storage_id=bindparam("v_target"))
+        params = []
+        for e, row, event_id in zip(events, rows, ids):
+            ev = e.dagster_event.event_specific_data
+            params.append({
+                "k_asset": ev.asset_key.to_string(), "k_check": ev.check_name, "k_run": e.run_id,
+                "k_partition": ev.partition,
+                "v_status": (AssetCheckExecutionRecordStatus.SUCCEEDED if ev.passed
+                             else AssetCheckExecutionRecordStatus.FAILED).value,
+                "v_event": row["event"], "v_timestamp": row["timestamp"], "v_id": event_id,
+                "v_target": ev.target_materialization_data.storage_id if ev.target_materialization_data else None,
+            })
+        updated = conn.execute(update, params).rowcount
+        if updated != len(params):
+            raise _CheckRowsMismatch(f"{updated} planned check rows for {len(params)} evaluations")
 
 
 #: Events per multi-row insert (9 values a row: far below SQLite's 32,766 variables a statement).
 _INSERT_ROWS = 500
 
 
+class _CheckRowsMismatch(RuntimeError):
+    """A batch of check evaluations whose planned rows are not one each: stored event by event."""
+
+
 def _check_evaluations(events: Sequence[Any]) -> bool:
     """True for two or more evaluations of asset checks, all within a run."""
     return len(events) > 1 and all(e.is_dagster_event and e.run_id and e.dagster_event_type
                                    == DagsterEventType.ASSET_CHECK_EVALUATION for e in events)
+
+
+def _partition_evaluations(events: Sequence[Any]) -> bool:
+    """`_check_evaluations`, each of one partition (what `log_check_evaluations` sends)."""
+    return _check_evaluations(events) and all(e.dagster_event.event_specific_data.partition is not None
+                                              for e in events)
 
 
 def log_check_evaluations(context: Any, evaluations: Sequence[Any]) -> None:

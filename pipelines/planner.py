@@ -141,9 +141,20 @@ STATUS_CHUNK = 1000
 
 def _chunk_statuses(instance: DagsterInstance, chain: Chain, keys: list[str],
                     observed: dict[str, str]) -> dict[str, PaperStatus]:
+    return statuses_of(chain, keys, observed, chain_events(instance, chain, keys))
+
+
+def chain_events(instance: DagsterInstance, chain: Chain, keys: list[str]) -> dict[str, dict[str, EventInfo]]:
+    """Per chain asset, the latest materialization of each of `keys` that has one."""
+    return {a: latest_events(instance, a, partitions=keys) for a in chain.assets}
+
+
+def statuses_of(chain: Chain, keys: list[str], observed: Mapping[str, str],
+                events: Mapping[str, Mapping[str, EventInfo]]) -> dict[str, PaperStatus]:
+    """Each of `keys`' status from its latest chain `events` (`chain_events`) and its current OCR
+    hash in `observed`."""
     code = chain.code_versions
     first_asset, last_asset = chain.first, chain.assets[-1]
-    events: dict[str, dict[str, EventInfo]] = {a: latest_events(instance, a, partitions=keys) for a in chain.assets}
     out: dict[str, PaperStatus] = {}
     for key in keys:
         st = PaperStatus(key, "built")

@@ -380,13 +380,14 @@ def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monke
     from pipelines.partitions import papers_partitions
 
     alone: list[str | None] = []  # evaluations stored outside any batch: their partitions
+    one_by_one: list[str | None] = []  # evaluations of a batch stored event by event
     batches: list[int] = []
     in_batch = [False]
     real_one, real_batch = private.SheafEventLogStorage.store_event, private.SheafEventLogStorage.store_event_batch
 
     def one(self, event):
-        if event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION and not in_batch[0]:
-            alone.append(event.dagster_event.event_specific_data.partition)
+        if event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+            (one_by_one if in_batch[0] else alone).append(event.dagster_event.event_specific_data.partition)
         return real_one(self, event)
 
     def batch(self, events):
@@ -403,45 +404,60 @@ def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monke
     n_checks = sum(len(list(c.check_keys)) for c in ALL_CHECKS)
     assert batches == [len(keys)] * n_checks
     assert alone == [None] * n_checks  # only each step's verdict over the run, which has no partition
+    assert one_by_one == []  # a batch's events inserted in one statement, its check rows in one UPDATE
     for chk in ALL_CHECKS:
         for ck in chk.check_keys:
             got = private.check_partition_statuses(inst, ck.asset_key.path[-1], ck.name, papers_partitions)
             assert got == {"SUCCEEDED": sorted(keys)}, (ck, got)
 
 
-def test_a_batch_that_fails_part_way_writes_nothing_and_is_stored_event_by_event(home, monkeypatch):
-    """A batch is one transaction: when its third event fails, none of it stays, and Dagster
-    stores its events one by one (no evaluation lost, none twice)."""
-    from dagster import AssetCheckKey, AssetKey, DagsterEventType
+@pytest.mark.parametrize("failure", ["disk", "unplanned"])
+def test_a_batch_that_fails_part_way_writes_nothing_and_is_stored_event_by_event(home, monkeypatch, failure):
+    """A batch of a check's evaluations is one transaction: when it fails after its events were
+    inserted (the disk went away; or a paper's planned check row is missing, which Dagster's own
+    writer inserts), none of it stays, and Dagster stores its events one by one (no evaluation
+    lost, none twice)."""
+    from dagster import AssetCheckKey, AssetKey, DagsterEventType, deserialize_value
+    from sqlalchemy import text
 
     import pipelines.dagster_private as private
     from assets.checks import ALL_CHECKS
 
-    real_one, real_batch = private.SheafEventLogStorage.store_event, private.SheafEventLogStorage.store_event_batch
-    state = {"in_batch": False, "seen": 0, "failed": 0}
+    real_insert, real_batch = private.SheafEventLogStorage._sheaf_insert_rows, private.SheafEventLogStorage.store_event_batch
+    state = {"failed": 0, "one_by_one": 0}
+    failed: list[AssetCheckKey] = []
 
-    def one(self, event):
-        if state["in_batch"] and event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
-            state["seen"] += 1
-            if state["seen"] == 3:
-                state["failed"] += 1
-                raise OSError("injected: the disk went away mid-batch")
-        return real_one(self, event)
+    def insert(self, conn, rows):
+        ids = real_insert(self, conn, rows)
+        if failure == "disk" and not state["failed"] and rows[0]["dagster_event_type"] == "ASSET_CHECK_EVALUATION":
+            state["failed"] += 1
+            ev = deserialize_value(rows[0]["event"]).dagster_event.event_specific_data
+            failed.append(AssetCheckKey(ev.asset_key, ev.check_name))
+            raise OSError("injected: the disk went away mid-batch")
+        return ids
 
     def batch(self, events):
-        state["in_batch"] = True
+        ev = events[0].dagster_event
+        if failure == "unplanned" and not state["failed"] and ev.event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
+            state["failed"] += 1
+            failed.append(AssetCheckKey(ev.event_specific_data.asset_key, ev.event_specific_data.check_name))
+            with self._connect() as conn:  # one paper's planned row gone
+                conn.execute(text("DELETE FROM asset_check_executions WHERE run_id = :r AND check_name = :c "
+                                  "AND partition = :p"), {"r": events[0].run_id, "c": ev.event_specific_data.check_name,
+                                                          "p": ev.event_specific_data.partition})
         try:
             return real_batch(self, events)
-        finally:
-            state["in_batch"] = False
+        except Exception:
+            state["one_by_one"] += 1
+            raise
 
-    inst, keys, res = _run_with_storage(home, monkeypatch, store_event=one, store_event_batch=batch)
-    assert res["success"] and state["failed"] == 1, (res, state)
-    key = AssetCheckKey(AssetKey("body_units"), "units_cover_body_blocks")
-    hist = inst.event_log_storage.get_asset_check_execution_history(key, limit=100)
-    mine = [r for r in hist if r.run_id == res["run_id"] and r.partition is not None]
-    assert sorted(r.partition for r in mine) == sorted(keys)  # each paper once
-    assert {r.status.value for r in mine} == {"SUCCEEDED"}
+    inst, keys, res = _run_with_storage(home, monkeypatch, _sheaf_insert_rows=insert, store_event_batch=batch)
+    assert res["success"] and state == {"failed": 1, "one_by_one": 1}, (res, state)
+    for key in [*failed, AssetCheckKey(AssetKey("body_units"), "units_cover_body_blocks")]:
+        hist = inst.event_log_storage.get_asset_check_execution_history(key, limit=100)
+        mine = [r for r in hist if r.run_id == res["run_id"] and r.partition is not None]
+        assert sorted(r.partition for r in mine) == sorted(keys), key  # each paper once
+        assert {r.status.value for r in mine} == {"SUCCEEDED"}
     stored = inst.get_records_for_run(res["run_id"], of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
     n_checks = sum(len(list(c.check_keys)) for c in ALL_CHECKS)
     assert len(stored) == n_checks * (len(keys) + 1)  # each paper's evaluations and each step's verdict, once
@@ -518,3 +534,30 @@ def _run_with_storage(home: Home, monkeypatch, **methods):
     for name, fn in methods.items():
         monkeypatch.setattr(private.SheafEventLogStorage, name, fn)
     return inst, keys, run_chain(inst, defs, keys)
+
+
+def test_the_check_step_reads_each_assets_latest_events_once(home, monkeypatch):
+    """The up-to-date check reads each chain asset's latest materializations of the run's papers
+    (a paper's status); the evaluations' targets are the same events, no longer read again."""
+    from collections import Counter
+
+    import pipelines.planner as planner
+    import pipelines.state as state
+    from pipelines.runs import run_chain
+
+    reads: Counter[tuple[str, str]] = Counter()
+    real = state.latest_events
+
+    def counted(instance, asset, kind="materialization", partitions=None):
+        reads[(asset, kind)] += 1
+        return real(instance, asset, kind, partitions)
+
+    import assets.checks as checks
+    monkeypatch.setattr(checks, "latest_events", counted)
+    monkeypatch.setattr(planner, "latest_events", counted)
+    inst = instance()
+    keys = list(inst.get_dynamic_partitions("papers"))
+    res = run_chain(inst, _chain_defs(home), keys)
+    assert res["success"] and len(keys) > 1, res
+    assert reads and max(reads.values()) == 1, reads
+    assert ("vector_collections", "materialization") in reads and ("ocr_result", "observation") in reads
