@@ -131,14 +131,16 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     unknown = sorted(set(papers or []) - set(ordered))
     for k in unknown:
         progress(f"! {k}: not a paper of this library")
-    statuses, read = statuses_from(instance, chain, wanted, plan.versions, record)
+    # --full rebuilds every paper whatever its status: read once, after the runs
+    statuses, read = ({}, 0) if full else statuses_from(instance, chain, wanted, plan.versions, record)
     how = {"record": "skipped (--full)" if full else ("current" if record is not None else "none or stale"),
            "papers_read": read, "dagster": True}
     planned = dict(statuses)  # the plan as recorded: apply_index_drift replaces what it marks, never changes it
     if not full:  # index rows / artifacts that disagree with the event log: rebuild from there
         for k, why in apply_index_drift(settings, instance, statuses, chain).items():
             progress(f"! {k}: {'; '.join(why)}")
-    targets = {k: (["--full"] if full else st.reasons) for k, st in statuses.items() if full or needs_build(st)}
+    targets = ({k: ["--full"] for k in wanted} if full
+               else {k: st.reasons for k, st in statuses.items() if needs_build(st)})
     starts = {k: chain.first if full else (statuses[k].rebuild_from or chain.first) for k in targets}
     interrupted = False
     computed = 0
@@ -181,12 +183,14 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     if runs:  # only the papers the runs touched changed state: read theirs again
         ran = [k for k in wanted if k in targets]
         fresh = paper_statuses(instance, chain, settings, ran, observed=plan.versions)
-        recorded = {k: fresh.get(k, planned[k]) for k in wanted}
-        final = {k: fresh.get(k, statuses[k]) for k in wanted}
+        recorded = {k: fresh[k] if k in fresh else planned[k] for k in wanted}
+        final = {k: fresh[k] if k in fresh else statuses[k] for k in wanted}
         checked = {k: final[k] for k in ran}
         apply_index_drift(settings, instance, checked, chain)
         final.update(checked)
     else:  # nothing ran: the plan's statuses are final (a no-op build reads no paper's events)
+        if full:  # stopped before its first run
+            statuses = planned = paper_statuses(instance, chain, settings, wanted, observed=plan.versions)
         final, recorded = statuses, planned
     if papers is None and not interrupted and chain_cursor(instance, chain) == cursor and (
             record is None or record.cursor != cursor or not same_statuses(record.statuses, recorded)):

@@ -104,6 +104,39 @@ def test_one_paper_edited_reads_and_writes_that_paper_only(home):
     assert code == 0 and hits["data"]["matches"][0]["zotero_key"] == key
 
 
+def test_a_full_build_reads_each_papers_status_once_after_its_runs(home, monkeypatch):
+    """`--full` rebuilds every paper whatever its status: the statuses are read after the runs
+    only (they were also read before, for nothing), and the build reports and records them."""
+    import pipelines.build as build
+    import pipelines.record as record
+
+    reads: list[list[str]] = []
+    real = build.paper_statuses
+
+    def counted(instance, defs, settings=None, keys=None, observed=None):
+        reads.append(sorted(keys))
+        return real(instance, defs, settings, keys, observed)
+
+    monkeypatch.setattr(build, "paper_statuses", counted)
+    monkeypatch.setattr(record, "paper_statuses", counted)
+    code, env = run_cli(["build", "--full", "--json"])
+    assert code == 0 and env["data"]["states"] == {"built": len(BASE_PAPERS)}, env
+    assert sorted(k for r in env["data"]["runs"] for k in r["papers"]) == sorted(BASE_PAPERS)
+    assert env["data"]["plan"] == {"record": "skipped (--full)", "papers_read": 0, "dagster": True}
+    assert reads == [sorted(BASE_PAPERS)]
+    code, env = run_cli(["build", "--json"])  # what it recorded is current: nothing to do, no paper read
+    assert code == 0 and env["data"]["runs"] == [] and env["data"]["plan"]["papers_read"] == 0, env
+
+
+def test_a_full_build_stopped_before_its_first_run_reports_the_papers_statuses(home, monkeypatch):
+    import pipelines.build as build
+
+    monkeypatch.setattr(build, "stop_requested", lambda: True)
+    code, env = run_cli(["build", "--full", "--json"])
+    assert env["data"]["runs"] == [] and env["data"]["interrupted"], env
+    assert env["data"]["states"] == {"built": len(BASE_PAPERS)}, env
+
+
 def test_an_edit_unpacks_the_record_once(home, monkeypatch):
     """The no-op proof read and checked the record before it saw the edit: the Dagster way takes
     it from the proof (checked current again, not read and unpacked again)."""
