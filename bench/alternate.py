@@ -1,6 +1,9 @@
 """Two code versions of Sheaf, alternated on one built home: edit → searchable, removal, no-op
 and `sheaf status`, each a fresh process (how session 13's by-hand rows in docs/benchmarks.md,
-"Orchestration at scale", were measured).
+"Orchestration at scale", were measured); with `--rebuild-papers N`, also `sheaf build --full`
+of N papers (orchestration only: their embeddings are cached), wall and the runs' own seconds.
+`--rounds 0 --quick-rounds 0 --rebuild-papers 99` runs the rebuilds alone (session 14; 99 papers
+of 1,000 stay under the library report's 10% share).
 
 The home and library are used as they are and changed by the run: each round edits one paper
 (a sentence with a new word, then a search for it) and removes another, so work on a copy, e.g.
@@ -47,13 +50,17 @@ def main() -> None:
     ap.add_argument("codes", nargs="+", help="NAME=DIR: a checkout of the code to run")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick-rounds", type=int, default=5, help="rounds of no-op and status")
+    ap.add_argument("--rebuild-papers", type=int, default=0,
+                    help="also alternate `sheaf build --full` of this many papers (orchestration only: their "
+                         "embeddings are cached), --rebuild-rounds times; 0: not")
+    ap.add_argument("--rebuild-rounds", type=int, default=5)
     a = ap.parse_args()
     codes = {n: Path(d).resolve() for n, d in (c.split("=", 1) for c in a.codes)}
     env = {**scale_env(a.home.resolve(), a.library.resolve()), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     papers = a.library / "papers"
     keys = sorted(p.name for p in papers.iterdir())
     out: dict[str, dict[str, list[float]]] = {n: {"edit": [], "searchable": [], "remove": [], "noop": [],
-                                                  "status": []} for n in codes}
+                                                  "status": [], "rebuild": [], "rebuild_runs": []} for n in codes}
     def pick(at: int) -> str:  # the first paper from `at` on that is still in the library
         for j in range(len(keys)):
             if (papers / keys[(at + j) % len(keys)]).is_dir():
@@ -91,6 +98,16 @@ def main() -> None:
                 raise SystemExit(f"{name}: the no-op went the Dagster way: {env_['data']['plan']}")
             out[name]["noop"].append(wall)
             out[name]["status"].append(sheaf(code, env, "status")[0])
+    chosen = [k for k in keys if (papers / k).is_dir()][100:100 + a.rebuild_papers]
+    for _ in range(a.rebuild_rounds if chosen else 0):
+        for name, code in codes.items():
+            wall, env_ = sheaf(code, env, "build", "--full", *(x for k in chosen for x in ("--paper", k)))
+            if env_["data"]["embeddings_computed"] or len(env_["data"]["planned"]) != len(chosen):
+                raise SystemExit(f"{name}: not an orchestration-only rebuild of {len(chosen)} papers: "
+                                 f"{len(env_['data']['planned'])} planned, {env_['data']['embeddings_computed']} embedded")
+            out[name]["rebuild"].append(wall)
+            out[name]["rebuild_runs"].append(round(sum(r["seconds"] for r in env_["data"]["runs"]), 2))
+            print(name, "rebuild", wall, out[name]["rebuild_runs"][-1], file=sys.stderr, flush=True)
     print(json.dumps({n: {k: {"runs": v, "median": statistics.median(v)} for k, v in r.items() if v}
                       for n, r in out.items()}, indent=1))
 
