@@ -188,9 +188,9 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         checked = {k: final[k] for k in ran}
         apply_index_drift(settings, instance, checked, chain)
         final.update(checked)
+    elif full:  # --full stopped before its first run: its papers' statuses were not read yet
+        final = recorded = paper_statuses(instance, chain, settings, wanted, observed=plan.versions)
     else:  # nothing ran: the plan's statuses are final (a no-op build reads no paper's events)
-        if full:  # stopped before its first run
-            statuses = planned = paper_statuses(instance, chain, settings, wanted, observed=plan.versions)
         final, recorded = statuses, planned
     if papers is None and not interrupted and chain_cursor(instance, chain) == cursor and (
             record is None or record.cursor != cursor or not same_statuses(record.statuses, recorded)):

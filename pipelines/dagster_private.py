@@ -6,6 +6,8 @@ event log storage classes Sheaf's `dagster.yaml` names (`SheafEventLogStorage`).
 """
 from __future__ import annotations
 
+import os
+import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -120,8 +122,6 @@ class _EngineCache:
     _sheaf_engines_pid: int = 0
 
     def _sheaf_engine(self, conn_string: str) -> Any:
-        import os
-
         from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
         from sqlalchemy import create_engine, event
 
@@ -231,8 +231,6 @@ class _PooledSqlite(_PartitionsSnapshot, _EngineCache):
 
     def register_instance(self, instance: Any) -> None:
         if not hasattr(self, "_base_dir"):
-            import os
-
             self._sheaf_init(os.path.join(instance.root_directory, self._sheaf_subdir))
         super().register_instance(instance)  # type: ignore[misc]
 
@@ -267,8 +265,8 @@ class _PooledSqlite(_PartitionsSnapshot, _EngineCache):
 #: left fits no other such row), and a check's execution row, inserted small when the check is
 #: planned and rewritten ~1.8 KB when it is evaluated, splits the pages it grows in. A
 #: 1,000-paper first build, the same build into each (docs/benchmarks.md): 75.6 MB of events in
-#: 4 KiB pages, 57.5 MB in 16 KiB, 55.9 MB in 64 KiB. 16 KiB keeps most of the gain while a
-#: small transaction still writes small WAL frames.
+#: 4 KiB pages, 57.5 MB in 16 KiB, 55.9 MB in 64 KiB. 16 KiB keeps most of the gain; larger pages
+#: would make each small commit write larger WAL frames (reasoned, not measured).
 EVENTS_PAGE_SIZE = 16384
 
 
@@ -277,9 +275,6 @@ def _new_events_file(base_dir: str) -> None:
     yet or is empty (a process killed before SQLite wrote its first page): a database's page size
     is fixed when its first page is written, and Dagster would create the file with the default.
     An existing file keeps its pages (a WAL database cannot change them)."""
-    import os
-    import sqlite3
-
     path = os.path.join(base_dir, f"{SQLITE_EVENT_LOG_FILENAME}.db")
     if os.path.exists(path) and os.path.getsize(path) > 0:
         return
@@ -505,8 +500,6 @@ class SheafRunStorage(_EngineCache, SqliteRunStorage):
 
     def register_instance(self, instance: Any) -> None:
         if not hasattr(self, "_conn_string"):
-            import os
-
             self._sheaf_init(os.path.join(instance.root_directory, "history"))
         super().register_instance(instance)
 

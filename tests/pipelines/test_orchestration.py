@@ -241,7 +241,7 @@ def test_a_new_events_database_packs_its_events_in_large_pages(base):
             used, unused = conn.execute("SELECT sum(pgsize), sum(unused) FROM dbstat WHERE name = 'event_logs'").fetchone()
         except sqlite3.OperationalError:  # pragma: no cover - an SQLite built without dbstat
             pytest.skip("this SQLite has no dbstat table")
-    assert unused / used < 0.2, (used, unused)  # 4 KiB pages: 26% of event_logs' pages unused
+    assert unused / used < 0.2, (used, unused)  # a 1,000-paper home in 4 KiB pages: 26% unused
 
 
 def test_an_events_file_left_without_tables_is_initialised(tmp_path, monkeypatch):
