@@ -1,4 +1,4 @@
 """`python -m sheaf`: the console script."""
-from sheaf.cli.app import main
+from sheaf.cli.app import console
 
-raise SystemExit(main())
+console()

@@ -1,6 +1,7 @@
 """`python -m sheaf.paperforge --vault VAULT <command> ... --json`: the PaperForge plugin's entry
 (`sheaf.cli.paperforge`; docs/paperforge.md)."""
 from sheaf.cli.paperforge import main
+from sheaf.core.heap import exit_code
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(exit_code(main()))

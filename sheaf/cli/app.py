@@ -12,7 +12,7 @@ import argparse
 import functools
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from sheaf.cli import render
 from sheaf.cli.parser import FORMATS, STAGES, UsageError, build_parser, request_from_args
@@ -20,6 +20,7 @@ from sheaf.cli.progress_view import BuildView, event_line
 from sheaf.cli.parser import _Parser  # noqa: F401 - importable from here (the help-width test)
 from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as _Parser
 from sheaf.core.envelope import SheafError, emit, error
+from sheaf.core.heap import exit_code
 from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import get_settings
 from sheaf.service import report
@@ -235,5 +236,11 @@ def _machine(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "json", False) or getattr(args, "events", False))
 
 
+def console() -> NoReturn:
+    """The `sheaf` console script and `python -m sheaf`: `main` in a process of its own, which
+    exits without the interpreter's last scan of every object (`sheaf.core.heap.exit_code`)."""
+    sys.exit(exit_code(main()))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError, ok
+from sheaf.core.heap import long_lived_imports
 from sheaf.core.models import paper_key_problem
 from sheaf.core.progress import stop_on_sigterm
 from sheaf.core.settings import where
@@ -32,8 +33,10 @@ Events = Callable[[dict[str, Any]], None]
 
 
 def _pipelines() -> Any:
-    """The Dagster side (`pipelines`), imported when one of these commands runs, never before."""
-    import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.live, pipelines.planner, pipelines.record, pipelines.state, pipelines.sync  # noqa: E401,E501
+    """The Dagster side (`pipelines`), imported when one of these commands runs, never before
+    (as objects the process keeps: `sheaf.core.heap`)."""
+    with long_lived_imports():
+        import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.live, pipelines.planner, pipelines.record, pipelines.state, pipelines.sync  # noqa: E401,E501
 
     return pipelines
 
