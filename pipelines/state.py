@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
+from dagster import AssetKey, DagsterEventType, DagsterInstance, EventLogEntry, deserialize_value
 
-from pipelines.dagster_private import latest_storage_ids
+from pipelines.dagster_private import latest_storage_ids, plain_asset_event, stored_events
 
 FETCH_LIMIT = 10_000
 
@@ -44,27 +44,37 @@ def _plain(v: Any) -> Any:
 
 def latest_events(instance: DagsterInstance, asset: str, kind: str = "materialization",
                   partitions: Iterable[str] | None = None) -> dict[str, EventInfo]:
-    """Latest materialization (or observation) per partition of `asset`."""
+    """Latest materialization (or observation) per partition of `asset`: the latest storage id
+    of each partition, then those events as stored (`stored_events`, one query a chunk), each
+    read as plain JSON (`plain_asset_event`) or, when it holds what that reader does not know,
+    by Dagster's own deserializer."""
     key = AssetKey(asset)
     event_type = (DagsterEventType.ASSET_MATERIALIZATION if kind == "materialization"
                   else DagsterEventType.ASSET_OBSERVATION)
     ids = latest_storage_ids(instance, key, event_type, partitions)
     out: dict[str, EventInfo] = {}
     id_list = sorted(ids.values())
-    fetch = instance.fetch_materializations if kind == "materialization" else instance.fetch_observations
     for i in range(0, len(id_list), FETCH_LIMIT):
-        chunk = id_list[i:i + FETCH_LIMIT]
-        res = fetch(AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk))
-        for r in res.records:
-            ev = r.asset_materialization if kind == "materialization" else r.asset_observation
-            if ev is None or r.partition_key is None:
+        for storage_id, stored in stored_events(instance, id_list[i:i + FETCH_LIMIT]):
+            got = plain_asset_event(stored, event_type.value)
+            if got is None:
+                got = _deserialized(stored, kind)
+            if got is None or got["partition"] is None:
                 continue
-            out[r.partition_key] = EventInfo(
-                partition=r.partition_key, storage_id=r.storage_id, timestamp=r.timestamp,
-                run_id=r.run_id, metadata={k: _plain(v) for k, v in (ev.metadata or {}).items()},
-                tags=dict(ev.tags or {}),
-            )
+            out[got["partition"]] = EventInfo(partition=got["partition"], storage_id=storage_id,
+                                              timestamp=got["timestamp"], run_id=got["run_id"],
+                                              metadata=got["metadata"], tags=got["tags"])
     return out
+
+
+def _deserialized(stored: str, kind: str) -> dict[str, Any] | None:
+    """What `plain_asset_event` reads, through Dagster's deserializer (any event it can read)."""
+    entry = deserialize_value(stored, EventLogEntry)
+    ev = entry.asset_materialization if kind == "materialization" else entry.asset_observation
+    if ev is None:
+        return None
+    return {"partition": ev.partition, "timestamp": entry.timestamp, "run_id": entry.run_id,
+            "metadata": {k: _plain(v) for k, v in (ev.metadata or {}).items()}, "tags": dict(ev.tags or {})}
 
 
 def latest_observed_versions(instance: DagsterInstance, asset: str = "ocr_result") -> dict[str, str]:
