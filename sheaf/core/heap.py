@@ -4,7 +4,8 @@ Importing the Dagster side (`pipelines`, and Dagster with it) makes ~200,000 obj
 until the process ends: classes, functions, schemas. CPython's collector scans every one of them
 again at each full collection, and once more when the interpreter exits. Measured on a one-paper
 edit of a 10,000-paper library (`sheaf build`, session 15; docs/benchmarks.md "Orchestration at
-scale"): the collector took 0.8 s of a 3.6 s process, and the exit after `main` returned 0.5 s more.
+scale"): the collector took 0.8-0.9 s of `main`'s 3.6-4.4 s, and the exit after `main` returned
+0.6 s more.
 
 Two remedies, both CPython's documented ones (`gc.freeze`):
 
@@ -12,8 +13,10 @@ Two remedies, both CPython's documented ones (`gc.freeze`):
   never garbage worth a scan), then every object the process holds moves to the permanent
   generation the collector skips. Garbage made later is collected as before.
 - `exit_code`: a process about to exit freezes what it holds, so the interpreter's last
-  collection scans nothing; objects are still freed and `atexit` still runs. Only for a process
-  of its own (the console script), never a library call a caller's process goes on after.
+  collections scan nothing. `atexit` handlers still run, standard streams are still flushed and
+  objects outside reference cycles are still freed as their modules are torn down; the memory of
+  the cycles goes back with the process. Only for a process of its own (the console script),
+  never a library call a caller's process goes on after.
 """
 from __future__ import annotations
 
