@@ -60,11 +60,9 @@ def latest_storage_ids(instance: Any, asset_key: Any, event_type: Any,
 def stored_events(instance: Any, storage_ids: Sequence[int]) -> list[tuple[int, str]]:
     """(storage id, the event as Dagster stored it: serdes JSON) of each of `storage_ids`, in one
     query of the event log's index table (no public read returns the stored text)."""
-    from sqlalchemy import select
-    from dagster._core.storage.event_log.schema import SqlEventLogStorageTable as T
-
     if not storage_ids:
         return []
+    T = SqlEventLogStorageTable
     with instance.event_log_storage.index_connection() as conn:
         return [(int(i), e) for i, e in conn.execute(select(T.c.id, T.c.event).where(T.c.id.in_(list(storage_ids))))]
 
@@ -181,6 +179,12 @@ from dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log import
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage  # noqa: E402
 from dagster._core.storage.event_log.base import PartitionKeyFilter  # noqa: E402,F401 - for check history filters
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage  # noqa: E402
+from dagster._core.storage.event_log.schema import (  # noqa: E402 - the tables the batched writes and reads use
+    AssetCheckExecutionsTable,
+    SqlEventLogStorageMetadata,
+    SqlEventLogStorageTable,
+)
+from sqlalchemy import and_, bindparam, select, text  # noqa: E402
 
 #: Engines kept per database file: the index (or the one consolidated file) and recent run shards.
 _ENGINES_KEPT = 8
@@ -384,9 +388,6 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
     def _sheaf_missing_schema(self) -> tuple[list[str], list[Any]]:
         """(the tables of Dagster's event log schema missing from the file, the indexes missing
         from tables that are there); one catalogue read."""
-        from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
-        from sqlalchemy import text
-
         with self._connect() as conn:
             names = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master"))}
         tables = SqlEventLogStorageMetadata.tables
@@ -441,8 +442,6 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
         `_INSERT_ROWS` (as Dagster's Postgres storage inserts a batch), not one statement each;
         their storage ids, in row order (rows take increasing ids in the order of the VALUES
         list; RETURNING's order is SQLite's own)."""
-        from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
-
         ids: list[int] = []
         for i in range(0, len(rows), _INSERT_ROWS):
             chunk = rows[i:i + _INSERT_ROWS]
@@ -461,9 +460,8 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
         event serialised again each time). A row that was not planned (Dagster then inserts it)
         or was planned twice fails the batch, which Dagster then stores event by event."""
         from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
-        from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable as T
-        from sqlalchemy import and_, bindparam
 
+        T = AssetCheckExecutionsTable
         rows = [self._event_to_row(e) for e in events]
         ids = self._sheaf_insert_rows(conn, rows)
         update = T.update().where(and_(

@@ -1,6 +1,6 @@
 """The cyclic garbage collector and the objects a Sheaf process keeps for its whole life.
 
-Importing the Dagster side (`pipelines`, and Dagster with it) makes ~200,000 objects that live
+Importing the Dagster side (`pipelines`, and Dagster with it) makes ~295,000 objects that live
 until the process ends: classes, functions, schemas. CPython's collector scans every one of them
 again at each full collection, and once more when the interpreter exits. Measured on a one-paper
 edit of a 10,000-paper library (`sheaf build`, session 15; docs/benchmarks.md "Orchestration at

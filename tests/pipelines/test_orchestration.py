@@ -690,11 +690,11 @@ def test_every_kind_of_metadata_value_reads_as_dagster_reads_it(home):
         assert math.isnan(g.metadata.pop("nan")) and math.isnan(w.metadata.pop("nan"))
         assert g == w, key
     assert got[keys[0]].metadata["json"] == plain["json"] and got[keys[0]].metadata["empty"] == ""
-    by_partition = {}
-    for sid, stored in stored_events(inst, sorted(e.storage_id for e in got.values())):
-        by_partition[next(k for k, e in got.items() if e.storage_id == sid)] = plain_asset_event(
-            stored, "ASSET_MATERIALIZATION")
-    assert by_partition[keys[0]] is not None, "an event of plain values went through Dagster's deserializer"
-    assert by_partition[keys[1]] is None, "values the plain reader does not know were read as plain"
-    assert plain_asset_event(stored, "ASSET_OBSERVATION") is None  # not the kind asked for
+    stored = dict(stored_events(inst, [got[k].storage_id for k in keys]))
+    plain_one, other_one = (stored[got[k].storage_id] for k in keys)
+    assert plain_asset_event(plain_one, "ASSET_MATERIALIZATION") is not None, \
+        "an event of plain values went through Dagster's deserializer"
+    assert plain_asset_event(other_one, "ASSET_MATERIALIZATION") is None, \
+        "values the plain reader does not know were read as plain"
+    assert plain_asset_event(plain_one, "ASSET_OBSERVATION") is None  # not the kind asked for
     assert plain_asset_event("not json", "ASSET_MATERIALIZATION") is None
