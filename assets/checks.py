@@ -4,7 +4,9 @@ The five checks are one step (`paper_checks`, a multi-asset check that can run a
 them): per paper, each artifact is read once, the index is asked once and the chain's events
 once, whichever checks need them; each check still has its own key, its own result per paper
 and its own history in the UI. (Five steps read the same artifacts up to three times a paper,
-and each step costs a run its own start, events and context.)
+and each step costs a run its own start, events and context.) The artifacts are read through the
+run's IO manager (`artifacts`), so the tables the run itself just wrote come from memory
+(`io_managers.parquet`).
 """
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -16,12 +18,12 @@ from dagster import (
 )
 
 from assets.resources import SheafConfig
+from io_managers import PaperArtifactIOManager
 from pipelines.dagster_private import check_target, log_check_evaluations
 from pipelines.paper_view import verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planner import Chain, chain_events, statuses_of
 from pipelines.state import latest_events
-from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.store.select import open_backend
 from sheaf.transform.checks import (
@@ -137,7 +139,8 @@ def evaluate(keys: list[str], wanted: set[str], *, read: Callable[[str, str], An
 @multi_asset_check(specs=list(SPECS), can_subset=True, name="paper_checks",
                    description="Each paper's checks, in one step: each artifact read once a paper.")
 def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedder: ResourceParam[Embedder],
-                 chain: ResourceParam[Chain]) -> Iterator[AssetCheckResult]:
+                 chain: ResourceParam[Chain], artifacts: ResourceParam[PaperArtifactIOManager],
+                 ) -> Iterator[AssetCheckResult]:
     """Evaluate the selected checks for each paper of the run. A one-paper run records that
     paper's results (partition-scoped); a multi-paper run records one evaluation per paper and
     check, logged inside the run as one batch per check (each resolves its partition's planned
@@ -151,7 +154,6 @@ def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedd
     selected = [s for s in SPECS if AssetCheckKey(s.asset_key, s.name) in context.selected_asset_check_keys]
     wanted = {s.name for s in selected}
     settings = sheaf.settings()
-    store = open_artifacts(settings)
     instance = context.instance
     states = None
     latest: dict[str, Any] = {}  # per asset, each paper's latest materialization: read once for both uses
@@ -163,7 +165,7 @@ def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedd
     index = open_backend(settings) if wanted & {FTS_CHECK, VECTORS_CHECK} else None
     try:
         ident = embedder.identity if VECTORS_CHECK in wanted else None
-        outcomes = evaluate(keys, wanted, read=store.read, rows=store.rows,
+        outcomes = evaluate(keys, wanted, read=artifacts.read, rows=artifacts.rows,
                             counts=index.counts if index is not None else None,
                             vector_tables=(ident.passages_table, ident.vec_table) if ident is not None else None,
                             states=states)

@@ -6,6 +6,15 @@ paper that failed is left out, and its old artifact removed so nothing stale sur
 downstream inputs load the same mapping for the partitions present. Writes are atomic
 (a local temp file + rename; one put on an object store: `sheaf.store.artifact_store`), so a
 crash never leaves a torn file.
+
+Within one run, the Arrow tables the run itself wrote are read back from memory, not from their
+files: the IO manager is a new object for every run (Dagster makes one per run from its config),
+and it keeps each table it wrote until the run ends. Later steps of the run load those, and so do
+the run's asset checks (`read`); a paper's `ocr_blocks` alone was read back four times a run, and
+a Parquet read of a paper's small file costs ~0.5 ms here. The table in memory is the one written
+(Arrow tables are immutable) and the file holds exactly it, so the two reads give equal tables;
+JSON payloads are always read from their files (a dict read back from JSON can differ from the
+one written: tuples become lists, keys strings).
 """
 from __future__ import annotations
 
@@ -14,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 from dagster import ConfigurableIOManager, InputContext, OutputContext
+from pydantic import PrivateAttr
 
 from sheaf.store.artifact_store import ArtifactStore, artifact_store
 
@@ -51,12 +61,17 @@ class PaperArtifactIOManager(ConfigurableIOManager):
     folder or an fsspec URL such as ``s3://bucket/prefix``)."""
 
     root: str
+    #: {(asset, paper key): table} this run wrote (see the module docstring); a fresh dict per run.
+    _written: dict[tuple[str, str], pa.Table] = PrivateAttr(default_factory=dict)
+    _artifacts: ArtifactStore | None = PrivateAttr(default=None)
 
     def _asset(self, context: OutputContext | InputContext) -> str:
         return context.asset_key.path[-1]
 
     def _store(self) -> ArtifactStore:
-        return artifact_store(self.root)
+        if self._artifacts is None:
+            self._artifacts = artifact_store(self.root)
+        return self._artifacts
 
     def handle_output(self, context: OutputContext, obj: dict[str, Any] | None) -> None:
         if obj is None:
@@ -64,17 +79,31 @@ class PaperArtifactIOManager(ConfigurableIOManager):
         store, asset = self._store(), self._asset(context)
         keys = context.asset_partition_keys if context.has_asset_partitions else []
         for key in keys:
+            self._written.pop((asset, key), None)
             if key in obj:
                 store.write(asset, key, obj[key])
+                if isinstance(obj[key], pa.Table):
+                    self._written[(asset, key)] = obj[key]
             else:  # the paper failed this step: no stale artifact may survive
                 store.delete(asset, key)
 
+    def read(self, asset: str, key: str) -> pa.Table | dict | None:
+        """One paper's payload: the table this run wrote, else the stored artifact (None: none)."""
+        table = self._written.get((asset, key))
+        return table if table is not None else self._store().read(asset, key)
+
+    def rows(self, asset: str, key: str) -> int | None:
+        """The row count of one paper's table artifact (from the file's footer unless this run
+        wrote it), or None when it has none."""
+        table = self._written.get((asset, key))
+        return table.num_rows if table is not None else self._store().rows(asset, key)
+
     def load_input(self, context: InputContext) -> dict[str, Any]:
-        store, asset = self._store(), self._asset(context)
+        asset = self._asset(context)
         keys = context.asset_partition_keys if context.has_asset_partitions else []
         out: dict[str, Any] = {}
         for key in keys:
-            payload = store.read(asset, key)
+            payload = self.read(asset, key)
             if payload is not None:
                 out[key] = payload
         return out

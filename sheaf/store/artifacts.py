@@ -1,6 +1,9 @@
 """Per-paper artifacts ↔ Arrow tables / JSON dicts (what the Parquet IO manager stores).
 
-Explicit schemas so that an empty paper still writes a well-typed file.
+Explicit schemas so that an empty paper still writes a well-typed file, typed exactly as the file
+reads back: a list's item field is named `element`, as Parquet's (compliant) nested types name
+it, so a table in memory equals the one its file gives (a run's later steps get the very table
+the run wrote: `io_managers.parquet`).
 """
 from __future__ import annotations
 
@@ -14,23 +17,30 @@ from sheaf.core.models import (
     Block, BodyUnit, EmittedBlock, HeadingEvent, ObjectUnit, ParsedPaper, RenderMap, SectionNode,
 )
 
+
+
+def _list(item: pa.DataType) -> pa.DataType:
+    """A list type as a Parquet file reads back (its item field named `element`)."""
+    return pa.list_(pa.field("element", item))
+
+
 BLOCK_SCHEMA = pa.schema([
     ("paper_id", pa.string()), ("block_id", pa.string()), ("page", pa.int32()), ("order", pa.int32()),
-    ("bbox", pa.list_(pa.float32())), ("role", pa.string()), ("text", pa.string()),
+    ("bbox", _list(pa.float32())), ("role", pa.string()), ("text", pa.string()),
     ("raw_label", pa.string()), ("heading_level", pa.int32()), ("source_format", pa.string()),
     ("attached_to", pa.string()), ("role_reason", pa.string()),
 ])
 BODY_UNIT_SCHEMA = pa.schema([
     ("unit_id", pa.string()), ("short_id", pa.string()), ("paper_id", pa.string()), ("node_id", pa.string()),
-    ("section_path", pa.list_(pa.string())), ("section_level", pa.int32()), ("page_span", pa.list_(pa.int32())),
-    ("block_ids", pa.list_(pa.string())), ("text", pa.string()), ("token_count", pa.int32()),
+    ("section_path", _list(pa.string())), ("section_level", pa.int32()), ("page_span", _list(pa.int32())),
+    ("block_ids", _list(pa.string())), ("text", pa.string()), ("token_count", pa.int32()),
     ("unit_kind", pa.string()), ("part_ordinal", pa.int32()),
 ])
 OBJECT_UNIT_SCHEMA = pa.schema([
     ("unit_id", pa.string()), ("short_id", pa.string()), ("paper_id", pa.string()), ("object_kind", pa.string()),
     ("label", pa.string()), ("caption", pa.string()), ("table_text", pa.string()), ("nearby_text", pa.string()),
-    ("node_id", pa.string()), ("section_path", pa.list_(pa.string())), ("page", pa.int32()),
-    ("block_ids", pa.list_(pa.string())),
+    ("node_id", pa.string()), ("section_path", _list(pa.string())), ("page", pa.int32()),
+    ("block_ids", _list(pa.string())),
 ])
 
 
