@@ -46,7 +46,7 @@ def _export_hash(settings: Settings, plan: SyncPlan) -> str:
 def build(settings: Settings, defs: Definitions, papers: list[str] | None = None, full: bool = False,
           progress: Callable[[str], None] = lambda s: None, embedder: Embedder | None = None,
           events: Events | None = None, workers: int = 1, scan: SourceScan | None = None,
-          record: Record | None = None) -> BuildReport:
+          record: Record | None = None, exact_progress: bool = True) -> BuildReport:
     """Discover, then materialize missing and stale papers (all of them with `full`).
 
     Crash safety (`pipelines/reliability.py`): one build at a time per SHEAF_HOME (a second
@@ -66,7 +66,10 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     so `defs` and `embedder` then serve this process only (library metadata and report).
 
     `scan`, `record`: the library scan and the last recorded plan the no-op proof read moments
-    before (`pipelines.noop`), reused instead of made again (the record still checked current)."""
+    before (`pipelines.noop`), reused instead of made again (the record still checked current).
+
+    `exact_progress`: a program reads `events`, so the running run's progress tags are written
+    before each paper's event; False: at most once a second (`pipelines.live.TAG_EVERY`)."""
     check_workers(settings, workers)
     progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
@@ -81,7 +84,8 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
             swept = sweep_leftovers(settings.home, settings.artifacts_dir)
             prepared = prepare_index(settings, full=full, say=progress)
             defs = with_embedder(defs, embedder if embedder is not None else Embedder.from_settings(settings))
-            rep = _build(settings, defs, papers, full, progress, instance, events, workers, scan, record)
+            rep = _build(settings, defs, papers, full, progress, instance, events, workers, scan, record,
+                         exact_progress)
         except SheafError:
             raise
         except Exception as e:
@@ -98,7 +102,8 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
 def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full: bool,
            progress: Callable[[str], None], instance: DagsterInstance, events: Events,
-           workers: int = 1, scan: SourceScan | None = None, known: Record | None = None) -> BuildReport:
+           workers: int = 1, scan: SourceScan | None = None, known: Record | None = None,
+           exact_progress: bool = True) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
     # The last build's record, while provably current (pipelines/record.py): papers whose OCR
@@ -148,7 +153,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         progress(f"building {len(targets)} of {len(wanted)} papers")
     events({"event": "start", "total": len(targets), "considered": len(wanted), "planned": targets, "sync": sync})
     parallel = workers > 1 and len(targets) > 1
-    live = LiveProgress(instance, len(targets), chain.assets[-1], events, by_build=parallel)
+    live = LiveProgress(instance, len(targets), chain.assets[-1], events, by_build=parallel, exact=exact_progress)
     if workers > 1:  # the one-process default reports exactly what it always did
         how["workers"] = min(workers, len(targets)) if parallel else 1
 
@@ -172,6 +177,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             how["workers_died"] = died
         else:
             interrupted = _run_serially(instance, defs, chain, planned_runs, live, runs)
+        live.flush()  # the counters a throttled write left out, to the last run
     if interrupted:
         progress("interrupted: the next `sheaf build` carries on with what is left")
     if runs and not interrupted and report_due(instance, len(targets), len(ordered)):

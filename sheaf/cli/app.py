@@ -97,7 +97,7 @@ def cmd_build(args: argparse.Namespace) -> Outcome:
     pipeline, settings = _pipeline_service(), _settings(args)
     with BuildView(json_only=args.json, events=args.events) as view:
         out = pipeline.build(settings, papers=args.paper, full=args.full,
-                             progress=view.line, events=view.event)
+                             progress=view.line, events=view.event, exact_progress=args.events)
     if not args.json and not args.events:
         render.build(out.envelope, out.view)
     return out

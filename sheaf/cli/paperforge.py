@@ -120,7 +120,7 @@ def _build(args: argparse.Namespace, settings: Any, events: bool) -> Outcome:
         _stdin_stop()
     with BuildView(events=events, json_only=not events, stdout=sys.stdout, stderr=sys.stderr) as view:
         # stderr: warnings only (the plugin shows stderr text as a warning)
-        out = pipeline.build(settings, full=full, events=view.event if events else None,
+        out = pipeline.build(settings, full=full, events=view.event if events else None, exact_progress=events,
                              progress=lambda m: view.line(m) if m.startswith(("!", "✗")) else None)
     env = dict(out.envelope)
     env["command"] = _name(args)

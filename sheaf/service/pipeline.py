@@ -66,12 +66,15 @@ def status_dict(st: Any) -> dict[str, Any]:
 
 
 def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, full: bool = False,
-          progress: Progress = _quiet, events: Events | None = None) -> Outcome:
+          progress: Progress = _quiet, events: Events | None = None, exact_progress: bool = True) -> Outcome:
     """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
     when interrupted, 1 when a paper failed). `events`: the structured progress
     (`pipelines.live`: start, progress per paper, warnings). SIGTERM (`sheaf stop`) stops it
     at the next paper boundary, as the first Ctrl-C does. `defs`: the Definitions to build
-    with (default: `definitions(settings)`, made only when the no-op proof does not hold)."""
+    with (default: `definitions(settings)`, made only when the no-op proof does not hold).
+    `exact_progress`: a program reads `events`, so the progress another process polls
+    (`sheaf status`) is written before each event; False (a person or one envelope): at most
+    once a second, which saves a run-storage write a paper."""
     _require_library(settings)
     _light().reliability.check_workers(settings, settings.build_workers)  # before the no-op proof answers
     with stop_on_sigterm():
@@ -83,7 +86,7 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
             rep = pipelines.build.build(settings, defs if defs is not None else definitions(settings),
                                         papers=papers or None, full=full, progress=progress, events=events,
                                         workers=settings.build_workers, scan=proof.scan if proof else None,
-                                        record=proof.record if proof else None)
+                                        record=proof.record if proof else None, exact_progress=exact_progress)
             if why:
                 rep.plan["no_op_proof"] = why
     states: dict[str, int] = {}

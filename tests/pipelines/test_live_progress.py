@@ -1,0 +1,102 @@
+"""The running build's progress tags (`pipelines.live.LiveProgress`) on a real instance: written
+before each paper's event when a program reads the events, at most once a `TAG_EVERY` otherwise,
+and never left behind: what a throttled write skipped is written when the run ends."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus
+
+import pipelines.live as live
+from pipelines.live import LiveProgress
+
+LAST = "vector_collections"
+
+
+@pytest.fixture
+def inst(tmp_path):
+    with DagsterInstance.local_temp(str(tmp_path)) as instance:
+        yield instance
+
+
+def _run(inst) -> str:
+    """A started run of this process, as `sheaf build` tags its runs."""
+    run = DagsterRun(job_name="paper_chain", run_id=str(uuid.uuid4()), status=DagsterRunStatus.STARTED,
+                     tags={"sheaf/pid": str(os.getpid())})
+    inst.add_run(run)
+    return run.run_id
+
+
+def _finish(inst, run_id: str) -> None:
+    inst.report_run_canceled(inst.get_run_by_id(run_id), message="finished (test)")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(live.time, "monotonic", c)
+    return c
+
+
+def _writes(inst, monkeypatch) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    real = inst.add_run_tags
+
+    def counted(run_id, tags):
+        out.append(dict(tags))
+        return real(run_id, tags)
+
+    monkeypatch.setattr(inst, "add_run_tags", counted)
+    return out
+
+
+def _current(inst, run_id: str) -> int:
+    return int(inst.get_run_by_id(run_id).tags["sheaf/current"])
+
+
+def test_a_program_reading_the_events_sees_the_tags_at_least_as_far(inst, clock):
+    run_id = _run(inst)
+    seen: list[tuple[int, int]] = []
+    lp = LiveProgress(inst, 5, LAST, lambda e: seen.append((e["current"], _current(inst, run_id))), exact=True)
+    for i in range(5):
+        lp.paper(LAST, f"K{i}", {"passages": 1})
+    assert seen == [(n, n) for n in range(1, 6)]
+
+
+def test_without_a_program_the_tags_are_written_once_a_second_and_the_rest_at_the_runs_end(inst, clock, monkeypatch):
+    first = _run(inst)
+    writes = _writes(inst, monkeypatch)
+    events: list[dict] = []
+    lp = LiveProgress(inst, 6, LAST, events.append, exact=False)
+    lp.paper(LAST, "K0", {})
+    for i in range(1, 3):  # within the second: no write
+        clock.now += 0.3
+        lp.paper(LAST, f"K{i}", {})
+    assert [w["sheaf/current"] for w in writes] == ["1"] and _current(inst, first) == 1
+    clock.now += 0.5  # 1.1 s since the last write
+    lp.paper(LAST, "K3", {"embeddings_computed": 4})
+    assert _current(inst, first) == 4 and len(writes) == 2
+    clock.now += 0.1
+    lp.paper(LAST, "K4", {})  # throttled: left for the run's end
+    assert _current(inst, first) == 4 and len(events) == 5
+    _finish(inst, first)
+    lp.new_run()  # the next run: what the last write left out goes to the run it belongs to
+    tags = inst.get_run_by_id(first).tags
+    assert (tags["sheaf/current"], tags["sheaf/paper_id"], tags["sheaf/embedded"]) == ("5", "K4", "4")
+    second = _run(inst)
+    clock.now += 0.1
+    lp.paper(LAST, "K5", {})
+    lp.flush()  # the build's end
+    assert _current(inst, second) == 6 and len(writes) == 4
+    lp.flush()
+    assert len(writes) == 4  # nothing left: no write
