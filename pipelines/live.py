@@ -106,15 +106,16 @@ class LiveProgress:
     def _tag(self, key: str | None, throttled: bool = False) -> None:
         """The counters as tags of the running run (one run-storage write): a poller
         that has seen a paper's event reads at least that far. `throttled`: left for a later
-        write or `flush` when the last write was less than `TAG_EVERY` seconds ago."""
+        write or `flush` when the last write was less than `TAG_EVERY` seconds ago (the run is
+        found now, while it runs, so a `flush` after it ended still writes to it)."""
+        run_id = self._running_run()
+        if run_id is None:
+            return
         now = time.monotonic()
         if throttled and now - self._written_at < TAG_EVERY:
             self._unwritten = key or ""
             return
         self._unwritten, self._written_at = None, now
-        run_id = self._running_run()
-        if run_id is None:
-            return
         try:
             self.instance.add_run_tags(run_id, {
                 "sheaf/current": str(self.current), "sheaf/total": str(self.total),

@@ -95,8 +95,9 @@ def test_without_a_program_the_tags_are_written_once_a_second_and_the_rest_at_th
     assert (tags["sheaf/current"], tags["sheaf/paper_id"], tags["sheaf/embedded"]) == ("5", "K4", "4")
     second = _run(inst)
     clock.now += 0.1
-    lp.paper(LAST, "K5", {})
-    lp.flush()  # the build's end
+    lp.paper(LAST, "K5", {})  # the run's only paper, throttled: no write found the run yet
+    _finish(inst, second)
+    lp.flush()  # the build's end, after its last run ended: still that run's tags
     assert _current(inst, second) == 6 and len(writes) == 4
     lp.flush()
     assert len(writes) == 4  # nothing left: no write
