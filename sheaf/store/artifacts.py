@@ -18,7 +18,6 @@ from sheaf.core.models import (
 )
 
 
-
 def _list(item: pa.DataType) -> pa.DataType:
     """A list type as a Parquet file reads back (its item field named `element`)."""
     return pa.list_(pa.field("element", item))
