@@ -37,6 +37,9 @@ from sheaf.vectors.identity import (
     QueryVector,
     resolve_model_path,
     split_offsets,
+    split_windows,
+    whole_words,
+    word_local,
     unit_embedding_text,
 )
 from sheaf.vectors.onnx import OnnxQueryEncoder, export_in_child, find_export
@@ -82,6 +85,15 @@ class _Loaded:
     identity: ModelIdentity
     n_special: int
     onnx: Any = None  # a sheaf.vectors.query_encoder.OnnxQueryEncoder: encodes instead of `model`
+    #: `identity.word_local` of the tokenizer: a passage cut between words is counted from the
+    #: unit's own tokens, not tokenized again
+    word_local: bool = False
+
+    def __post_init__(self) -> None:
+        # the passage's count is its context's (`compose(context, "x")` less one) plus its
+        # slice's: so "x" must be one word piece
+        self.word_local = (word_local(self.tokenizer.to_str())
+                           and len(self.tokenizer.encode("x", add_special_tokens=False).ids) == 1)
 
     @property
     def backend(self) -> str:
@@ -284,12 +296,18 @@ class Embedder:
         prefix_tokens = (len(ld.tokenizer.encode(self.compose(context, "x"), add_special_tokens=False).ids)
                          - 1) if context else 0
         budget = ld.identity.max_tokens - ld.n_special - prefix_tokens
+        enc = ld.tokenizer.encode(text, add_special_tokens=False)
+        offsets = enc.offsets
         while True:
             out: list[Passage] = []
             excess = 0
-            for c0, c1 in self.split_spans(text, budget):
+            for s, e in split_windows(offsets, budget, self.overlap_tokens):
+                c0, c1 = offsets[s][0], offsets[e - 1][1]
                 ptext = self.compose(context, text[c0:c1])
-                n_tok = self.count_tokens(ptext)
+                # cut between words by a word-local tokenizer: the passage holds the context's
+                # tokens and exactly these of the text's; else it is tokenized again to be counted
+                n_tok = (prefix_tokens + e - s + ld.n_special if ld.word_local and whole_words(text, offsets, s, e)
+                         else self.count_tokens(ptext))
                 excess = max(excess, n_tok - ld.identity.max_tokens)
                 out.append(Passage(
                     passage_id=f"{unit.unit_id}#{len(out)}", unit_id=unit.unit_id,

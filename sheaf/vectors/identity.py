@@ -184,11 +184,17 @@ def split_offsets(offsets: Sequence[tuple[int, int]], budget: int,
     `offsets`), overlapping by about `overlap_tokens`, cut at word boundaries where
     possible; together they cover every token. The one windowing policy of passages and
     long queries (`sheaf.vectors.query_encoder` applies it without torch)."""
+    return [(offsets[s][0], offsets[e - 1][1]) for s, e in split_windows(offsets, budget, overlap_tokens)]
+
+
+def split_windows(offsets: Sequence[tuple[int, int]], budget: int,
+                  overlap_tokens: int = DEFAULT_OVERLAP) -> list[tuple[int, int]]:
+    """`split_offsets`' windows as token ranges `[s, e)` of `offsets`."""
     n = len(offsets)
     if n == 0:
         return []
     if n <= budget:
-        return [(offsets[0][0], offsets[-1][1])]
+        return [(0, n)]
     # Cut points: tokens preceded by whitespace (a gap after the previous token); a text
     # without enough of them (one huge "word") is cut at word-piece boundaries instead.
     starts = [i == 0 or offsets[i][0] > offsets[i - 1][1] for i in range(n)]
@@ -203,7 +209,7 @@ def split_offsets(offsets: Sequence[tuple[int, int]], budget: int,
                 w -= 1
             if w > s + budget // 2:  # a word longer than half a window is cut mid-word
                 e = w
-        spans.append((offsets[s][0], offsets[e - 1][1]))
+        spans.append((s, e))
         if e >= n:
             return spans
         ns = max(e - overlap, s + 1)
@@ -211,6 +217,62 @@ def split_offsets(offsets: Sequence[tuple[int, int]], budget: int,
         while w > s + 1 and not starts[w]:
             w -= 1
         s = w if starts[w] and w > s else ns
+
+
+#: Tokenizer parts that keep word pieces within whitespace-separated words (`word_local`):
+#: normalizers that map each character on its own, pre-tokenizers that split at whitespace first.
+_LOCAL_NORMALIZERS = frozenset({"BertNormalizer", "Lowercase", "NFD", "StripAccents"})
+_LOCAL_PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
+#: The characters a cut between two words may hold for `whole_words` (BERT's whitespace).
+_CUT_SPACE = frozenset(" \t\n\r")
+
+
+def word_local(tokenizer_json: str) -> bool:
+    """True when the tokenizer (its `to_str()` JSON) gives any text the word pieces of its
+    whitespace-separated words tokenized one by one: a normalizer of per-character steps, a
+    pre-tokenizer that splits at whitespace, WordPiece, no added token holding whitespace (BERT's
+    tokenizers, MiniLM's among them). Then a passage cut at whitespace holds exactly the text's
+    word pieces between its cuts (`whole_words`), and counting them needs no second tokenization;
+    for any other tokenizer every passage is tokenized again to be counted."""
+    try:
+        cfg = json.loads(tokenizer_json)
+    except ValueError:
+        return False
+
+    def parts(node: Any, key: str) -> list[str] | None:
+        if node is None:
+            return []
+        if not isinstance(node, dict):
+            return None
+        if node.get("type") == "Sequence":
+            out: list[str] = []
+            for child in node.get(key) or []:
+                got = parts(child, key)
+                if got is None:
+                    return None
+                out += got
+            return out
+        return [str(node.get("type"))]
+
+    norms = parts(cfg.get("normalizer"), "normalizers")
+    pres = parts(cfg.get("pre_tokenizer"), "pretokenizers")
+    model = cfg.get("model") or {}
+    added = [t.get("content", "") for t in cfg.get("added_tokens") or []]
+    return (norms is not None and set(norms) <= _LOCAL_NORMALIZERS
+            and bool(pres) and pres is not None and set(pres) <= _LOCAL_PRE_TOKENIZERS
+            and model.get("type") == "WordPiece"
+            and not any(ch.isspace() for t in added for ch in t))
+
+
+def whole_words(text: str, offsets: Sequence[tuple[int, int]], s: int, e: int) -> bool:
+    """Whether the window `[s, e)` of `text`'s tokens starts and ends at a cut between words:
+    the text's start or end, or a gap of BERT whitespace alone (a gap left by a character the
+    normalizer drops is not a cut)."""
+    def cut(a: int, b: int) -> bool:  # the characters between two tokens
+        return b > a and all(ch in _CUT_SPACE for ch in text[a:b])
+
+    return ((s == 0 or cut(offsets[s - 1][1], offsets[s][0]))
+            and (e == len(offsets) or cut(offsets[e - 1][1], offsets[e][0])))
 
 
 # --- the embedding model in a code version ------------------------------------------------------

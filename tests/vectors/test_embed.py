@@ -225,3 +225,92 @@ def test_a_gpu_device_this_machine_lacks_is_a_clear_error():
         Embedder(device="cuda").load()
     assert e.value.code == "BACKEND_UNAVAILABLE" and "'cuda'" in e.value.message
     assert e.value.details["setting"] == "SHEAF_EMBED_DEVICE" and "SHEAF_EMBED_DEVICE=cpu" in e.value.details["hint"]
+
+
+# --- counting a passage's tokens without tokenizing it again (word-local tokenizers) -------
+
+TRICKY = [
+    numbered_words(700),  # many windows, every cut between words
+    "A" * 3000 + " " + "x" * 10,  # a word longer than half a window: cut mid-word
+    " ".join(["naïve café Ωμέγα ΣΟΦΟΣ", "中文字符 测试", "end\u00a0to\u00a0end", "a\x00b c\x1cd",
+              "[MASK] [SEP]token", "x\u0301y", "http://example.org/a_b?c=d", "e=mc^2;", "\ttab\r\nline"] * 40),
+    "\x00\x00 leading control " + numbered_words(300) + " trailing\u3000",
+    "\n\n" + "word, " * 400,
+    "intro " + "x," * 500 + " outro",  # a run of tokens without whitespace: cut inside it
+]
+
+
+def test_minilm_tokenizer_is_word_local(embedder):
+    assert embedder.load().word_local is True
+
+
+def test_passages_counted_from_the_units_tokens_equal_passages_tokenized_again(embedder, shared_data):
+    """A word-local tokenizer (MiniLM's) counts a passage cut between words from the unit's own
+    tokens: every passage equals the one counted by tokenizing it again (text, span, count), on
+    texts with control characters, no-break spaces, CJK, accents, special tokens and a word
+    longer than a window, and on every real paper in ../shared (PaddleOCR-VL, MinerU)."""
+    from sheaf.transform.chain import process_paper
+
+    ld = embedder.load()
+    units = [body("P1", f"s{i}", t, ("Results", f"Part {i}")) for i, t in enumerate(TRICKY)]
+    papers = [(units, [], "Endochondral bone regeneration")]
+    for path in [*sorted(shared_data.glob("paddleocr_vl/*/result.json")),
+                 *sorted(shared_data.glob("mineru/*/content_list.json"))]:
+        out = process_paper(path.parent, path.parent.name)
+        papers.append((out.body_units, out.object_units, out.paper.title))
+    assert len(papers) > 10
+    try:
+        fast = [embedder.build_passages(*p) for p in papers]
+        ld.word_local = False
+        slow = [embedder.build_passages(*p) for p in papers]
+    finally:
+        ld.word_local = True
+    assert fast == slow
+    assert sum(len(ps) for ps in fast) > 500 and max(p.n_tokens for ps in fast for p in ps) == 256
+
+
+def test_a_passage_cut_between_words_is_not_tokenized_again(embedder):
+    """One tokenization of the unit's text (and two of its context), none a passage: a long unit
+    of words costs 3 tokenizer calls, not 3 + one per passage; a cut inside a word is still
+    tokenized again."""
+    ld = embedder.load()
+    real = ld.tokenizer
+    calls: list[str] = []
+
+    class Counting:
+        def encode(self, text, add_special_tokens=True):
+            calls.append(text)
+            return real.encode(text, add_special_tokens=add_special_tokens)
+
+    ld.tokenizer = Counting()
+    try:
+        ps = embedder.passages_for(body("P1", "s1", numbered_words(2000)), title="Paper")
+        words = len(calls)
+        calls.clear()
+        cut = embedder.passages_for(body("P1", "s2", "x," * 500), title=None)
+    finally:
+        ld.tokenizer = real
+    assert len(ps) > 5 and words == 3
+    assert len(cut) > 1 and len(calls) == 3 + len(cut)  # as above, then each window cut inside the run
+
+
+@pytest.mark.parametrize("change, local", [
+    ({}, True),
+    ({"normalizer": None}, True),
+    ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"},
+                                                         {"type": "StripAccents"}]}}, True),
+    ({"normalizer": {"type": "NFKC"}}, False),  # maps some characters to spaces
+    ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}]}}, True),
+    ({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}}, False),  # SentencePiece
+    ({"pre_tokenizer": {"type": "ByteLevel"}}, False),  # GPT-2 / RoBERTa: a word's tokens hold its space
+    ({"pre_tokenizer": None}, False),
+    ({"model": {"type": "BPE"}}, False),
+    ({"added_tokens": [{"content": "new york"}]}, False),
+])
+def test_word_local_accepts_only_tokenizers_that_split_at_whitespace(embedder, change, local):
+    from sheaf.vectors.identity import word_local
+
+    cfg = json.loads(embedder.load().tokenizer.to_str())
+    cfg.update(change)
+    assert word_local(json.dumps(cfg)) is local
+    assert word_local("not json") is False
