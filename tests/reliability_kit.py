@@ -126,11 +126,11 @@ def install(f):
         import sheaf.store.artifact_store as iop
         from pathlib import Path
         import tempfile
-        def aw(path, write):
+        def aw(path, data):
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-            os.close(fd)
-            write(tmp)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
             seen[0] += 1
             if seen[0] == nth: die()
             os.replace(tmp, path)

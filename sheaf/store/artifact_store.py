@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -83,17 +83,29 @@ def read_parquet(source: str | Path | pa.NativeFile) -> pa.Table:
     return pq.ParquetFile(source).read()
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """`write(tmp)` to a temp file beside `path`, then rename it over `path` (atomic on POSIX)."""
+def _atomic_write(path: Path, data: bytes) -> None:
+    """`data` to a temp file beside `path`, through the descriptor that created it, then the temp
+    file renamed over `path` (atomic on POSIX). The payload is serialized before the temp file
+    exists, so a failed serialization leaves nothing behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
     try:
-        write(tmp)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at `path` holds exactly `data` (a read of a paper's small file, ~0.05 ms
+    here, where replacing it costs ~1 ms: the new file, the rename, the old file's blocks freed)."""
+    try:
+        with open(path, "rb") as f:
+            return os.fstat(f.fileno()).st_size == len(data) and f.read() == data
+    except OSError:
+        return False
 
 
 def _check_key(key: str) -> None:
@@ -236,11 +248,9 @@ class LocalArtifactStore(ArtifactStore):
         return self.root.joinpath(*parts)
 
     def _write(self, path: Path, payload: pa.Table | dict | str) -> None:  # type: ignore[override]
-        if isinstance(payload, pa.Table):
-            _atomic_write(path, lambda tmp: pq.write_table(payload, tmp))
-        else:
-            text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
-            _atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        data = _serialize(payload)[1]
+        if not _holds(path, data):  # the same bytes stay: a rebuild that changed nothing here writes nothing
+            _atomic_write(path, data)
 
     def _get(self, path: Path) -> bytes | None:  # type: ignore[override]
         try:

@@ -50,7 +50,8 @@ TARGETED: list[tuple[str, str, dict[str, Any]]] = [
      {"kind": "timer_in", "target": "sheaf.vectors.embedder:Embedder.encode", "nth": 1, "delay": 0.3}),
     ("fresh", "after the embedding cache committed, before the vectors are written",
      {"kind": "after", "target": "sheaf.store.sqlite.writer:cache_put", "nth": 1}),
-    ("full", "between an artifact's temp write and its rename",
+    # a fresh build: a `--full` rebuild of an unchanged library writes no artifact (the same bytes stay)
+    ("fresh", "between an artifact's temp write and its rename",
      {"kind": "atomic_write", "nth": 5}),
     ("full", "between two Dagster events of a run",
      {"kind": "before", "target": "dagster._core.instance:DagsterInstance.handle_new_event", "nth": 45}),

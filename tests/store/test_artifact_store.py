@@ -3,6 +3,7 @@
 clear errors naming the URL without its credentials."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -80,10 +81,23 @@ def test_a_failed_local_write_leaves_the_old_file_and_no_partial_one(tmp_path, m
     store = artifact_store(tmp_path)
     store.write("ocr_blocks", "K1", pa.table({"a": [1]}))
 
-    def torn(table, where, **kw):
-        Path(where).write_bytes(b"PAR1 half a file")
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(store_mod.pq, "write_table", torn)
+    real_fdopen = os.fdopen
+
+    class Torn:  # the temp file's descriptor: half the bytes written, then the disk is full
+        def __init__(self, fd, *a, **kw):
+            self.f = real_fdopen(fd, *a, **kw)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:len(data) // 2])
+            self.f.flush()
+            raise OSError(28, "No space left on device")
+    monkeypatch.setattr(store_mod.os, "fdopen", Torn)
     with pytest.raises(OSError):
         store.write("ocr_blocks", "K1", pa.table({"a": [1, 2]}))
     monkeypatch.undo()
@@ -92,6 +106,30 @@ def test_a_failed_local_write_leaves_the_old_file_and_no_partial_one(tmp_path, m
     with pytest.raises(TypeError):  # a payload that cannot be serialized writes nothing
         store.write("render_map", "K1", {"x": object()})
     assert store.names("render_map") == set()
+
+
+def test_writing_the_bytes_a_file_holds_leaves_it_untouched(tmp_path):
+    """A rebuild that gives a paper the same artifact writes nothing (no temp file, no rename,
+    the same inode and mtime); other bytes replace the file; the other format's file still goes."""
+    store = artifact_store(tmp_path)
+    table = pa.table({"a": [1, 2]})
+    path = Path(store.write("ocr_blocks", "K1", table))
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    before = path.stat()
+    store.write("ocr_blocks", "K1", pa.table({"a": [1, 2]}))
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, 1_000_000_000)
+    store.write("ocr_blocks", "K1", pa.table({"a": [1, 3]}))
+    assert path.stat().st_ino != before.st_ino and store.read("ocr_blocks", "K1").column("a").to_pylist() == [1, 3]
+    json_path = Path(store.write("render_map", "K1", {"x": 1}))
+    os.utime(json_path, ns=(1_000_000_000, 1_000_000_000))
+    store.write("render_map", "K1", {"x": 1})
+    assert json_path.stat().st_mtime_ns == 1_000_000_000
+    store.write("render_map", "K1", {"x": 2})
+    assert json_path.stat().st_mtime_ns != 1_000_000_000 and store.read("render_map", "K1") == {"x": 2}
+    (tmp_path / "render_map" / "K1.parquet").write_bytes(b"stale")  # a paper's artifact changed format
+    store.write("render_map", "K1", {"x": 2})
+    assert store.names("render_map") == {"K1.json"}
 
 
 def test_a_failed_put_leaves_no_object_on_the_store(monkeypatch):
