@@ -58,3 +58,23 @@ def test_report_reads_files_of_different_schemas(tmp_path, old):
 
 def test_report_of_an_empty_store(tmp_path):
     assert library_report_data(tmp_path)["papers"] == 0
+
+
+def test_shared_text_is_shown_by_its_first_120_characters(tmp_path):
+    text = "Ünïcödé " + "é" * 150 + LONG
+    _paper(tmp_path, "AAAA0001", "mineru", ["heading"], [text])
+    _paper(tmp_path, "BBBB0002", "mineru", ["heading"], [text, LONG])
+    d = library_report_data(tmp_path)
+    assert d["shared_units"] == [{"text": text[:120], "papers": ["AAAA0001", "BBBB0002"]}]
+
+
+def test_the_reports_duckdb_prints_no_progress_bar():
+    """DuckDB draws a progress bar on stdout once a query runs past 2 s (the report's did at
+    10,000 papers), inside `sheaf build --json`, whose stdout is one envelope."""
+    from sheaf.store.report import connect
+
+    con = connect()
+    try:
+        assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
+    finally:
+        con.close()
