@@ -18,7 +18,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
 from sheaf.ingest.library import discover
 from sheaf.ingest.metadata import export_files_metadata, export_hash
-from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
+from sheaf.store.artifacts import table_title, table_to_body_units, table_to_object_units
 from sheaf.store.backend import IndexBackend
 from sheaf.store.select import open_backend
 from sheaf.vectors.embedder import Embedder
@@ -100,7 +100,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embed
                 break
             try:
                 units, objects = _units(key, body_units, object_units)
-                title = table_to_paper(ocr_blocks[key]).title if key in ocr_blocks else None
+                title = table_title(ocr_blocks[key]) if key in ocr_blocks else None
                 passages = embedder.build_passages(units, objects, title)
             except (IngestError, SheafError) as e:  # this paper fails alone (in `one`)
                 prepared[key] = e

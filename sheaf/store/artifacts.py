@@ -64,6 +64,11 @@ def paper_to_table(paper: ParsedPaper) -> pa.Table:
     return t.replace_schema_metadata({"sheaf.paper": json.dumps(meta)})
 
 
+def table_title(table: pa.Table) -> str | None:
+    """The paper's title from its blocks table's schema metadata, without reading a block."""
+    return json.loads((table.schema.metadata or {})[b"sheaf.paper"])["title"]
+
+
 def table_to_paper(table: pa.Table) -> ParsedPaper:
     meta = json.loads((table.schema.metadata or {})[b"sheaf.paper"])
     blocks = []

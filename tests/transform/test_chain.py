@@ -9,8 +9,8 @@ import pytest
 
 from sheaf.ingest.library import discover
 from sheaf.store.artifacts import (
-    body_units_to_table, object_units_to_table, paper_to_table, render_map_from_dict, table_to_body_units,
-    table_to_object_units, table_to_paper, tree_from_dict,
+    body_units_to_table, object_units_to_table, paper_to_table, render_map_from_dict, table_title,
+    table_to_body_units, table_to_object_units, table_to_paper, tree_from_dict,
 )
 from sheaf.transform import chain
 
@@ -34,7 +34,9 @@ def test_stages_through_stored_artifacts_give_the_same_units(key):
     """What the assets do: blocks, render-map, tree and units each go through their artifact
     form (Parquet table / JSON dict) between stages."""
     direct = chain.process_paper(PAPERS[key], key, token_cap=200)
-    paper = table_to_paper(paper_to_table(chain.parse(PAPERS[key], key)))
+    table = paper_to_table(chain.parse(PAPERS[key], key))
+    paper = table_to_paper(table)
+    assert table_title(table) == paper.title == direct.paper.title  # what the vector step reads
     render_map = render_map_from_dict(chain.render(paper).render_map.to_dict())
     tree = tree_from_dict(chain.tree(paper, render_map).to_dict())
     body, objects = chain.units(paper, tree, 200)
