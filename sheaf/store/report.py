@@ -64,35 +64,33 @@ def _report(store: ArtifactStore, union: bool) -> dict[str, Any]:
         blocks, units, objects = (_source(con, store, a, union) for a in ("ocr_blocks", "body_units", "object_units"))
         if blocks is None:
             return out
-        # Each asset's files are read once, into a small table of the columns the report uses:
-        # every query below then reads memory, not every paper's file again (9 passes over the
-        # files before: 2.1 s at 1,000 papers, 15-20 s at 10,000).
-        con.execute(f"CREATE TEMP TABLE blocks AS SELECT paper_id, source_format, role IN ('heading', "
-                    f"'abstract_heading', 'reference_heading', 'backmatter_heading') AS heading FROM {blocks}")
+        # Each pass over an asset's files aggregates into a small table (a row a paper) that the
+        # queries below read instead of every file again: 4 passes, 9 before (1.3-2.1 s → 0.7-0.8 s
+        # at 1,000 papers). Aggregates, not copies of the rows: DuckDB holds a copy of 10,000 papers'
+        # rows at ~0.4 GB more peak memory.
+        con.execute(f"CREATE TEMP TABLE papers AS SELECT paper_id, source_format, count(*) FILTER (WHERE role IN "
+                    f"('heading', 'abstract_heading', 'reference_heading', 'backmatter_heading')) AS headings "
+                    f"FROM {blocks} GROUP BY paper_id, source_format")
         out["formats"] = [{"format": f, "papers": n} for f, n in con.execute(
-            "SELECT source_format, count(DISTINCT paper_id) FROM blocks GROUP BY 1 ORDER BY 2 DESC, 1").fetchall()]
-        out["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM blocks").fetchone()[0]
+            "SELECT source_format, count(DISTINCT paper_id) FROM papers GROUP BY 1 ORDER BY 2 DESC, 1").fetchall()]
+        out["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM papers").fetchone()[0]
         out["papers_without_headings"] = [r[0] for r in con.execute(
-            "SELECT paper_id FROM blocks GROUP BY 1 HAVING count(*) FILTER (WHERE heading) = 0 ORDER BY 1").fetchall()]
+            "SELECT paper_id FROM papers GROUP BY 1 HAVING sum(headings) = 0 ORDER BY 1").fetchall()]
         covered = {"parsed": out["papers"]}
         if units:
-            # a unit's text only where it may be shared (≥ 200 characters): its hash and its start
-            con.execute(f"CREATE TEMP TABLE units AS SELECT paper_id, token_count, node_id, "
-                        f"CASE WHEN length(text) >= 200 THEN md5(text) END AS text_md5, "
-                        f"CASE WHEN length(text) >= 200 THEN left(text, 120) END AS text_start FROM {units}")
-            per = con.execute(
-                "SELECT count(*), coalesce(sum(token_count),0), count(DISTINCT paper_id) FROM units").fetchone()
+            con.execute(f"CREATE TEMP TABLE unit_papers AS SELECT paper_id, count(*) AS units, "
+                        f"sum(token_count) AS tokens, count(DISTINCT node_id) AS sections FROM {units} GROUP BY 1")
+            per = con.execute("SELECT coalesce(sum(units), 0), coalesce(sum(tokens), 0), count(*) FROM unit_papers"
+                              ).fetchone()
             out["units"], out["tokens"], covered["with_units"] = int(per[0]), int(per[1]), int(per[2])
-            for name, expr in (("units_per_paper", "count(*)"), ("tokens_per_paper", "sum(token_count)"),
-                               ("sections_per_paper", "count(DISTINCT node_id)")):
-                row = con.execute(
-                    f"SELECT min(v), quantile_cont(v, 0.5), quantile_cont(v, 0.9), max(v) FROM "
-                    f"(SELECT {expr} AS v FROM units GROUP BY paper_id)").fetchone()
-                out["distribution"][name] = {"min": row[0], "p50": row[1], "p90": row[2], "max": row[3]}
+            for name in ("units", "tokens", "sections"):
+                row = con.execute(f"SELECT min({name}), quantile_cont({name}, 0.5), quantile_cont({name}, 0.9), "
+                                  f"max({name}) FROM unit_papers").fetchone()
+                out["distribution"][f"{name}_per_paper"] = {"min": row[0], "p50": row[1], "p90": row[2], "max": row[3]}
             out["shared_units"] = [{"text": t, "papers": list(ps)} for t, ps in con.execute(
-                "SELECT any_value(text_start), list(DISTINCT paper_id ORDER BY paper_id) FROM units "
-                "WHERE text_md5 IS NOT NULL GROUP BY text_md5 HAVING count(DISTINCT paper_id) > 1 "
-                "ORDER BY 2 LIMIT 50").fetchall()]
+                f"SELECT any_value(left(text, 120)), list(DISTINCT paper_id ORDER BY paper_id) FROM {units} "
+                f"WHERE length(text) >= 200 GROUP BY md5(text) HAVING count(DISTINCT paper_id) > 1 "
+                f"ORDER BY 2 LIMIT 50").fetchall()]
         if objects:
             covered["objects"] = con.execute(
                 f"SELECT count(*) FROM {objects}").fetchone()[0]
