@@ -90,10 +90,7 @@ class _Loaded:
     word_local: bool = False
 
     def __post_init__(self) -> None:
-        # the passage's count is its context's (`compose(context, "x")` less one) plus its
-        # slice's: so "x" must be one word piece
-        self.word_local = (word_local(self.tokenizer.to_str())
-                           and len(self.tokenizer.encode("x", add_special_tokens=False).ids) == 1)
+        self.word_local = word_local(self.tokenizer.to_str())
 
     @property
     def backend(self) -> str:
@@ -261,18 +258,22 @@ class Embedder:
         ld = self.load()
         return len(ld.tokenizer.encode(text, add_special_tokens=False).ids) + ld.n_special
 
-    def _context(self, title: str | None, section_path: Sequence[str]) -> str:
+    def _context(self, title: str | None, section_path: Sequence[str]) -> tuple[str, int]:
+        """The passage context of a unit (title and section path, capped at CONTEXT_CAP word
+        pieces) and its word pieces."""
         parts = [p.strip() for p in (title, *section_path) if p and p.strip()]
         if not parts:
-            return ""
+            return "", 0
+        tok = self.load().tokenizer
         ctx = CONTEXT_SEP.join(parts)
-        enc = self.load().tokenizer.encode(ctx, add_special_tokens=False)
-        if len(enc.ids) > CONTEXT_CAP:
+        enc = tok.encode(ctx, add_special_tokens=False)
+        n = len(enc.ids)
+        if n > CONTEXT_CAP:
             # Keep the title's start and the most specific section: cut the middle of the path.
             ctx = ctx[: enc.offsets[CONTEXT_CAP - 1][1]].rstrip() + "…"
-            while len(self.load().tokenizer.encode(ctx, add_special_tokens=False).ids) > CONTEXT_CAP:
+            while (n := len(tok.encode(ctx, add_special_tokens=False).ids)) > CONTEXT_CAP:
                 ctx = ctx[: max(0, len(ctx) - 8)].rstrip() + "…"
-        return ctx
+        return ctx, n
 
     def compose(self, context: str, text: str) -> str:
         """The passage text for a context prefix and a slice of unit text."""
@@ -292,9 +293,11 @@ class Embedder:
         if not text.strip():
             return []
         unit_type = "body" if isinstance(unit, BodyUnit) else "object"
-        context = self._context(title, unit.section_path)
-        prefix_tokens = (len(ld.tokenizer.encode(self.compose(context, "x"), add_special_tokens=False).ids)
-                         - 1) if context else 0
+        context, context_tokens = self._context(title, unit.section_path)
+        # the context's word pieces in a passage: its own count with a word-local tokenizer (the
+        # template's "\n" separates it from the text), else measured in the composed text
+        prefix_tokens = (0 if not context else context_tokens if ld.word_local
+                         else len(ld.tokenizer.encode(self.compose(context, "x"), add_special_tokens=False).ids) - 1)
         budget = ld.identity.max_tokens - ld.n_special - prefix_tokens
         enc = ld.tokenizer.encode(text, add_special_tokens=False)
         offsets = enc.offsets
