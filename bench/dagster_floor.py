@@ -63,7 +63,7 @@ META = {
     "structure_tree": {"ocr_result_hash": HASH, "sections": 4, "depth": 1, "output_hash": HASH},
     "retrieval_units": {"ocr_result_hash": HASH, "body_units": 3, "object_units": 0, "tokens": 770,
                         "output_hash": HASH + ":" + HASH[:16]},
-    "fts_tables": {"body_units": 3, "object_units": 0, "fts_rows": 3, "replace_ms": 1.5},
+    "fts_tables": {"body_units": 3, "object_units": 0, "rows_unchanged": False, "replace_ms": 1.5},
     "vector_collections": {"passages": 7, "embeddings_computed": 0, "embeddings_reused": 7,
                            "model": "sentence-transformers/all-MiniLM-L6-v2", "model_identity": "a3b6abd534f5",
                            "embed_backend": "onnx", "embed_device": "cpu", "embed_ms": 0.0},

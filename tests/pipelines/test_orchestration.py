@@ -130,6 +130,37 @@ def test_a_full_build_reads_each_papers_status_once_after_its_runs(home, monkeyp
     assert code == 0 and env["data"]["runs"] == [] and env["data"]["plan"]["papers_read"] == 0, env
 
 
+def _index_rows(home: Home) -> dict[str, list[tuple]]:
+    """Every unit and passage row of the index with its rowid (a rewrite gives new rowids)."""
+    from sheaf.store.sqlite.index import collections, open_index
+
+    conn = open_index(settings=home.settings())
+    try:
+        out = {t: conn.execute(f"SELECT unit_rowid, unit_id FROM {t} ORDER BY 1").fetchall()
+               for t in ("body_units", "object_units")}
+        for ident in collections(conn).values():
+            out[ident.passages_table] = conn.execute(
+                f"SELECT passage_rowid, passage_id FROM {ident.passages_table} ORDER BY 1").fetchall()
+        return out
+    finally:
+        conn.close()
+
+
+def test_a_full_rebuild_of_an_unchanged_library_rewrites_no_index_row(home):
+    """Every paper runs again, and each step finds the index already holding exactly its rows:
+    none is deleted and written again (the FTS step says so in its metadata), nothing is embedded."""
+    from pipelines.state import latest_events
+
+    before = _index_rows(home)
+    assert before["body_units"] and any(k.startswith("passages_") and v for k, v in before.items())
+    code, env = run_cli(["build", "--full", "--json"])
+    assert code == 0 and sorted(k for r in env["data"]["runs"] for k in r["papers"]) == sorted(BASE_PAPERS)
+    assert env["data"]["embeddings_computed"] == 0
+    assert _index_rows(home) == before
+    fts = latest_events(instance(), "fts_tables", partitions=list(BASE_PAPERS))
+    assert {k: e.metadata["rows_unchanged"] for k, e in fts.items()} == {k: True for k in BASE_PAPERS}
+
+
 def test_a_full_build_stopped_before_its_first_run_reports_the_papers_statuses(home, monkeypatch):
     import pipelines.build as build
 

@@ -34,13 +34,15 @@ SEED = int(os.environ.get("SHEAF_KILL_SEED", "20261129"))
 
 #: (scenario, fault) kills at chosen points; `fault` is a zygote fault spec.
 TARGETED: list[tuple[str, str, dict[str, Any]]] = [
-    ("full", "mid-transaction: replace_paper, old rows deleted, new not yet inserted",
+    # fresh builds: a `--full` rebuild of an unchanged library finds every paper's index rows as
+    # they should be and writes none (`replace_paper` / `replace_paper_vectors` leave them alone)
+    ("fresh", "mid-transaction: replace_paper, old rows deleted, new not yet inserted",
      {"kind": "hook", "func": "replace_paper", "step": "after_delete", "nth": 2}),
-    ("full", "mid-transaction: replace_paper, everything written, before COMMIT",
+    ("fresh", "mid-transaction: replace_paper, everything written, before COMMIT",
      {"kind": "hook", "func": "replace_paper", "step": "before_commit", "nth": 3}),
-    ("full", "right after replace_paper committed (vectors dropped), before Dagster records it",
+    ("fresh", "right after replace_paper committed (vectors dropped), before Dagster records it",
      {"kind": "after", "target": "sheaf.store.sqlite.writer:replace_paper", "nth": 1}),
-    ("full", "mid-transaction: replace_paper_vectors, passages written, vectors not",
+    ("fresh", "mid-transaction: replace_paper_vectors, passages written, vectors not",
      {"kind": "hook", "func": "replace_paper_vectors", "step": "after_passages", "nth": 2}),
     ("toggle", "mid-transaction: remove_paper of a removed paper",
      {"kind": "hook", "func": "remove_paper", "step": "after_units", "nth": 1}),

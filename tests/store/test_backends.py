@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sheaf.core.envelope import SheafError
@@ -176,6 +177,69 @@ def test_index_stats_count_vectors_through_passages_and_still_see_a_stray_vector
             assert after["PB"]["vectors"] == before["PB"]["vectors"] == after["PB"]["passages"] + 1, papers
     finally:
         index.close()
+
+
+def _lose_lexical_rows(index) -> None:
+    """The paper's lexical rows gone behind the writer's back (as a crash of another tool could)."""
+    if index.kind == "postgres":
+        for table in ("lex_postings", "lex_stats", "lex_terms", "lex_rows"):
+            index.conn.execute(f"DELETE FROM {table} WHERE paper_id = 'PA'")
+    else:
+        index.conn.execute("INSERT INTO body_units_fts(body_units_fts) VALUES ('delete-all')")
+        index.conn.commit()
+
+
+def test_writing_what_the_index_holds_writes_nothing(backend, embedder):
+    """A paper's rows (units, lexical rows) or passages (rows and vectors) that the index holds
+    exactly are left as they are, and its state does not move; any difference is written."""
+    units, objects = paper_units("PA")
+    backend.replace_paper("PA", units, objects)
+    embedded = embed(embedder, backend, units, objects)
+    backend.replace_paper_vectors("PA", embedded)
+    ident = embedder.identity
+    shorts = {u.unit_id: u.short_id for u in backend.paper_units("PA")[0]}
+    state = backend.state()
+    st = backend.replace_paper("PA", units, objects)
+    assert st.unchanged and (st.body_units, st.object_units, st.deleted_units) == (len(units), len(objects), 0)
+    assert backend.replace_paper_vectors("PA", embedded) == len(embedded.passages)
+    assert backend.state() == state
+    assert lexical(backend, "body", "collagen") and backend.counts("PA")[ident.vec_table] == len(embedded.passages)
+
+    # any one field differing is written: text, a page span, an object's caption, the order
+    moved = dataclasses.replace(units[1], page_span=(1, 3))
+    for changed_units, changed_objects in (
+            ([*units[:1], dataclasses.replace(units[1], text="Osteoid seams widened."), *units[2:]], objects),
+            ([units[0], moved, *units[2:]], objects),
+            (units, [dataclasses.replace(objects[0], caption="Figure 1. Other."), objects[1]]),
+            ([units[1], units[0], *units[2:]], objects)):
+        st = backend.replace_paper("PA", changed_units, changed_objects)
+        assert not st.unchanged and st.deleted_units == len(units) + len(objects)
+        assert backend.state() != state
+        b, o = backend.paper_units("PA")
+        assert ([(u.unit_id, u.text, u.page_span) for u in b], [(x.unit_id, x.caption) for x in o]) == (
+            [(u.unit_id, u.text, u.page_span) for u in changed_units], [(x.unit_id, x.caption) for x in changed_objects])
+        state = backend.state()
+    assert lexical(backend, "body", "osteoid") == []  # the last write put the first text back
+    backend.replace_paper("PA", units, objects)
+    assert {u.unit_id: u.short_id for u in backend.paper_units("PA")[0]} == shorts
+
+    # lexical rows lost outside the writer: the same units are written again, and found again
+    _lose_lexical_rows(backend)
+    assert lexical(backend, "body", "collagen") == []
+    assert not backend.replace_paper("PA", units, objects).unchanged
+    assert lexical(backend, "body", "collagen")
+
+    # a vector that differs by one bit of one float is written
+    backend.replace_paper_vectors("PA", embedded)
+    state = backend.state()
+    nudged = dataclasses.replace(embedded, vectors=embedded.vectors.copy())
+    nudged.vectors[0, 0] = np.nextafter(nudged.vectors[0, 0], np.float32(2))
+    assert backend.replace_paper_vectors("PA", nudged) == len(embedded.passages)
+    assert backend.state() != state
+    stored = backend.paper_passages("PA", ident)
+    assert stored.vectors[0].tobytes() == nudged.vectors[0].tobytes() != embedded.vectors[0].tobytes()
+    assert backend.replace_paper_vectors("PA", embedded) and backend.paper_passages("PA", ident).vectors[0].tobytes() \
+        == embedded.vectors[0].tobytes()
 
 
 @pytest.mark.parametrize("fail_at", ["after_delete", "after_body_units", "before_commit"])

@@ -26,7 +26,10 @@ from sheaf.store.postgres.db import Where, psycopg, retrying
 from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES, collections, ensure_collection
 from sheaf.store.sqlite.fts import FTS_TOKENIZER
 from sheaf.store.sqlite.index import _body_fts_row, _object_fts_row, _papers_fts_row
-from sheaf.store.sqlite.writer import ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit
+from sheaf.store.sqlite.writer import (
+    BODY_CONTENT, OBJECT_CONTENT, PASSAGE_CONTENT, ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit, body_row,
+    object_row, same_passages, units_held,
+)
 from sheaf.store.sqlite.writer import _unchanged_units as sqlite_unchanged_units
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -224,27 +227,22 @@ def _delete_units(conn: Conn, paper_id: str) -> int:
                for t in ("body_units", "object_units"))
 
 
-def _insert_units(conn: Conn, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit], hook: Hook) -> int:
-    shorts, lengthened = _assign_short_ids(conn, [*units, *objects])
-    seqs = _seqs(conn, len(units) + len(objects))
+def _insert_units(conn: Conn, body: Sequence[tuple], objects: Sequence[tuple],
+                  units: Sequence[BodyUnit | ObjectUnit], hook: Hook) -> int:
+    """Insert `body_row` / `object_row` tuples (of `units`, body then objects)."""
+    shorts, lengthened = _assign_short_ids(conn, units)
+    seqs = _seqs(conn, len(body) + len(objects))
     with conn.cursor() as cur:
-        if units:
-            cur.executemany(
-                "INSERT INTO body_units (paper_id, unit_id, seq, short_id, node_id, section_path, section_level, "
-                "page_start, page_end, block_ids, text, token_count, unit_kind, part_ordinal) "
-                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                [(u.paper_id, u.unit_id, seqs[i], shorts[i], u.node_id, _j(u.section_path), u.section_level,
-                  (u.page_span or (None, None))[0], (u.page_span or (None, None))[1], _j(u.block_ids), u.text,
-                  u.token_count, u.unit_kind, u.part_ordinal) for i, u in enumerate(units)])
+        if body:
+            cur.executemany(f"INSERT INTO body_units (seq, short_id, {BODY_CONTENT}) "
+                            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                            [(seqs[i], shorts[i], *row) for i, row in enumerate(body)])
             _call(hook, "after_body_units")
         if objects:
-            k = len(units)
-            cur.executemany(
-                "INSERT INTO object_units (paper_id, unit_id, seq, short_id, object_kind, label, caption, table_text, "
-                "nearby_text, node_id, section_path, page, block_ids) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                [(o.paper_id, o.unit_id, seqs[k + i], shorts[k + i], o.object_kind, o.label, o.caption or "",
-                  o.table_text or "", o.nearby_text or "", o.node_id, _j(o.section_path), o.page, _j(o.block_ids))
-                 for i, o in enumerate(objects)])
+            k = len(body)
+            cur.executemany(f"INSERT INTO object_units (seq, short_id, {OBJECT_CONTENT}) "
+                            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                            [(seqs[k + i], shorts[k + i], *row) for i, row in enumerate(objects)])
             _call(hook, "after_object_units")
     return lengthened
 
@@ -277,7 +275,13 @@ def replace_paper(conn: Conn, where: Where, paper_id: str, units: Sequence[Any],
     for ep in eps:
         ensure_collection(conn, ep.identity)
 
-    def body(c: Conn) -> tuple[int, int, int]:
+    body_rows, object_rows = [body_row(u) for u in units], [object_row(o) for o in objects]
+
+    def body(c: Conn) -> tuple[int, int, int] | None:
+        if (not eps and (units or objects) and units_held(c, paper_id, body_rows, object_rows, mark="%s", order="seq")
+                and _lex_held(c, paper_id, len(units), len(objects))):
+            return None
+        changed(c)  # a sequence: advanced at once, whatever the transaction does
         _ensure_paper_row(c, paper_id)
         given = {ep.identity.key for ep in eps}
         cols = collections(c)
@@ -286,15 +290,17 @@ def replace_paper(conn: Conn, where: Where, paper_id: str, units: Sequence[Any],
             _delete_vectors(c, paper_id, ident, keep_units=None if ident.key in given else keep)
         deleted = _delete_units(c, paper_id)
         _call(hook, "after_delete")
-        lengthened = _insert_units(c, units, objects, hook)
+        lengthened = _insert_units(c, body_rows, object_rows, [*units, *objects], hook)
         write_lex(c, paper_id, ["body", "object"])
         _call(hook, "after_units_fts")
         n_pass = sum(_insert_vectors(c, paper_id, ep, hook) for ep in eps)
         return deleted, lengthened, n_pass
 
+    done = retrying(conn, where, body, hook)
+    if done is None:  # the index already held these rows: nothing written, its state unmoved
+        return ReplaceStats(paper_id, 0, len(units), len(objects), 0, 0, time.perf_counter() - t0, True)
     changed(conn)
-    deleted, lengthened, n_pass = retrying(conn, where, body, hook)
-    changed(conn)
+    deleted, lengthened, n_pass = done
     return ReplaceStats(paper_id, deleted, len(units), len(objects), n_pass, lengthened, time.perf_counter() - t0)
 
 
@@ -312,14 +318,32 @@ def replace_paper_vectors(conn: Conn, where: Where, paper_id: str, passages: Emb
                                          "SELECT unit_id FROM object_units WHERE paper_id = %s", (paper_id, paper_id))}
         if ids - known:
             raise ValueError(f"passages of units not in the index: {sorted(ids - known)[:5]}")
+        if passages.passages and _vectors_held(c, paper_id, passages):
+            return None
+        changed(c)
         _delete_vectors(c, paper_id, passages.identity)
         _call(hook, "after_delete")
         return _insert_vectors(c, paper_id, passages, hook)
 
-    changed(conn)
     n = retrying(conn, where, body, hook)
+    if n is None:  # the collection already held exactly these passages and vectors
+        return len(passages.passages)
     changed(conn)
     return n
+
+
+def _lex_held(conn: Conn, paper_id: str, n_body: int, n_objects: int) -> bool:
+    """Whether the paper has one lexical row per unit of each scope (what Sheaf writes)."""
+    n = dict(conn.execute("SELECT scope, count(*) FROM lex_rows WHERE paper_id = %s AND scope = ANY(%s) GROUP BY 1",
+                          (paper_id, [SCOPES["body"], SCOPES["object"]])).fetchall())
+    return n.get(SCOPES["body"], 0) == n_body and n.get(SCOPES["object"], 0) == n_objects
+
+
+def _vectors_held(conn: Conn, paper_id: str, ep: EmbeddedPassages) -> bool:
+    """Whether the collection holds exactly these passages of the paper, each with this vector."""
+    old = conn.execute(f"SELECT {PASSAGE_CONTENT}, embedding FROM {ep.identity.vec_table} WHERE paper_id = %s "
+                       "ORDER BY seq", (paper_id,)).fetchall()
+    return same_passages(old, len(old), ep, lambda v: np.asarray(v.to_numpy(), dtype=np.float32).tobytes())
 
 
 def remove_paper(conn: Conn, where: Where, paper_id: str, *, prune_cache: bool = True, keep_metadata: bool = False,

@@ -76,6 +76,8 @@ class ReplaceStats:
     passages: int
     short_ids_lengthened: int
     seconds: float
+    #: The index already held exactly these rows (and their FTS rows): nothing was written.
+    unchanged: bool = False
 
 
 def _j(v: Any) -> str:
@@ -169,6 +171,77 @@ def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity,
     return len(rowids)
 
 
+#: The columns a unit row is compared on: all but the rowid and the short id, which the index assigns.
+BODY_CONTENT = ("unit_id, paper_id, node_id, section_path, section_level, page_start, page_end, block_ids, "
+                "text, token_count, unit_kind, part_ordinal")
+OBJECT_CONTENT = ("unit_id, paper_id, object_kind, label, caption, table_text, nearby_text, node_id, section_path, "
+                  "page, block_ids")
+#: The columns a passage row is compared on (then its vector, byte for byte).
+PASSAGE_CONTENT = "passage_id, unit_id, unit_type, ordinal, char_start, char_end, text_sha256"
+
+
+def body_row(u: BodyUnit) -> tuple:
+    """A body unit as its `BODY_CONTENT` columns hold it."""
+    ps = u.page_span or (None, None)
+    return (u.unit_id, u.paper_id, u.node_id, _j(u.section_path), u.section_level, ps[0], ps[1], _j(u.block_ids),
+            u.text, u.token_count, u.unit_kind, u.part_ordinal)
+
+
+def object_row(o: ObjectUnit) -> tuple:
+    """An object unit as its `OBJECT_CONTENT` columns hold it."""
+    return (o.unit_id, o.paper_id, o.object_kind, o.label, o.caption or "", o.table_text or "", o.nearby_text or "",
+            o.node_id, _j(o.section_path), o.page, _j(o.block_ids))
+
+
+def passage_rows(ep: EmbeddedPassages) -> list[tuple]:
+    """The passages as their `PASSAGE_CONTENT` columns hold them."""
+    return [(p.passage_id, p.unit_id, p.unit_type, p.ordinal, p.char_start, p.char_end, p.text_sha256)
+            for p in ep.passages]
+
+
+def units_held(conn: Any, paper_id: str, body: Sequence[tuple], objects: Sequence[tuple], *,
+               mark: str = "?", order: str = "unit_rowid") -> bool:
+    """Whether the paper's unit rows are exactly `body` and `objects` (`body_row` / `object_row`
+    tuples), in this order. Either backend's connection: `mark` is its placeholder, `order` the
+    column that keeps write order."""
+    for table, cols, new in (("body_units", BODY_CONTENT, body), ("object_units", OBJECT_CONTENT, objects)):
+        old = conn.execute(f"SELECT {cols} FROM {table} WHERE paper_id = {mark} ORDER BY {order}",
+                           (paper_id,)).fetchall()
+        if len(old) != len(new) or any(tuple(o) != n for o, n in zip(old, new)):
+            return False
+    return True
+
+
+def _fts_held(conn: Conn, paper_id: str, n_body: int, n_objects: int) -> bool:
+    """Whether the paper has one FTS row per unit (what Sheaf writes; rows written or lost
+    outside it make a replace write them again)."""
+    for fts, table, n in (("body_units_fts", "body_units", n_body), ("object_units_fts", "object_units", n_objects)):
+        if conn.execute(f"SELECT COUNT(*) FROM {fts} WHERE rowid IN "
+                        f"(SELECT unit_rowid FROM {table} WHERE paper_id = ?)", (paper_id,)).fetchone()[0] != n:
+            return False
+    return True
+
+
+def _vectors_held(conn: Conn, paper_id: str, ep: EmbeddedPassages) -> bool:
+    """Whether the collection holds exactly these passages of the paper, each with this vector."""
+    pt, vt = ep.identity.passages_table, ep.identity.vec_table
+    cols = ", ".join(f"p.{c.strip()}" for c in PASSAGE_CONTENT.split(","))
+    old = conn.execute(f"SELECT {cols}, v.embedding FROM {pt} p JOIN {vt} v ON v.passage_rowid = p.passage_rowid "
+                       "WHERE p.paper_id = ? ORDER BY p.passage_rowid", (paper_id,)).fetchall()
+    n_old = conn.execute(f"SELECT COUNT(*) FROM {pt} WHERE paper_id = ?", (paper_id,)).fetchone()[0]
+    return same_passages(old, n_old, ep, bytes)
+
+
+def same_passages(old: Sequence[Sequence[Any]], n_old: int, ep: EmbeddedPassages, as_bytes: Any) -> bool:
+    """Whether stored passage rows (`PASSAGE_CONTENT` then the vector; `n_old` passages in all,
+    with or without a vector) are exactly `ep`, in order. `as_bytes(v)`: a stored vector's float32 bytes."""
+    new = passage_rows(ep)
+    if n_old != len(new) or len(old) != len(new):
+        return False
+    vecs = np.ascontiguousarray(ep.vectors, dtype=np.float32)
+    return all(tuple(o[:-1]) == n and as_bytes(o[-1]) == vecs[i].tobytes() for i, (o, n) in enumerate(zip(old, new)))
+
+
 def _unchanged_units(conn: Any, paper_id: str, units: Sequence[BodyUnit],
                      objects: Sequence[ObjectUnit], mark: str = "?") -> set[str]:
     """Unit ids whose indexed text (and section path, caption, label ...) a replace leaves as
@@ -239,39 +312,27 @@ def _assign_short_ids(conn: Conn, units: Sequence[BodyUnit | ObjectUnit]) -> tup
     return out, lengthened
 
 
-def _insert_units(conn: Conn, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit],
-                  hook: Hook | None) -> int:
-    shorts, lengthened = _assign_short_ids(conn, [*units, *objects])
-    if units:
+def _insert_units(conn: Conn, body: Sequence[tuple], objects: Sequence[tuple], shorts: Sequence[str],
+                  hook: Hook | None) -> None:
+    """Insert `body_row` / `object_row` tuples (with their short ids) and their FTS rows."""
+    if body:
         r0 = _next_rowid(conn, "body_units", "unit_rowid", "body_units_fts")
-        rows = []
-        for i, u in enumerate(units):
-            ps = u.page_span or (None, None)
-            rows.append((r0 + i, u.unit_id, shorts[i], u.paper_id, u.node_id, _j(u.section_path),
-                         u.section_level, ps[0], ps[1], _j(u.block_ids), u.text, u.token_count,
-                         u.unit_kind, u.part_ordinal))
-        conn.executemany("INSERT INTO body_units(unit_rowid, unit_id, short_id, paper_id, node_id, "
-                         "section_path, section_level, page_start, page_end, block_ids, text, "
-                         "token_count, unit_kind, part_ordinal) "
-                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.executemany(f"INSERT INTO body_units(unit_rowid, short_id, {BODY_CONTENT}) "
+                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         [(r0 + i, shorts[i], *row) for i, row in enumerate(body)])
         _call(hook, "after_body_units")
         # what is indexed is computed from the rows just written, as every delete will compute it
         _fill_fts(conn, "body_units_fts", "b.unit_rowid >= ?", (r0,))
         _call(hook, "after_body_units_fts")
     if objects:
         r0 = _next_rowid(conn, "object_units", "unit_rowid", "object_units_fts")
-        rows = []
-        for i, o in enumerate(objects):
-            rows.append((r0 + i, o.unit_id, shorts[len(units) + i], o.paper_id, o.object_kind,
-                         o.label, o.caption or "", o.table_text or "", o.nearby_text or "",
-                         o.node_id, _j(o.section_path), o.page, _j(o.block_ids)))
-        conn.executemany("INSERT INTO object_units(unit_rowid, unit_id, short_id, paper_id, "
-                         "object_kind, label, caption, table_text, nearby_text, node_id, "
-                         "section_path, page, block_ids) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        k = len(body)
+        conn.executemany(f"INSERT INTO object_units(unit_rowid, short_id, {OBJECT_CONTENT}) "
+                         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         [(r0 + i, shorts[k + i], *row) for i, row in enumerate(objects)])
         _call(hook, "after_object_units")
         _fill_fts(conn, "object_units_fts", "b.unit_rowid >= ?", (r0,))
         _call(hook, "after_object_units_fts")
-    return lengthened
 
 
 def _insert_vectors(conn: Conn, paper_id: str, ep: EmbeddedPassages, hook: Hook | None) -> int:
@@ -281,11 +342,8 @@ def _insert_vectors(conn: Conn, paper_id: str, ep: EmbeddedPassages, hook: Hook 
         return 0
     pt, vt = ident.passages_table, ident.vec_table
     r0 = _next_rowid(conn, pt, "passage_rowid")
-    conn.executemany(
-        f"INSERT INTO {pt}(passage_rowid, passage_id, unit_id, unit_type, paper_id, ordinal, "
-        f"char_start, char_end, text_sha256) VALUES (?,?,?,?,?,?,?,?,?)",
-        [(r0 + i, p.passage_id, p.unit_id, p.unit_type, paper_id, p.ordinal, p.char_start,
-          p.char_end, p.text_sha256) for i, p in enumerate(ep.passages)])
+    conn.executemany(f"INSERT INTO {pt}(passage_rowid, paper_id, {PASSAGE_CONTENT}) VALUES (?,?,?,?,?,?,?,?,?)",
+                     [(r0 + i, paper_id, *row) for i, row in enumerate(passage_rows(ep))])
     _call(hook, "after_passages")
     vecs = np.ascontiguousarray(ep.vectors, dtype=np.float32)
     conn.executemany(f"INSERT INTO {vt}(passage_rowid, embedding, paper_id) VALUES (?,?,?)",
@@ -317,6 +375,10 @@ def replace_paper(
     ``after_body_units``, ``after_body_units_fts``, ``after_object_units``,
     ``after_object_units_fts``, ``after_passages``, ``after_vectors``, ``before_commit``)
     rolls back and leaves the previous rows intact.
+
+    Without `passages`, a paper whose rows (and FTS rows) already hold exactly these units is
+    left as it is (`unchanged`): its rowids, short ids and every collection's vectors stay, and
+    the index's state does not move.
     """
     import time
 
@@ -325,7 +387,11 @@ def replace_paper(
     objects = [as_unit(o) for o in objects]
     eps = _as_list(passages)
     _validate(paper_id, units, objects, eps)
+    body, objs = [body_row(u) for u in units], [object_row(o) for o in objects]
     with transaction(conn):
+        if (not eps and (body or objs) and units_held(conn, paper_id, body, objs)
+                and _fts_held(conn, paper_id, len(body), len(objs))):
+            return ReplaceStats(paper_id, 0, len(units), len(objects), 0, 0, time.perf_counter() - t0, True)
         _ensure_paper_row(conn, paper_id)
         given = {ep.identity.key for ep in eps}
         cols = collections(conn)
@@ -334,7 +400,8 @@ def replace_paper(
             _delete_vectors(conn, paper_id, ident, keep_units=None if ident.key in given else keep)
         deleted = _delete_units(conn, paper_id)
         _call(hook, "after_delete")
-        lengthened = _insert_units(conn, units, objects, hook)
+        shorts, lengthened = _assign_short_ids(conn, [*units, *objects])
+        _insert_units(conn, body, objs, shorts, hook)
         n_pass = sum(_insert_vectors(conn, paper_id, ep, hook) for ep in eps)
         _call(hook, "before_commit")
     return ReplaceStats(paper_id, deleted, len(units), len(objects), n_pass, lengthened,
@@ -344,7 +411,9 @@ def replace_paper(
 def replace_paper_vectors(conn: Conn, paper_id: str, passages: EmbeddedPassages, *,
                           hook: Hook | None = None) -> int:
     """Replace one paper's passages and vectors in one model's collection only (one
-    transaction); the units they point to must already be in the index."""
+    transaction); the units they point to must already be in the index. Passages the
+    collection already holds exactly (rows and vectors, byte for byte, in order) are left as
+    they are."""
     ids = {p.unit_id for p in passages.passages}
     with transaction(conn):
         known = {r[0] for r in conn.execute(
@@ -356,6 +425,8 @@ def replace_paper_vectors(conn: Conn, paper_id: str, passages: EmbeddedPassages,
             if p.paper_id != paper_id:
                 raise ValueError(f"passage {p.passage_id} does not belong to {paper_id}")
         ensure_collection(conn, passages.identity)
+        if passages.passages and _vectors_held(conn, paper_id, passages):
+            return len(passages.passages)
         _delete_vectors(conn, paper_id, passages.identity)
         _call(hook, "after_delete")
         n = _insert_vectors(conn, paper_id, passages, hook)
