@@ -161,7 +161,8 @@ def _paper_with_vectors(pid: str, vectors: np.ndarray, text: str) -> tuple[list,
 def test_accelerator_sees_re_embedding_that_reuses_rowids(tmp_path):
     """Re-embedding the paper that holds the highest passage rowids, same passage count: the
     writer reuses the very rowids (max + 1), so count, max and sum of the rowids are unchanged;
-    the vectors epoch (replaced on every vector write) tells the matrix it is stale."""
+    the vectors epoch (replaced on every vector write) tells the matrix it is stale. Vectors
+    the index already holds are not written again, and the epoch stays."""
     path = tmp_path / "i.db"
     rng = np.random.default_rng(21)
 
@@ -195,11 +196,20 @@ def test_accelerator_sees_re_embedding_that_reuses_rowids(tmp_path):
         assert acc.wait_idle(60) and acc.stats["loads"] == 2
         want, got = _both(reader, acc, qv, 10)
         assert got == want and acc.stats["answered"] == 2  # the new matrix
-        wr.replace_paper_vectors(writer, "PAPERBBB", ep)  # same vectors rewritten: a new epoch all the same
+        # The same vectors written again: the writer holds them byte for byte and writes
+        # nothing, so the epoch does not move and the matrix stays current (no reload).
+        wr.replace_paper_vectors(writer, "PAPERBBB", ep)
+        want, got = _both(reader, acc, qv, 10)
+        assert got == want and acc.stats["answered"] == 3
+        assert acc.wait_idle(60) and acc.stats["loads"] == 2
+        newer = unit(40)  # a second re-embedding, same rowids again: a new epoch, a reload
+        newer[7] = q
+        units, ep = _paper_with_vectors("PAPERBBB", newer, "newer text")
+        wr.replace_paper(writer, "PAPERBBB", units, [], ep)
         _both(reader, acc, qv, 10)
         assert acc.wait_idle(60) and acc.stats["loads"] == 3
         want, got = _both(reader, acc, qv, 10)
-        assert got == want and acc.stats["answered"] == 3
+        assert got == want and acc.stats["answered"] == 4
     finally:
         writer.close()
         reader.close()
