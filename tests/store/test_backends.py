@@ -241,6 +241,21 @@ def test_writing_what_the_index_holds_writes_nothing(backend, embedder):
     assert backend.replace_paper_vectors("PA", embedded) and backend.paper_passages("PA", ident).vectors[0].tobytes() \
         == embedded.vectors[0].tobytes()
 
+    if backend.kind == "sqlite":  # passage rows whose vector is gone (a vector is a row of its own table)
+        last = f"(SELECT max(passage_rowid) FROM {ident.passages_table})"
+        backend.conn.execute(f"DELETE FROM {ident.vec_table} WHERE passage_rowid = {last}")
+        backend.conn.commit()
+        # the other passages are held exactly, but the row without a vector is not among these: it goes
+        fewer = dataclasses.replace(embedded, passages=embedded.passages[:-1], vectors=embedded.vectors[:-1])
+        assert backend.replace_paper_vectors("PA", fewer) == len(fewer.passages)
+        c = backend.counts("PA")
+        assert c[ident.passages_table] == c[ident.vec_table] == len(fewer.passages)
+        backend.conn.execute(f"DELETE FROM {ident.vec_table} WHERE passage_rowid = {last}")
+        backend.conn.commit()
+        state = backend.state()  # the same passages, one without its vector: written again
+        assert backend.replace_paper_vectors("PA", fewer) == len(fewer.passages)
+        assert backend.state() != state and backend.counts("PA")[ident.vec_table] == len(fewer.passages)
+
 
 @pytest.mark.parametrize("fail_at", ["after_delete", "after_body_units", "before_commit"])
 def test_failure_mid_replace_keeps_previous_rows(backend, embedder, fail_at):

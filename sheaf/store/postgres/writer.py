@@ -343,7 +343,7 @@ def _vectors_held(conn: Conn, paper_id: str, ep: EmbeddedPassages) -> bool:
     """Whether the collection holds exactly these passages of the paper, each with this vector."""
     old = conn.execute(f"SELECT {PASSAGE_CONTENT}, embedding FROM {ep.identity.vec_table} WHERE paper_id = %s "
                        "ORDER BY seq", (paper_id,)).fetchall()
-    return same_passages(old, len(old), ep, lambda v: np.asarray(v.to_numpy(), dtype=np.float32).tobytes())
+    return same_passages(old, ep, lambda v: np.asarray(v.to_numpy(), dtype=np.float32).tobytes())
 
 
 def remove_paper(conn: Conn, where: Where, paper_id: str, *, prune_cache: bool = True, keep_metadata: bool = False,

@@ -226,20 +226,20 @@ def _vectors_held(conn: Conn, paper_id: str, ep: EmbeddedPassages) -> bool:
     """Whether the collection holds exactly these passages of the paper, each with this vector."""
     pt, vt = ep.identity.passages_table, ep.identity.vec_table
     cols = ", ".join(f"p.{c.strip()}" for c in PASSAGE_CONTENT.split(","))
-    old = conn.execute(f"SELECT {cols}, v.embedding FROM {pt} p JOIN {vt} v ON v.passage_rowid = p.passage_rowid "
+    old = conn.execute(f"SELECT {cols}, v.embedding FROM {pt} p LEFT JOIN {vt} v ON v.passage_rowid = p.passage_rowid "
                        "WHERE p.paper_id = ? ORDER BY p.passage_rowid", (paper_id,)).fetchall()
-    n_old = conn.execute(f"SELECT COUNT(*) FROM {pt} WHERE paper_id = ?", (paper_id,)).fetchone()[0]
-    return same_passages(old, n_old, ep, bytes)
+    return same_passages(old, ep, bytes)
 
 
-def same_passages(old: Sequence[Sequence[Any]], n_old: int, ep: EmbeddedPassages, as_bytes: Any) -> bool:
-    """Whether stored passage rows (`PASSAGE_CONTENT` then the vector; `n_old` passages in all,
-    with or without a vector) are exactly `ep`, in order. `as_bytes(v)`: a stored vector's float32 bytes."""
+def same_passages(old: Sequence[Sequence[Any]], ep: EmbeddedPassages, as_bytes: Any) -> bool:
+    """Whether stored passage rows (`PASSAGE_CONTENT` then the vector, None where it is missing)
+    are exactly `ep`, in order. `as_bytes(v)`: a stored vector's float32 bytes."""
     new = passage_rows(ep)
-    if n_old != len(new) or len(old) != len(new):
+    if len(old) != len(new):
         return False
     vecs = np.ascontiguousarray(ep.vectors, dtype=np.float32)
-    return all(tuple(o[:-1]) == n and as_bytes(o[-1]) == vecs[i].tobytes() for i, (o, n) in enumerate(zip(old, new)))
+    return all(tuple(o[:-1]) == n and o[-1] is not None and as_bytes(o[-1]) == vecs[i].tobytes()
+               for i, (o, n) in enumerate(zip(old, new)))
 
 
 def _unchanged_units(conn: Any, paper_id: str, units: Sequence[BodyUnit],
