@@ -438,19 +438,37 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
         return self._sheaf_insert_rows(conn, [self._event_to_row(e) for e in events])
 
     def _sheaf_insert_rows(self, conn: Any, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-        """Insert events' `rows` (Dagster's `_event_to_row`) with one multi-row statement per
-        `_INSERT_ROWS` (as Dagster's Postgres storage inserts a batch), not one statement each;
-        their storage ids, in row order (rows take increasing ids in the order of the VALUES
-        list; RETURNING's order is SQLite's own)."""
-        ids: list[int] = []
-        for i in range(0, len(rows), _INSERT_ROWS):
-            chunk = rows[i:i + _INSERT_ROWS]
-            got = sorted(int(r[0]) for r in conn.execute(
-                SqlEventLogStorageTable.insert().values(list(chunk)).returning(SqlEventLogStorageTable.c.id)))
-            if len(got) != len(chunk):  # pragma: no cover - SQLite returns a row per inserted row
-                raise RuntimeError(f"{len(chunk)} events inserted, {len(got)} ids returned")
-            ids += got
+        """Insert events' `rows` (Dagster's `_event_to_row`) as one statement run for all of
+        them: SQLAlchemy's "insertmanyvalues" sends them as multi-row INSERTs of its cached
+        one-row statement (as Dagster's Postgres storage inserts a batch), not a statement each.
+        Their storage ids, in row order (`sort_by_parameter_order`). A multi-row `values(rows)`
+        statement, compiled anew for each batch, took ~0.25 ms a row to compile; this ~0.09."""
+        if not rows:
+            return []
+        T = SqlEventLogStorageTable
+        ids = [int(r[0]) for r in conn.execute(T.insert().returning(T.c.id, sort_by_parameter_order=True), list(rows))]
+        if len(ids) != len(rows):  # pragma: no cover - SQLite returns a row per inserted row
+            raise RuntimeError(f"{len(rows)} events inserted, {len(ids)} ids returned")
         return ids
+
+    def _store_asset_check_evaluation_planned(self, event: Any, event_id: int | None) -> None:
+        """Dagster's: a row of the check's executions for each paper of the run, PLANNED, each
+        holding the planned event. Dagster serialises that event again for each paper's row and
+        compiles a multi-row statement (~0.55 s a run of 100 papers for the chain's five checks
+        under cProfile); here it is serialised once and the rows inserted as one statement run
+        for all, the rows as Dagster writes them."""
+        from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+        from dagster_shared.serdes import serialize_value
+
+        planned = event.dagster_event.event_specific_data
+        keys = planned.partitions_subset.get_partition_keys() if planned.partitions_subset else [None]
+        common = dict(asset_key=planned.asset_key.to_string(), check_name=planned.check_name, run_id=event.run_id,
+                      execution_status=AssetCheckExecutionRecordStatus.PLANNED.value,
+                      evaluation_event=serialize_value(event),
+                      evaluation_event_timestamp=self._event_insert_timestamp(event),
+                      evaluation_event_storage_id=event_id)
+        with self.index_connection() as conn:
+            conn.execute(AssetCheckExecutionsTable.insert(), [dict(common, partition=k) for k in keys])
 
     def _sheaf_store_check_evaluations(self, conn: Any, events: Sequence[Any]) -> None:
         """A check's evaluations of a run's papers: the events inserted as one statement, and each
@@ -486,10 +504,6 @@ class SheafEventLogStorage(_PooledSqlite, ConsolidatedSqliteEventLogStorage):
             raise _CheckRowsMismatch(f"{updated} planned check rows for {len(params)} evaluations")
 
 
-#: Events per multi-row insert (9 values a row: far below SQLite's 32,766 variables a statement).
-_INSERT_ROWS = 500
-
-
 class _CheckRowsMismatch(RuntimeError):
     """A batch of check evaluations whose planned rows are not one each: stored event by event."""
 
@@ -523,6 +537,26 @@ def log_check_evaluations(context: Any, evaluations: Sequence[Any]) -> None:
         op._events.append(DagsterEvent.from_step(
             event_type=DagsterEventType.ASSET_CHECK_EVALUATION, step_context=step, event_specific_data=ev,
             message=message, batch_metadata=DagsterEventBatchMetadata(batch, i == last)))
+
+
+def report_runless_observations(instance: Any, observations: Sequence[Any]) -> None:
+    """`instance.report_runless_asset_event(obs)` for each of `observations`, sent as one batch:
+    with `DAGSTER_EVENT_BATCH_SIZE` set, the observations of one asset (a build's new or changed
+    papers' `ocr_result`) are stored in one transaction (`SheafEventLogStorage.store_event_batch`;
+    Dagster's Postgres storage batches them itself) instead of a transaction and an asset-row
+    update each. Unset, Dagster stores them one by one, as the public call does. The events are
+    the public call's: run-less, of Dagster's run-less job."""
+    from dagster._core.events import (
+        AssetObservationData, DagsterEvent, DagsterEventBatchMetadata, generate_event_batch_id,
+    )
+    from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+
+    batch, last = generate_event_batch_id(), len(observations) - 1
+    for i, obs in enumerate(observations):
+        instance.report_dagster_event(
+            DagsterEvent(event_type_value=DagsterEventType.ASSET_OBSERVATION.value,
+                         event_specific_data=AssetObservationData(obs), job_name=RUNLESS_JOB_NAME),
+            run_id=RUNLESS_RUN_ID, batch_metadata=DagsterEventBatchMetadata(batch, i == last))
 
 
 def _one_kind_of_asset_event(events: Sequence[Any]) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from dagster import AssetObservation, DagsterInstance
 
+from pipelines.dagster_private import report_runless_observations
 from pipelines.partitions import papers_partitions
 from pipelines.plan import SyncPlan, current_versions
 from pipelines.state import latest_observed_versions
@@ -81,5 +82,5 @@ def apply_sync(instance: DagsterInstance, settings: Settings, plan: SyncPlan) ->
     for key in plan.removed:
         remove_paper_everywhere(settings, key)
         instance.delete_dynamic_partition(papers_partitions.name, key)
-    for obs in observations(plan):
-        instance.report_runless_asset_event(obs)
+    # one batch: a first build of 10,000 papers records 10,000 observations
+    report_runless_observations(instance, observations(plan))
