@@ -97,6 +97,11 @@ class _Loaded:
         return "onnx" if self.onnx is not None else "sentence-transformers"
 
 
+def _context_text(title: str | None, section_path: Sequence[str]) -> str:
+    """A unit's passage context before its cap: the paper's title and the unit's section path."""
+    return CONTEXT_SEP.join(p.strip() for p in (title, *section_path) if p and p.strip())
+
+
 #: Passages per forward pass: SHEAF_EMBED_BATCH_SIZE's default, and what a GPU gets instead of it.
 DEFAULT_BATCH = 32
 GPU_BATCH = 128
@@ -258,15 +263,13 @@ class Embedder:
         ld = self.load()
         return len(ld.tokenizer.encode(text, add_special_tokens=False).ids) + ld.n_special
 
-    def _context(self, title: str | None, section_path: Sequence[str]) -> tuple[str, int]:
-        """The passage context of a unit (title and section path, capped at CONTEXT_CAP word
-        pieces) and its word pieces."""
-        parts = [p.strip() for p in (title, *section_path) if p and p.strip()]
-        if not parts:
+    def _capped(self, ctx: str, enc: Any = None) -> tuple[str, int]:
+        """A passage context (`_context_text`) capped at CONTEXT_CAP word pieces, and its word
+        pieces (`enc`: the uncapped context's encoding, when at hand)."""
+        if not ctx:
             return "", 0
         tok = self.load().tokenizer
-        ctx = CONTEXT_SEP.join(parts)
-        enc = tok.encode(ctx, add_special_tokens=False)
+        enc = enc if enc is not None else tok.encode(ctx, add_special_tokens=False)
         n = len(enc.ids)
         if n > CONTEXT_CAP:
             # Keep the title's start and the most specific section: cut the middle of the path.
@@ -288,18 +291,19 @@ class Embedder:
 
     def passages_for(self, unit: BodyUnit | ObjectUnit, title: str | None = None) -> list[Passage]:
         """The passages of one unit: one when it fits the window, else overlapping windows."""
+        return self.build_passages((unit,), (), title)
+
+    def _unit_passages(self, unit: BodyUnit | ObjectUnit, text: str, enc: Any, context: str,
+                       context_tokens: int) -> list[Passage]:
+        """`passages_for` of a unit whose embedding `text` and capped `context` are tokenized
+        (`enc`: the text's encoding)."""
         ld = self.load()
-        text = unit_embedding_text(unit)
-        if not text.strip():
-            return []
         unit_type = "body" if isinstance(unit, BodyUnit) else "object"
-        context, context_tokens = self._context(title, unit.section_path)
         # the context's word pieces in a passage: its own count with a word-local tokenizer (the
         # template's "\n" separates it from the text), else measured in the composed text
         prefix_tokens = (0 if not context else context_tokens if ld.word_local
                          else len(ld.tokenizer.encode(self.compose(context, "x"), add_special_tokens=False).ids) - 1)
         budget = ld.identity.max_tokens - ld.n_special - prefix_tokens
-        enc = ld.tokenizer.encode(text, add_special_tokens=False)
         offsets = enc.offsets
         while True:
             out: list[Passage] = []
@@ -326,10 +330,21 @@ class Embedder:
 
     def build_passages(self, units: Iterable[BodyUnit], objects: Iterable[ObjectUnit] = (),
                        title: str | None = None) -> list[Passage]:
-        """All passages of a paper's units and objects (title = the paper's, for the context)."""
+        """All passages of a paper's units and objects (title = the paper's, for the context).
+
+        The units' texts and their distinct contexts are tokenized in one batch (the tokenizer's
+        own threads; measured on 2 cores: 2.5 → 1.7 ms a paper of three abstracts for the texts
+        alone, one call each before)."""
+        items = [(u, t) for u in (*units, *objects) if (t := unit_embedding_text(u)).strip()]
+        if not items:
+            return []
+        contexts = list(dict.fromkeys(c for u, _ in items if (c := _context_text(title, u.section_path))))
+        encs = self.load().tokenizer.encode_batch([t for _, t in items] + contexts, add_special_tokens=False)
+        capped = {c: self._capped(c, e) for c, e in zip(contexts, encs[len(items):])}
         out: list[Passage] = []
-        for u in (*units, *objects):
-            out.extend(self.passages_for(u, title))
+        for (u, text), enc in zip(items, encs):
+            context, n = capped.get(_context_text(title, u.section_path), ("", 0))
+            out.extend(self._unit_passages(u, text, enc, context, n))
         return out
 
     # --- encoding -----------------------------------------------------------------------

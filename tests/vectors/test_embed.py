@@ -270,28 +270,39 @@ def test_passages_counted_from_the_units_tokens_equal_passages_tokenized_again(e
 
 
 def test_a_passage_cut_between_words_is_not_tokenized_again(embedder):
-    """One tokenization of the unit's text and one of its context, none a passage: a long unit of
-    words costs 2 tokenizer calls, not 3 + one per passage (the context was tokenized twice); a
-    cut inside a run without whitespace is still tokenized again."""
+    """One tokenizer call for a paper's units and their contexts (a batch), none for a passage: a
+    long unit of words costs 1 call of 2 texts, not 3 calls + one per passage (the context was
+    tokenized twice, then once in a call of its own); a cut inside a run without whitespace is
+    still tokenized again."""
     ld = embedder.load()
     real = ld.tokenizer
-    calls: list[str] = []
+    calls: list[list[str]] = []
 
     class Counting:
         def encode(self, text, add_special_tokens=True):
-            calls.append(text)
+            calls.append([text])
             return real.encode(text, add_special_tokens=add_special_tokens)
+
+        def encode_batch(self, texts, add_special_tokens=True):
+            calls.append(list(texts))
+            return real.encode_batch(texts, add_special_tokens=add_special_tokens)
 
     ld.tokenizer = Counting()
     try:
         ps = embedder.passages_for(body("P1", "s1", numbered_words(2000)), title="Paper")
-        words = len(calls)
+        words = list(calls)
         calls.clear()
         cut = embedder.passages_for(body("P1", "s2", "x," * 500), title=None)
+        cuts = list(calls)
+        calls.clear()
+        paper = embedder.build_passages([body("P1", f"s{i}", numbered_words(300)) for i in range(4)], title="Paper")
     finally:
         ld.tokenizer = real
-    assert len(ps) > 5 and words == 2
-    assert len(cut) > 1 and len(calls) == 2 + len(cut)  # as above, then each window cut inside the run
+    assert len(ps) > 5 and [len(c) for c in words] == [2]
+    assert len(cut) > 1 and [len(c) for c in cuts] == [2] + [1] * len(cut)  # as above, then each window cut inside the run
+    assert [len(c) for c in calls] == [4 + 1]  # four units' texts and their one context, in one call
+    assert paper == [p for i in range(4) for p in embedder.passages_for(body("P1", f"s{i}", numbered_words(300)),
+                                                                           title="Paper")]
 
 
 @pytest.mark.parametrize("change, local", [
