@@ -6,7 +6,7 @@ Field names follow ../shared/DESIGN.md §2-3 exactly; they are the data contract
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,6 +33,19 @@ OBJECT_ROLES: frozenset[str] = frozenset({"figure", "table"})
 CAPTION_ROLES: frozenset[str] = frozenset({"figure_caption", "table_caption"})
 #: Roles kept out of units although they are rendered (metadata lives in the papers table).
 METADATA_ROLES: frozenset[str] = frozenset({"title", "authors", "affiliation"})
+
+_RECORD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def record_dict(record: Any) -> dict[str, Any]:
+    """A flat record's fields by name: what `dataclasses.asdict` gives for a record whose values
+    are plain (strings, numbers, tuples of them), without its deep copy of every value (~2 µs a
+    block against ~35; a paper's blocks, render events and units are converted on every build)."""
+    names = _RECORD_FIELDS.get(type(record))
+    if names is None:
+        names = _RECORD_FIELDS[type(record)] = tuple(f.name for f in fields(record))
+    return {n: getattr(record, n) for n in names}
+
 
 PAPER_KEY_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -103,7 +116,7 @@ class BodyUnit:
     part_ordinal: int  # 0 when the section is not split, else 1..n
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = record_dict(self)
         d["section_path"] = list(self.section_path)
         d["page_span"] = list(self.page_span) if self.page_span else None
         d["block_ids"] = list(self.block_ids)
@@ -128,7 +141,7 @@ class ObjectUnit:
     block_ids: tuple[str, ...]  # the object block and its caption
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = record_dict(self)
         d["section_path"] = list(self.section_path)
         d["block_ids"] = list(self.block_ids)
         return d
@@ -158,7 +171,7 @@ class PaperMeta:
         return self.key
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = record_dict(self)
         d["authors"] = list(self.authors)
         d["collections"] = list(self.collections)
         return d

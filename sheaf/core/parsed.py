@@ -7,8 +7,10 @@ Field names follow ../shared/DESIGN.md §2-3 exactly; they are the data contract
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from sheaf.core.models import record_dict
 
 __all__ = ["Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", "Render", "SectionNode"]
 
@@ -31,7 +33,7 @@ class Block:
     role_reason: str | None = None  # why the block got its role, when not from its label alone
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = record_dict(self)
         d["bbox"] = list(self.bbox) if self.bbox is not None else None
         return d
 
@@ -78,8 +80,8 @@ class RenderMap:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "headings": [asdict(h) for h in self.headings],
-            "emitted_blocks": [asdict(e) for e in self.emitted_blocks],
+            "headings": [record_dict(h) for h in self.headings],
+            "emitted_blocks": [record_dict(e) for e in self.emitted_blocks],
         }
 
 
