@@ -6,8 +6,10 @@ Field names follow ../shared/DESIGN.md §2-3 exactly; they are the data contract
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from sheaf.core.records import record_dict
 
 if TYPE_CHECKING:
     from sheaf.core.parsed import Block, EmittedBlock, HeadingEvent, ParsedPaper, Render, RenderMap, SectionNode  # noqa: F401
@@ -33,19 +35,6 @@ OBJECT_ROLES: frozenset[str] = frozenset({"figure", "table"})
 CAPTION_ROLES: frozenset[str] = frozenset({"figure_caption", "table_caption"})
 #: Roles kept out of units although they are rendered (metadata lives in the papers table).
 METADATA_ROLES: frozenset[str] = frozenset({"title", "authors", "affiliation"})
-
-_RECORD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def record_dict(record: Any) -> dict[str, Any]:
-    """A flat record's fields by name: what `dataclasses.asdict` gives for a record whose values
-    are plain (strings, numbers, tuples of them), without its deep copy of every value (~2 µs a
-    block against ~35; a paper's blocks, render events and units are converted on every build)."""
-    names = _RECORD_FIELDS.get(type(record))
-    if names is None:
-        names = _RECORD_FIELDS[type(record)] = tuple(f.name for f in fields(record))
-    return {n: getattr(record, n) for n in names}
-
 
 PAPER_KEY_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 

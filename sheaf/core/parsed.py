@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sheaf.core.models import record_dict
+from sheaf.core.records import record_dict
 
 __all__ = ["Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", "Render", "SectionNode"]
 
