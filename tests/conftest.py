@@ -15,6 +15,14 @@ from sheaf.vectors.query_encoder import QueryEncoder
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def pytest_collection_modifyitems(config, items):
+    """The `heavy` modules first, each kept whole (a module's fixtures are made once): xdist hands
+    tests out in collection order, and when they came last (a kill test of ~2 minutes, the browser
+    test, the workers' and the query encoder's modules) one worker ran them alone while the other
+    had finished."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
 @pytest.fixture(autouse=True)
 def _no_dagster_instance_context_left_open():
     """A test that leaves a Dagster instance's context open (a `build_sensor_context` or

@@ -25,7 +25,7 @@ import pytest
 
 from tests import reliability_kit as kit
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.heavy,
               pytest.mark.skipif(not kit.fork_supported(), reason="needs fork (Linux)")]
 
 LIB_A, LIB_B, EDIT_B = kit.LIB_A, kit.LIB_B, kit.EDIT_B

@@ -17,7 +17,7 @@ from sheaf.vectors.onnx import EXPORT_JSON, OnnxQueryEncoder, _source_changed, _
 from sheaf.vectors.query_encoder import FALLBACK_WARNING, QueryEncoder
 from sheaf.core.settings import get_settings
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 ROOT = Path(__file__).resolve().parents[2]
 
 
