@@ -269,6 +269,7 @@ def alternatives_main(home: Path, lib: Path, sizes: list[int], one_per_run: int)
     embedder = SheafConfig().embedder()
     embedder.load()  # the model load is not Dagster's: every build below reuses it
     out = []
+    chosen = pb.MAX_PARTITIONS_PER_RUN
     for per_run, subset in [(s, keys) for s in sizes] + [(1, keys[:one_per_run])]:
         pb.MAX_PARTITIONS_PER_RUN = per_run
         load = _load()
@@ -283,7 +284,7 @@ def alternatives_main(home: Path, lib: Path, sizes: list[int], one_per_run: int)
                     "overhead_ms": round((run_s - work) / n * 1000, 1), "run_ms": round(run_s / n * 1000, 1),
                     "load": round(load, 2)})
         print(json.dumps(out[-1]), file=sys.stderr, flush=True)
-    pb.MAX_PARTITIONS_PER_RUN = 100
+    pb.MAX_PARTITIONS_PER_RUN = chosen
     return {"alternatives": out}
 
 

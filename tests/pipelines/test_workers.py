@@ -257,11 +257,11 @@ def test_workers_on_sqlite_are_refused(tmp_path):
 
 
 def test_chunks_shrink_as_the_queue_empties_and_cover_every_paper_once():
-    from pipelines.workers import chunk_sizes, chunks_for_workers
+    from pipelines.workers import MAX_CHUNK, chunk_sizes, chunks_for_workers
 
     assert chunk_sizes(200, 2) == [50, 38, 28, 21, 16, 12, 9, 7, 5, 4, 4, 4, 2]
     assert chunk_sizes(4, 2) == [2, 2] and chunk_sizes(1, 4) == [1]
-    assert max(chunk_sizes(10_000, 2)) == 100  # never a run larger than a one-process build's
+    assert max(chunk_sizes(10_000, 2)) == MAX_CHUNK == 200  # never a run larger than a one-process build's
     runs = [("ocr_blocks", [f"A{i}" for i in range(7)]), ("vector_collections", ["B1", "B2"])]
     chunks = chunks_for_workers(runs, 2)
     assert [k for _, keys in chunks for k in keys] == [*runs[0][1], *runs[1][1]]
