@@ -330,21 +330,31 @@ class Embedder:
 
     def build_passages(self, units: Iterable[BodyUnit], objects: Iterable[ObjectUnit] = (),
                        title: str | None = None) -> list[Passage]:
-        """All passages of a paper's units and objects (title = the paper's, for the context).
+        """All passages of a paper's units and objects (title = the paper's, for the context)."""
+        return self.build_passages_of_papers([(units, objects, title)])[0]
 
-        The units' texts and their distinct contexts are tokenized in one batch (the tokenizer's
-        own threads; measured on 2 cores: 2.5 → 1.7 ms a paper of three abstracts for the texts
-        alone, one call each before)."""
-        items = [(u, t) for u in (*units, *objects) if (t := unit_embedding_text(u)).strip()]
+    def build_passages_of_papers(
+            self, papers: Sequence[tuple[Iterable[BodyUnit], Iterable[ObjectUnit], str | None]]
+    ) -> list[list[Passage]]:
+        """`build_passages` of several papers ((units, objects, title) each), a list per paper.
+
+        Their units' texts and distinct contexts are tokenized in one batch (the tokenizer's own
+        threads), which costs less a text the more texts a call has (measured on 2 cores with
+        papers of three SciFact abstracts: one call per unit 1.8 ms a paper, one per paper 1.4,
+        one per 20 papers 0.9-1.1)."""
+        items: list[tuple[int, BodyUnit | ObjectUnit, str, str]] = []  # (paper, unit, text, context)
+        for i, (units, objects, title) in enumerate(papers):
+            items += [(i, u, t, _context_text(title, u.section_path))
+                      for u in (*units, *objects) if (t := unit_embedding_text(u)).strip()]
+        out: list[list[Passage]] = [[] for _ in papers]
         if not items:
-            return []
-        contexts = list(dict.fromkeys(c for u, _ in items if (c := _context_text(title, u.section_path))))
-        encs = self.load().tokenizer.encode_batch([t for _, t in items] + contexts, add_special_tokens=False)
+            return out
+        contexts = list(dict.fromkeys(c for *_, c in items if c))
+        encs = self.load().tokenizer.encode_batch([t for _, _, t, _ in items] + contexts, add_special_tokens=False)
         capped = {c: self._capped(c, e) for c, e in zip(contexts, encs[len(items):])}
-        out: list[Passage] = []
-        for (u, text), enc in zip(items, encs):
-            context, n = capped.get(_context_text(title, u.section_path), ("", 0))
-            out.extend(self._unit_passages(u, text, enc, context, n))
+        for (i, u, text, ctx), enc in zip(items, encs):
+            context, n = capped.get(ctx, ("", 0))
+            out[i].extend(self._unit_passages(u, text, enc, context, n))
         return out
 
     # --- encoding -----------------------------------------------------------------------

@@ -325,3 +325,33 @@ def test_word_local_accepts_only_tokenizers_that_split_at_whitespace(embedder, c
     cfg.update(change)
     assert word_local(json.dumps(cfg)) is local
     assert word_local("not json") is False
+
+
+def test_the_passages_of_several_papers_come_from_one_tokenizer_call(embedder):
+    """`build_passages_of_papers`: the unit texts and distinct contexts of all the papers in one
+    tokenizer call, and for each paper exactly the passages `build_passages` gives it alone
+    (a paper without units gets none; two papers sharing a title share one context)."""
+    papers = [([body(f"P{i}", f"s{j}", numbered_words(120 + 150 * j)) for j in range(3)], [],
+               "Shared title" if i < 2 else f"Paper {i}") for i in range(4)]
+    papers.append(([], [], "Empty"))
+    alone = [embedder.build_passages(u, o, t) for u, o, t in papers]
+    ld = embedder.load()
+    real = ld.tokenizer
+    calls: list[list[str]] = []
+
+    class Counting:
+        def encode(self, text, add_special_tokens=True):
+            calls.append([text])
+            return real.encode(text, add_special_tokens=add_special_tokens)
+
+        def encode_batch(self, texts, add_special_tokens=True):
+            calls.append(list(texts))
+            return real.encode_batch(texts, add_special_tokens=add_special_tokens)
+
+    ld.tokenizer = Counting()
+    try:
+        together = embedder.build_passages_of_papers(papers)
+    finally:
+        ld.tokenizer = real
+    assert together == alone and [len(ps) for ps in together][-1] == 0 and all(together[:4])
+    assert [len(c) for c in calls] == [4 * 3 + 3]  # 12 unit texts, 3 distinct contexts
