@@ -127,6 +127,7 @@ def in_build_encode_main() -> dict[str, Any]:
 
     inst = DagsterInstance.get()
     ms, papers, computed, cursor = 0.0, 0, 0, None
+    runs: dict[str, list[float]] = {}  # run id -> [encode ms, passages computed]
     while True:
         res = inst.fetch_materializations(AssetKey("vector_collections"), limit=1000, cursor=cursor, ascending=True)
         for rec in res.records:
@@ -136,11 +137,18 @@ def in_build_encode_main() -> dict[str, Any]:
                 ms += float(meta["embed_ms"].value)
                 papers += 1
                 computed += n
+                run = runs.setdefault(rec.run_id, [0.0, 0])
+                run[0] += float(meta["embed_ms"].value)
+                run[1] += n
         if not res.has_more:
             break
         cursor = res.cursor
+    # the encoder's rate run by run (runs that encoded 500 passages or more): how far the
+    # machine's speed drifted during the build
+    rates = [1000 * n / t for t, n in runs.values() if n >= 500 and t]
     return {"encode_s": round(ms / 1000, 1), "papers": papers, "computed": computed,
-            "per_s": round(computed / (ms / 1000), 1) if ms else None}
+            "per_s": round(computed / (ms / 1000), 1) if ms else None,
+            "run_rates": [round(min(rates), 1), round(max(rates), 1)] if rates else None}
 
 
 def dagster_way_main(command: str) -> dict[str, Any]:
@@ -274,13 +282,17 @@ def render(r: dict[str, Any]) -> str:
     row("passages embedded", lambda s: f"{s['full']['embeddings_computed']}")
     row("bare encode, same passages (backend, rate)", lambda s: f"{s['bare']['bare_s']} s ({s['bare']['backend']}, "
         f"{s['bare']['per_s']}/s; model load {s['bare']['load_s']} s)")
-    row("**full build ÷ bare encode** (goal ≤ 1.15)", lambda s: f"**{s['full']['wall_s'] / s['bare']['bare_s']:.2f}x**")
+    row("**full build ÷ bare encode** (goal ≤ 1.15)", lambda s: f"**{s['full']['wall_s'] / s['bare']['bare_s']:.3f}x**")
     row("encode time inside the full build (the vector steps' own reading, rate)", lambda s: (
-        f"{s['in_build_encode']['encode_s']} s ({s['in_build_encode']['per_s']}/s)"))
+        f"{s['in_build_encode']['encode_s']} s ({s['in_build_encode']['per_s']}/s"
+        + (f"; run by run {s['in_build_encode']['run_rates'][0]}-{s['in_build_encode']['run_rates'][1]}/s"
+           if s["in_build_encode"].get("run_rates") else "") + ")"))
     row("**full build ÷ its own encode time** (one reading of the encoder, so free of its speed drifting between two)",
-        lambda s: f"**{s['full']['wall_s'] / s['in_build_encode']['encode_s']:.2f}x** "
+        lambda s: f"**{s['full']['wall_s'] / s['in_build_encode']['encode_s']:.3f}x** "
                   f"({1000 * (s['full']['wall_s'] - s['in_build_encode']['encode_s']) / s['papers']:.0f} ms a paper besides)")
-    row("orchestration per paper in the full build (goal ≤ 30 ms)", lambda s: f"{1000 * (s['full']['wall_s'] - s['bare']['bare_s'] - s['bare']['load_s']) / s['papers']:.0f} ms")
+    row("orchestration per paper in the full build (goal ≤ 30 ms): beside the bare encode / beside its own",
+        lambda s: f"{1000 * (s['full']['wall_s'] - s['bare']['bare_s'] - s['bare']['load_s']) / s['papers']:.0f} ms / "
+                  f"{1000 * (s['full']['wall_s'] - s['in_build_encode']['encode_s']) / s['papers']:.0f} ms")
     row("orchestration-only rebuild (`--full`, embeddings cached)", lambda s: f"{s['orchestration_only']['wall_s']} s = "
         f"{1000 * s['orchestration_only']['wall_s'] / s['papers']:.0f} ms a paper")
     row("no-op build (goal ≤ 1.5 s at 1,000)", lambda s: " / ".join(f"{x['wall_s']} s" for x in s["noop"]) +
