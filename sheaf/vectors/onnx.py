@@ -12,6 +12,7 @@ the graph (DESIGN §6); a text longer than the window is split as `split_offsets
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +78,11 @@ def _source_files(target: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _source_changed(target: str, recorded: dict[str, dict[str, Any]]) -> str | None:
+def _source_changed(target: str, recorded: dict[str, dict[str, Any]],
+                    moved: dict[str, int] | None = None) -> str | None:
     """Why the model files differ from those the export was made from (None: unchanged).
-    Cheap when nothing changed (a stat per file); a file whose mtime moved is hashed."""
+    Cheap when nothing changed (a stat per file); a file whose mtime moved is hashed, and when
+    its bytes are the same its new mtime is put in `moved` (file -> mtime_ns)."""
     root = Path(target)
     for rel, rec in recorded.items():
         p = root / rel
@@ -89,9 +92,28 @@ def _source_changed(target: str, recorded: dict[str, dict[str, Any]]) -> str | N
             return f"model file {rel} is gone"
         if st.st_size != rec["size"]:
             return f"model file {rel} changed size"
-        if st.st_mtime_ns != rec["mtime_ns"] and _sha256_file(p) != rec["sha256"]:
-            return f"model file {rel} changed"
+        if st.st_mtime_ns != rec["mtime_ns"]:
+            if _sha256_file(p) != rec["sha256"]:
+                return f"model file {rel} changed"
+            if moved is not None:
+                moved[rel] = st.st_mtime_ns
     return None
+
+
+def _restamp(path: Path, meta: dict[str, Any], moved: dict[str, int]) -> None:
+    """Record the new mtimes of model files whose bytes did not change (a reinstalled package, a
+    new virtualenv), so that the next check is a stat per file again instead of hashing the
+    model's ~90 MB (~60 ms) in every query process and every build run. Best effort: a
+    read-only home keeps hashing."""
+    files = meta.get("source_files") or {}
+    for rel, ns in moved.items():
+        files[rel] = {**files[rel], "mtime_ns": ns}
+    tmp = path / f".{EXPORT_JSON}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path / EXPORT_JSON)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +154,12 @@ def export_status(path: Path, identity: ModelIdentity, model: str | None = None)
         if name != identity.name:
             return ExportStatus(path, False, f"the configured model {name!r} is not the export's "
                                 f"{identity.name!r}", meta)
-        why = _source_changed(target, meta.get("source_files") or {})
+        moved: dict[str, int] = {}
+        why = _source_changed(target, meta.get("source_files") or {}, moved)
         if why:
             return ExportStatus(path, False, f"{why} since the ONNX export", meta)
+        if moved:
+            _restamp(path, meta, moved)
     for key in ("onnx", "tokenizer"):
         rec = meta.get(key) or {}
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -221,6 +222,34 @@ def test_changed_model_files_make_export_stale(tmp_path):
     assert "weights.bin changed" in _source_changed(str(d), rec)
     (d / "config.json").unlink()
     assert "gone" in _source_changed(str(d), rec)
+
+
+def test_model_files_touched_but_unchanged_are_hashed_once(export, embedder, tmp_path):
+    """A reinstalled model package (same bytes, new mtimes) keeps the export usable, and the
+    check records the new mtimes, so the next one is a stat per file instead of hashing ~90 MB
+    in every query process and every build run."""
+    _, path = export
+    copy = tmp_path / path.name
+    copy.mkdir()
+    for f in path.iterdir():
+        try:
+            os.link(f, copy / f.name)
+        except OSError:
+            shutil.copy2(f, copy / f.name)
+    (copy / EXPORT_JSON).unlink()
+    meta = json.loads((path / EXPORT_JSON).read_text())
+    real = {rel: rec["mtime_ns"] for rel, rec in meta["source_files"].items()}
+    assert real
+    for rec in meta["source_files"].values():
+        rec["mtime_ns"] -= 10**9  # as if the package had been installed again a second later
+    (copy / EXPORT_JSON).write_text(json.dumps(meta))
+    assert export_status(copy, embedder.identity, "all-MiniLM-L6-v2").usable
+    again = json.loads((copy / EXPORT_JSON).read_text())
+    assert {rel: rec["mtime_ns"] for rel, rec in again["source_files"].items()} == real
+    assert {k: v for k, v in again.items() if k != "source_files"} == {k: v for k, v in meta.items()
+                                                                         if k != "source_files"}
+    assert not [f for f in copy.iterdir() if f.name.startswith(".")]  # no temporary file left
+    assert export_status(copy, embedder.identity, "all-MiniLM-L6-v2").usable
 
 
 def test_identity_round_trip_of_export(export, embedder):
