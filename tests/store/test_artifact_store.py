@@ -274,3 +274,37 @@ def test_the_drift_check_of_a_few_papers_looks_their_files_up(tmp_path, monkeypa
     drift = artifact_index_drift(s, {"K2": built}, artifacts)
     assert [r for r in drift["K2"][1] if "artifact" in r] == ["artifact structure_tree missing"]
     assert not any("artifact" in r for r in artifact_index_drift(s, {"K1": built}, artifacts)["K1"][1])
+
+
+
+def test_reading_a_parquet_artifact_from_bytes_starts_no_arrow_worker_thread(tmp_path):
+    """An artifact read from bytes (every `read_file`, every read of a remote store) is decoded on
+    the calling thread. Decoded on Arrow's CPU pool, a worker could drop the last reference to
+    the Python bytes after `read` returned; when that fell on the interpreter's exit, the process
+    aborted (SIGABRT, `terminate called without an active exception`) after printing its answer:
+    seen in CI as `sheaf doctor` exiting -6. In a fresh process (the pool starts its threads on
+    first use and keeps them): a table written, read back from bytes, and not one thread more
+    than before the reads. (A read from a local path may start Arrow's I/O pool: it holds only
+    Arrow's own memory, never a Python object.)"""
+    code = """if True:
+        import os, sys
+        import pyarrow as pa
+        from sheaf.store.artifact_store import artifact_store
+        threads = lambda: len(os.listdir("/proc/self/task"))
+        table = pa.table({f"c{i}": pa.array([f"text {j} of column {i}" for j in range(20_000)])
+                          for i in range(8)})
+        local, memory = artifact_store(sys.argv[1]), artifact_store("memory://sheaf-threads/artifacts")
+        for store in (local, memory):
+            store.write("body_units", "ABCD1234", table)
+        before = threads()
+        for _ in range(3):
+            assert local.read_file("body_units", "ABCD1234.parquet").equals(table)
+            assert memory.read("body_units", "ABCD1234").equals(table)
+            assert memory.read_file("body_units", "ABCD1234.parquet").equals(table)
+        print(before, threads())
+    """
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "artifacts")], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before, after = map(int, proc.stdout.split())
+    assert after == before, f"{after - before} threads started by the reads"
