@@ -5,6 +5,8 @@ import dataclasses
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -269,11 +271,11 @@ def test_passages_counted_from_the_units_tokens_equal_passages_tokenized_again(e
     assert sum(len(ps) for ps in fast) > 500 and max(p.n_tokens for ps in fast for p in ps) == 256
 
 
-def test_a_passage_cut_between_words_is_not_tokenized_again(embedder):
-    """One tokenizer call for a paper's units and their contexts (a batch), none for a passage: a
-    long unit of words costs 1 call of 2 texts, not 3 calls + one per passage (the context was
-    tokenized twice, then once in a call of its own); a cut inside a run without whitespace is
-    still tokenized again."""
+
+@contextmanager
+def counting_tokenizer(embedder) -> Iterator[list[list[str]]]:
+    """The embedder's tokenizer, wrapped for the block: each call's texts appended to the list
+    yielded (one list a call, `encode` or `encode_batch`)."""
     ld = embedder.load()
     real = ld.tokenizer
     calls: list[list[str]] = []
@@ -289,6 +291,17 @@ def test_a_passage_cut_between_words_is_not_tokenized_again(embedder):
 
     ld.tokenizer = Counting()
     try:
+        yield calls
+    finally:
+        ld.tokenizer = real
+
+
+def test_a_passage_cut_between_words_is_not_tokenized_again(embedder):
+    """One tokenizer call for a paper's units and their contexts (a batch), none for a passage: a
+    long unit of words costs 1 call of 2 texts, not 3 calls + one per passage (the context was
+    tokenized twice, then once in a call of its own); a cut inside a run without whitespace is
+    still tokenized again."""
+    with counting_tokenizer(embedder) as calls:
         ps = embedder.passages_for(body("P1", "s1", numbered_words(2000)), title="Paper")
         words = list(calls)
         calls.clear()
@@ -296,8 +309,6 @@ def test_a_passage_cut_between_words_is_not_tokenized_again(embedder):
         cuts = list(calls)
         calls.clear()
         paper = embedder.build_passages([body("P1", f"s{i}", numbered_words(300)) for i in range(4)], title="Paper")
-    finally:
-        ld.tokenizer = real
     assert len(ps) > 5 and [len(c) for c in words] == [2]
     assert len(cut) > 1 and [len(c) for c in cuts] == [2] + [1] * len(cut)  # as above, then each window cut inside the run
     assert [len(c) for c in calls] == [4 + 1]  # four units' texts and their one context, in one call
@@ -335,23 +346,7 @@ def test_the_passages_of_several_papers_come_from_one_tokenizer_call(embedder):
                "Shared title" if i < 2 else f"Paper {i}") for i in range(4)]
     papers.append(([], [], "Empty"))
     alone = [embedder.build_passages(u, o, t) for u, o, t in papers]
-    ld = embedder.load()
-    real = ld.tokenizer
-    calls: list[list[str]] = []
-
-    class Counting:
-        def encode(self, text, add_special_tokens=True):
-            calls.append([text])
-            return real.encode(text, add_special_tokens=add_special_tokens)
-
-        def encode_batch(self, texts, add_special_tokens=True):
-            calls.append(list(texts))
-            return real.encode_batch(texts, add_special_tokens=add_special_tokens)
-
-    ld.tokenizer = Counting()
-    try:
+    with counting_tokenizer(embedder) as calls:
         together = embedder.build_passages_of_papers(papers)
-    finally:
-        ld.tokenizer = real
     assert together == alone and [len(ps) for ps in together][-1] == 0 and all(together[:4])
     assert [len(c) for c in calls] == [4 * 3 + 3]  # 12 unit texts, 3 distinct contexts
