@@ -530,10 +530,12 @@ def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monke
 
 def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(home, monkeypatch):
     """A run plans each check for each of its papers: a PLANNED row of the check's executions a
-    paper, each holding the planned event. Dagster serialises the event again for each row and
-    compiles a statement of all the rows; Sheaf's storage serialises it once and runs one
-    statement for all. The rows are the ones Dagster writes, byte for byte."""
-    from dagster import DagsterEventType, EventRecordsFilter
+    paper. Dagster serialises the planned event again for each row and compiles a statement of
+    all the rows; Sheaf's storage serialises it once and runs one statement for all. The rows are
+    the ones Dagster writes, but for the event a row holds: the planned event without the run's
+    partitions (the row names its own), so a row's size does not grow with the run's papers
+    (with them, the evaluation that overwrites the row later left its pages ~40% empty)."""
+    from dagster import DagsterEventType, EventRecordsFilter, deserialize_value
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
     from dagster_shared import serdes
     from sqlalchemy import select
@@ -555,19 +557,48 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
     assert isinstance(storage, private.SheafEventLogStorage)
     T = private.AssetCheckExecutionsTable
 
-    def rows(run_id: str) -> list[tuple]:
+    def rows(run_id: str) -> list[dict]:
         with storage.index_connection() as conn:
             got = conn.execute(select(T).where(T.c.run_id == run_id).order_by(T.c.partition)).mappings().all()
-        return [tuple(v for k, v in r.items() if k != "id") for r in got]
+        return [{k: v for k, v in r.items() if k != "id"} for r in got]
 
-    ours, theirs = (planned.event_log_entry._replace(run_id=r) for r in ("run-sheaf", "run-dagster"))
+    entry = planned.event_log_entry
+    ours, theirs = (entry._replace(run_id=r) for r in ("run-sheaf", "run-dagster"))
     SqlEventLogStorage._store_asset_check_evaluation_planned(storage, theirs, planned.storage_id)
     monkeypatch.setattr(serdes, "serialize_value", counted)
     storage._store_asset_check_evaluation_planned(ours, planned.storage_id)
     assert len(serialised) == 1
+    monkeypatch.setattr(serdes, "serialize_value", real)
     got, want = rows("run-sheaf"), rows("run-dagster")
-    assert len(got) == len(keys) and [r[2] for r in got] == sorted(keys)
-    assert got == [tuple(v.replace("run-dagster", "run-sheaf") if isinstance(v, str) else v for v in r) for r in want]
+    assert len(got) == len(keys) and [r["partition"] for r in got] == sorted(keys)
+    plain = lambda r: {k: v.replace("run-dagster", "run-sheaf") if isinstance(v, str) else v  # noqa: E731
+                       for k, v in r.items() if k != "evaluation_event"}
+    assert [plain(r) for r in got] == [plain(r) for r in want]
+    for g, w in zip(got, want):
+        mine, dagsters = deserialize_value(g["evaluation_event"]), deserialize_value(w["evaluation_event"])
+        assert sorted(dagsters.dagster_event.event_specific_data.partitions_subset.get_partition_keys()) == sorted(keys)
+        assert mine.dagster_event.event_specific_data.partitions_subset is None
+        assert mine.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED
+        assert (mine.run_id, mine.step_key, mine.timestamp) == ("run-sheaf", dagsters.step_key, dagsters.timestamp)
+        assert mine.dagster_event.event_specific_data.asset_check_key == \
+            dagsters.dagster_event.event_specific_data.asset_check_key
+    # Dagster reads them back as the run's planned executions of the check, paper by paper
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+    check_key = entry.dagster_event.event_specific_data.asset_check_key
+    records = [r for r in storage.get_asset_check_execution_history(
+        check_key, limit=10_000, status={AssetCheckExecutionRecordStatus.PLANNED}) if r.run_id == "run-sheaf"]
+    assert sorted(r.partition for r in records) == sorted(keys)
+    assert {r.event.step_key for r in records} == {entry.step_key}
+    # a row's size does not grow with the run's papers (Dagster's does)
+    from dagster._core.definitions.partitions.subset import DefaultPartitionsSubset
+    many = [f"P{i:07d}" for i in range(300)]
+    big = entry.dagster_event.event_specific_data
+    bigger = entry._replace(run_id="run-large", dagster_event=entry.dagster_event._replace(
+        event_specific_data=type(big)(asset_key=big.asset_key, check_name=big.check_name,
+                                      partitions_subset=DefaultPartitionsSubset(set(many)))))
+    storage._store_asset_check_evaluation_planned(bigger, planned.storage_id)
+    sizes = {len(r["evaluation_event"]) for r in rows("run-large")}
+    assert len(rows("run-large")) == 300 and sizes == {len(got[0]["evaluation_event"])}
 
 
 @pytest.mark.parametrize("failure", ["disk", "unplanned"])
