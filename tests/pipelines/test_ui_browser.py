@@ -251,8 +251,15 @@ def _browse(b: Browser, srv: Servers, inst, others: list[str]) -> None:
 
         # Automation resumed (it reacts to changes after it resumes: `eager()` does not rebuild an edit it
         # did not see) and the paper rerun as the launchpad does: paper_chain over that partition; then
-        # automation refreshes library_status and library_report.
+        # automation refreshes library_status and library_report. The rerun waits for automation's first
+        # tick: a rerun that ends before it is a change from before the resume (CI once launched, ran and
+        # finished the run 2 s before the daemon's first tick, and automation never refreshed the status).
+        daemon_log = srv.logs / "daemon.log"
+        ticks = lambda: daemon_log.read_text(errors="replace").count(  # noqa: E731
+            "Finished auto-materialization tick for sheaf_automation")
+        before = ticks()
         srv.set_sensor("sheaf_automation", running=True)
+        _wait("automation's first tick after it resumed", lambda: ticks() > before, 60, srv.logs)
         srv.launch_chain(EDITED)
         _wait("the rebuild and the status refresh",
               lambda: _statuses(inst) == {"SUCCEEDED": sorted(BASE_PAPERS)}
