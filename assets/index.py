@@ -16,7 +16,7 @@ from assets.resources import SheafConfig
 from assets.versions import CODE_VERSIONS
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
-from sheaf.ingest.library import discover
+from sheaf.ingest.library import discover_library
 from sheaf.ingest.metadata import export_files_metadata, export_hash
 from sheaf.store.artifacts import table_title, table_to_body_units, table_to_object_units
 from sheaf.store.backend import IndexBackend
@@ -168,7 +168,7 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embed
 def library_metadata(context: AssetExecutionContext, sheaf: SheafConfig) -> MaterializeResult:
     """Paper metadata from the library's Better BibTeX / CSL-JSON exports: the papers table and its FTS."""
     settings = sheaf.settings()
-    files = discover(settings.library).metadata_files
+    files = discover_library(settings).metadata_files
     load = export_files_metadata(files)
     # Papers the export no longer lists lose their metadata, but only when every export file
     # was read: an unreadable or missing export (mid-rewrite by Zotero) must not strip the index.

@@ -19,7 +19,7 @@ from pipelines.paper_view import identities, identity_metadata
 from pipelines.partitions import papers_partitions
 from pipelines.planner import ARTIFACT_METADATA
 from sheaf.core.models import IngestError
-from sheaf.ingest.library import discover
+from sheaf.ingest.library import discover_library
 from sheaf.store.artifacts import (
     body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict, table_hash,
     table_to_paper, tree_from_dict,
@@ -49,7 +49,7 @@ def _missing(key: str, what: str) -> IngestError:
 def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, Any]:
     """Canonical blocks with roles, parsed from each paper's OCR/layout output."""
     keys = list(context.partition_keys)  # the run's papers alone: not a listing of the whole library
-    found = discover(sheaf.settings().library, keys=keys)
+    found = discover_library(sheaf.settings(), keys=keys)
     papers = {p.key: p for p in found.papers}
     ids = identities(found.metadata_files, keys=keys)  # title, first author, year: what the UI shows of a paper
 

@@ -11,7 +11,7 @@ from pipelines.partitions import papers_partitions
 from pipelines.planner import Chain
 from pipelines.record import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
 from pipelines.state import latest_events, latest_observed_versions
-from sheaf.ingest.library import discover
+from sheaf.ingest.library import discover_library
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.report import library_report_data, report_markdown
 from sheaf.transform.checks import CheckOutcome
@@ -56,7 +56,7 @@ def library_status(context: AssetExecutionContext, sheaf: SheafConfig,
             due[k] = CheckOutcome(ok, why, {"state": st.state})
     log_check_evaluations(context, paper_evaluations(instance, last, UP_TO_DATE_CHECK, due))
     built = {k: e.timestamp for k, e in latest_events(instance, last, partitions=keys).items()}
-    ids = identities(discover(sheaf.settings().library).metadata_files)
+    ids = identities(discover_library(sheaf.settings()).metadata_files)
     need = sorted(k for k, st in statuses.items() if st.state != "built")
     if need:
         context.log.info(f"{len(need)} of {len(keys)} papers need work: "

@@ -5,7 +5,7 @@ from dagster import DataVersion, DataVersionsByPartition, observable_source_asse
 from assets.resources import SheafConfig
 from pipelines.partitions import papers_partitions
 from sheaf.ingest import source_hash
-from sheaf.ingest.library import discover
+from sheaf.ingest.library import discover_library
 from sheaf.core.models import IngestError
 
 
@@ -16,7 +16,7 @@ def ocr_result(context, sheaf: SheafConfig) -> DataVersionsByPartition:
     """Raw OCR/layout output of each paper; its data version is the paper's ocr_result_hash."""
     settings = sheaf.settings()
     versions: dict[str, DataVersion] = {}
-    for paper in discover(settings.library).papers:
+    for paper in discover_library(settings).papers:
         try:
             versions[paper.key] = DataVersion(source_hash(paper.path, paper.key)[2])
         except IngestError as e:

@@ -28,7 +28,7 @@ from pipelines.reliability import build_lock, lock_holder, prepare_index, sweep_
 from pipelines.state import latest_events, latest_observed_versions
 from pipelines.sync import remove_paper_everywhere
 from sheaf.core.models import paper_key_problem, valid_paper_key
-from sheaf.ingest.library import discover
+from sheaf.ingest.library import discover_library
 from sheaf.store.artifact_store import SUFFIXES, ArtifactStore, open_artifacts
 from sheaf.store.artifacts import dict_hash, table_hash
 from sheaf.store.select import check_backend, open_backend
@@ -97,7 +97,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
               "none: run the doctor again when it is done")
 
     # 1. library ↔ partitions
-    lib = discover(settings.library) if Path(settings.library).is_dir() else None
+    lib = discover_library(settings, write=False) if Path(settings.library).is_dir() else None
     library_keys = {p.key for p in lib.papers} if lib else set()
     for k in (lib.invalid_keys if lib else ()):
         d.add("invalid_key", f"library folder {k!r} is not a valid paper key",

@@ -98,7 +98,7 @@ def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
     if files.newest_observation(SOURCE_ASSET) != record.observed:
         return Proof.no("OCR results were observed since the recorded plan")
 
-    scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
+    scan = scan_sources(settings, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
 
     def no(why: str) -> Proof:  # the record is current: the Dagster way takes it (and the scan) from here
         return Proof(False, why, scan=scan, record=record)

@@ -40,7 +40,7 @@ def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[s
     read-only, for `sheaf status`; `scan`: the library's scan, made moments ago by the no-op
     proof, `pipelines.noop`)."""
     if scan is None:
-        scan = scan_sources(settings.library, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
+        scan = scan_sources(settings, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
     existing = set(instance.get_dynamic_partitions(papers_partitions.name))
     present = {p.key for p in scan.discovery.papers}
     observed = observed if observed is not None else latest_observed_versions(instance)

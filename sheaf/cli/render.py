@@ -49,7 +49,8 @@ def error(env: dict[str, Any]) -> None:
 
 # --- query commands ------------------------------------------------------------------------------
 
-_KIND = {"body": "body", "backmatter": "backmatter", "figure": "figure", "table": "table", "metadata": "metadata"}
+_KIND = {"body": "body", "backmatter": "backmatter", "figure": "figure", "table": "table", "metadata": "metadata",
+         "annotation": "annotation", "note": "note"}
 _WEAK_LINE = "  ·· weaker matches below: {why} ··"
 
 
@@ -292,13 +293,16 @@ def status(env: dict[str, Any], statuses: dict[str, Any]) -> None:
         print(data["message"] + "\n")
     rows = [(st.key, st.state, st.error or "; ".join(st.reasons) or "-") for st in statuses.values()]
     rows += [(s["folder"], "skipped", s["reason"]) for s in data.get("skipped", [])]
+    rows += [(m["paper"], "metadata only", m["reason"]) for m in data.get("metadata_only", [])]
     if rows:
         _table(rows, ("paper", "state", "why"))
     else:
         print("the library holds no papers")
     states = data.get("states", {})
     print("\npapers: " + (", ".join(f"{n} {k}" for k, n in states.items()) or "none")
-          + (f"; {len(data['skipped'])} folder(s) skipped" if data.get("skipped") else ""))
+          + (f"; {len(data['skipped'])} folder(s) skipped" if data.get("skipped") else "")
+          + (f"; {len(data['metadata_only'])} item(s) metadata only (searchable by their metadata)"
+             if data.get("metadata_only") else ""))
     coverage, probe = data["coverage"], data["index"]
     print("coverage: " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
     print("index: " + ("vectors queryable" if probe.get("vectors_queryable") else probe.get("problem", "no vectors"))

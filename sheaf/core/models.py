@@ -18,7 +18,7 @@ ROLES: tuple[str, ...] = (
     "title", "authors", "affiliation", "abstract_heading", "abstract", "heading", "body",
     "list", "equation", "figure", "figure_caption", "table", "table_caption", "footnote",
     "reference_heading", "reference", "backmatter_heading", "backmatter_body",
-    "page_header", "page_footer", "page_number", "noise",
+    "page_header", "page_footer", "page_number", "noise", "annotation", "note",
 )
 #: Roles that never reach units, the render or the tree.
 FURNITURE_ROLES: frozenset[str] = frozenset({"page_header", "page_footer", "page_number", "noise"})
@@ -28,6 +28,8 @@ HEADING_ROLES: frozenset[str] = frozenset(
 )
 #: Roles whose text goes into `body` units.
 BODY_ROLES: frozenset[str] = frozenset({"body", "abstract", "list", "equation"})
+#: Roles of a reader's own text (Zotero annotations and notes): each makes units of its own kind.
+READER_ROLES: frozenset[str] = frozenset({"annotation", "note"})
 #: Roles whose text goes into `backmatter_body` units.
 BACKMATTER_ROLES: frozenset[str] = frozenset({"backmatter_body", "footnote"})
 #: Roles that make an object unit, and the caption roles paired with them.

@@ -105,6 +105,11 @@ class Settings:
 
     home: Path = _setting(Path("data"), "where artifacts/, index/sheaf.db and dagster_home/ live")
     library: Path = _setting(Path("data/sample-library"), "the library folder")
+    zotero_base_dir: Path | None = _setting(None, "a Zotero library's base directory for linked files (default: "
+                                            "from Zotero's prefs.js)", kind=Path, optional=True)
+    zotero_libraries: str = _setting("all", "which libraries of a Zotero data directory to index: all, user, or a "
+                                     "comma list of user, group ids and group names",
+                                     check=lambda v: None if v.strip() else "all, user, or a comma list")
     unit_token_cap: int = _setting(1000, "body units are split into parts past this many tokens",
                                    check=_at_least(1))
     nightly_cron: str = _setting("0 2 * * *", "the nightly rebuild schedule (UTC)", check=_cron)

@@ -29,6 +29,7 @@ class Adapter(Protocol):
 
 #: format name -> module under sheaf.ingest. Detection tries them in this order.
 FORMATS: dict[str, str] = {
+    "zotero": "zotero_source",  # a Zotero paper's manifest (sheaf.ingest.zotero_source)
     "paddleocr-vl": "paddleocr_vl",
     "mineru": "mineru",
     "grobid": "grobid",
@@ -134,8 +135,11 @@ def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto"
     warnings: list[str] = []
     adapter_id = f"{name}/{mod.VERSION}"
     try:
-        raws, title = mod.parse(pid, file, data, warnings)
-        blocks = finalize(pid, name, raws, warnings)
+        if hasattr(mod, "parse_blocks"):  # a source made of other sources (a Zotero paper): finalized parts
+            blocks, title = mod.parse_blocks(pid, file, data, warnings)
+        else:
+            raws, title = mod.parse(pid, file, data, warnings)
+            blocks = finalize(pid, name, raws, warnings)
     except IngestError as e:
         if e.path is None:
             raise IngestError(pid, str(file), e.message) from None

@@ -1,5 +1,7 @@
-"""Library discovery: which papers a library folder holds, for both layouts of DESIGN §2.
+"""Library discovery: which papers a library folder holds, in each layout.
 
+- a Zotero data directory: `<dir>/zotero.sqlite` + `storage/` (`sheaf.ingest.zotero`); each
+  paper's source is its manifest in the Zotero mirror of Sheaf's home;
 - a PaperForge vault: `<vault>/System/PaperForge/ocr/<KEY>/json/result.json`, Better BibTeX
   exports in `<vault>/System/PaperForge/exports/*.json` (file stem = domain);
 - a plain library: `<lib>/papers/<KEY>/` (one OCR/layout output or a PDF) and
@@ -13,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sheaf.core.models import valid_paper_key
+from sheaf.core.settings import Settings
+from sheaf.ingest.zotero import is_zotero_dir
+from sheaf.ingest.zotero_mirror import discover_zotero
 
 PAPERFORGE_OCR = Path("System/PaperForge/ocr")
 PAPERFORGE_EXPORTS = Path("System/PaperForge/exports")
@@ -31,16 +36,28 @@ class Discovery:
     papers: tuple[PaperSource, ...]
     invalid_keys: tuple[str, ...]  # folder names refused as paper keys
     metadata_files: tuple[Path, ...]
-    layout: str  # paperforge | plain | empty
+    layout: str  # zotero | paperforge | plain | empty
+    metadata_only: tuple[tuple[str, str], ...] = ()  # (key, why it has no text): searchable by metadata
+    notes: tuple[str, ...] = ()  # what the user should know of this reading
 
 
-def discover(library: Path | str, keys: Iterable[str] | None = None) -> Discovery:
+def discover_library(settings: Settings, keys: Iterable[str] | None = None, *, write: bool = True) -> Discovery:
+    """`discover` of the settings' library, with its Zotero mirror in the settings' home."""
+    return discover(settings.library, keys, mirror=settings.artifacts_dir / "_zotero", write=write,
+                    zotero_base_dir=settings.zotero_base_dir, zotero_libraries=settings.zotero_libraries)
+
+
+def discover(library: Path | str, keys: Iterable[str] | None = None, *, mirror: Path | None = None,
+             write: bool = True, zotero_base_dir: Path | None = None, zotero_libraries: str = "all") -> Discovery:
     """Every paper in a library folder, sorted by key; invalid keys are reported, not added.
     `keys`: only those papers, looked up by name instead of listing the folder (one paper's
-    step in a 10,000-paper library)."""
+    step in a 10,000-paper library). A Zotero data directory is read through its mirror
+    (`mirror`; a temporary one when None or when `write` is False and it is not current)."""
     lib = Path(library)
     if not lib.is_dir():
         raise FileNotFoundError(f"library folder not found: {lib}")
+    if is_zotero_dir(lib):
+        return _zotero(lib, keys, mirror, write, zotero_base_dir, zotero_libraries)
     if (lib / PAPERFORGE_OCR).is_dir():
         root, layout = lib / PAPERFORGE_OCR, "paperforge"
         exports = tuple(sorted((lib / PAPERFORGE_EXPORTS).glob("*.json")))
@@ -69,3 +86,16 @@ def discover(library: Path | str, keys: Iterable[str] | None = None) -> Discover
         elif is_dir:
             papers.append(PaperSource(name, d))
     return Discovery(tuple(papers), tuple(invalid), exports, layout)
+
+
+def _zotero(lib: Path, keys: Iterable[str] | None, mirror: Path | None, write: bool,
+            base_dir: Path | None, libraries: str) -> Discovery:
+    if keys is not None and mirror is not None and (mirror / "state.json").is_file():
+        # one run's papers: their manifests as the build's scan wrote them moments ago
+        wanted = sorted(set(keys))
+        found = [PaperSource(k, mirror / "papers" / f"{k}.zotero.json") for k in wanted]
+        return Discovery(tuple(p for p in found if p.path.is_file()), (), (mirror / "library.json",), "zotero")
+    z = discover_zotero(lib, mirror, base_dir=base_dir, libraries=libraries, write=write)
+    papers = z.papers if keys is None else {k: v for k, v in z.papers.items() if k in set(keys)}
+    return Discovery(tuple(PaperSource(k, papers[k]) for k in sorted(papers)), (), (z.metadata_file,), "zotero",
+                     tuple(sorted(z.metadata_only.items())), z.notes)

@@ -11,9 +11,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from sheaf.ingest import source_hash
-from sheaf.ingest.library import Discovery, discover
 from sheaf.core.models import IngestError
+from sheaf.core.settings import Settings
+from sheaf.ingest import source_hash
+from sheaf.ingest.library import Discovery, discover_library
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +27,10 @@ class SourceScan:
     hashed: int  # papers whose bytes were read this time
 
 
-def scan_sources(library: Path, cache_file: Path | None = None, *, write_cache: bool = True) -> SourceScan:
-    """Hash every paper's OCR output, re-reading only files whose size or mtime changed.
-    `write_cache=False` (`sheaf status`): the stat cache is read, never written."""
-    disc = discover(library)
+def scan_sources(settings: Settings, cache_file: Path | None = None, *, write_cache: bool = True) -> SourceScan:
+    """Hash every paper of the settings' library, re-reading only files whose size or mtime changed.
+    `write_cache=False` (`sheaf status`): the stat cache (and a Zotero mirror) is read, never written."""
+    disc = discover_library(settings, write=write_cache)
     cache: dict[str, list] = {}
     if cache_file and cache_file.exists():
         try:

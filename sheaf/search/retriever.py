@@ -150,6 +150,8 @@ def reading_order(body: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> li
 def _unit_source(u: Unit) -> str:
     if isinstance(u, ObjectUnit):
         return u.object_kind
+    if u.unit_kind in ("annotation", "note"):
+        return u.unit_kind
     return "backmatter" if u.unit_kind == "backmatter_body" else "body"
 
 
@@ -805,13 +807,13 @@ class Retriever:
         configured model)."""
         # Reading the library folder needs the ingest package (~20 ms to import): only an
         # empty answer, which reports coverage, pays for it.
-        from sheaf.ingest.library import discover
+        from sheaf.ingest.library import discover_library
 
         s = self.settings
         library = None
         try:
             if Path(s.library).is_dir():
-                library = len(discover(s.library).papers)
+                library = len(discover_library(s, write=False).papers)
         except OSError:
             pass
         store = open_artifacts(s)

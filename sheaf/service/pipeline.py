@@ -189,13 +189,15 @@ def status(settings: Any) -> Outcome:
                 "built": states.get("built", 0)}
     probe = index_probe(settings)
     coverage.update({k: probe[k] for k in ("indexed", "embedded") if k in probe})
-    data = {"library": str(settings.library), "home": str(settings.home), "built_before": built_before,
-            "papers": [status_dict(s) for s in statuses.values()], "states": states, "skipped": skipped,
-            "coverage": coverage, "index": probe, "plan": how}
+    disc = plan.scan.discovery
+    metadata_only = [{"paper": k, "reason": r} for k, r in disc.metadata_only]
+    data = {"library": str(settings.library), "layout": disc.layout, "home": str(settings.home),
+            "built_before": built_before, "papers": [status_dict(s) for s in statuses.values()], "states": states,
+            "skipped": skipped, "metadata_only": metadata_only, "coverage": coverage, "index": probe, "plan": how}
     data.update(build_state=live, **verdict((s.state for s in statuses.values()), coverage, probe, live))
     if not built_before:
         data["message"] = f"no build yet in the home {settings.home} ({where(settings, 'home')})"
-    warnings = [f"{s['folder']!r} skipped: {s['reason']}" for s in skipped]
+    warnings = [f"{s['folder']!r} skipped: {s['reason']}" for s in skipped] + list(disc.notes)
     env = ok("status", data, count=len(statuses), warnings=warnings,
              next_actions=_status_actions(states, statuses, skipped, built_before))
     return Outcome(env, 0, statuses)

@@ -2,7 +2,8 @@
 
 Body units take a section's own blocks: `body` kind from body/abstract/list/equation
 blocks, `backmatter_body` kind from back-matter blocks and footnotes (and from every text
-block of a back-matter section). Titles, author lines, headings, references, figures,
+block of a back-matter section), and `annotation` / `note` kinds from a reader's Zotero
+annotations and notes. Titles, author lines, headings, references, figures,
 tables and captions never reach a body unit. Object units pair each figure/table with
 its caption(s), its text, the first body paragraph citing it and its most specific section.
 """
@@ -18,6 +19,7 @@ from sheaf.core.models import (
     BODY_ROLES,
     Block,
     BodyUnit,
+    READER_ROLES,
     ObjectUnit,
     SectionNode,
 )
@@ -96,17 +98,22 @@ def body_units(
     for node in tree.walk():
         body: list[Block] = []
         back: list[Block] = []
+        reader: dict[str, list[Block]] = {"annotation": [], "note": []}
         for bid in node.own_block_ids:
             b = by_id.get(bid)
             if b is None or not b.text.strip():
                 continue
-            if node.kind == "backmatter" and (b.role in BODY_ROLES or b.role in BACKMATTER_ROLES):
+            if b.role in READER_ROLES:
+                reader[b.role].append(b)
+            elif node.kind == "backmatter" and (b.role in BODY_ROLES or b.role in BACKMATTER_ROLES):
                 back.append(b)
             elif b.role in BODY_ROLES:
                 body.append(b)
             elif b.role in BACKMATTER_ROLES:
                 back.append(b)
-        for kind, group, suffix in (("body", body, ""), ("backmatter_body", back, ":backmatter")):
+        for kind, group, suffix in (("body", body, ""), ("backmatter_body", back, ":backmatter"),
+                                    ("annotation", reader["annotation"], ":annotation"),
+                                    ("note", reader["note"], ":note")):
             if not group:
                 continue
             parts = pack(group, token_cap)

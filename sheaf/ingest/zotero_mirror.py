@@ -1,0 +1,267 @@
+"""The Zotero mirror: what Sheaf keeps of a Zotero data directory in its own home.
+
+`<mirror>/papers/<KEY>.zotero.json` is each paper's source manifest (`sheaf.ingest.zotero_source`),
+`<mirror>/library.json` the library's metadata as a Better BibTeX-style export (so metadata flows
+as from any export), `<mirror>/state.json` what the last reading saw: the database's size and
+mtime (with its `-wal` and `-journal`), the catalog read then, and each file's size, mtime and
+SHA-256. A reading whose database stamp is unchanged reuses the catalog without opening the
+database, and a file whose size and mtime are unchanged is not hashed again: a build with
+nothing to do reads one small JSON file and stats each attachment.
+
+The mirror is a cache: deleting it costs one reading of the database and one hash of each
+file. Nothing is ever written to the Zotero data directory.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sheaf.ingest import find_input
+from sheaf.ingest.zotero import Catalog, ZoteroPaper, db_stamp, read_catalog
+from sheaf.ingest.zotero_source import FT_CACHE, MANIFEST_FORMAT, SUFFIX, VERSION
+from sheaf.core.models import IngestError
+
+#: Bump when the catalog or manifests would be made differently from the same database.
+MIRROR_RULES = "1"
+
+
+@dataclass(frozen=True, slots=True)
+class ZoteroDiscovery:
+    papers: dict[str, Path]  # paper key → its manifest
+    metadata_only: dict[str, str]  # paper key → why it has no text to index
+    metadata_file: Path
+    notes: tuple[str, ...]  # said to the user (a snapshot that may be behind)
+
+
+def discover_zotero(data_dir: Path, mirror: Path | None, *, base_dir: Path | None = None,
+                    libraries: str = "all", write: bool = True) -> ZoteroDiscovery:
+    """Bring the mirror in step with the data directory and list its papers. `write=False`
+    (`sheaf status`): the home is not written; a mirror that is not current is made in a
+    temporary folder for this process."""
+    if mirror is None or (not write and not _current(mirror, data_dir, base_dir, libraries)):
+        mirror = _scratch()
+    state = _read_json(mirror / "state.json") or {}
+    stamp = {"db": db_stamp(data_dir), "base_dir": str(base_dir or ""), "libraries": libraries,
+             "rules": MIRROR_RULES, "source_version": VERSION}
+    notes: list[str] = []
+    if state.get("stamp") == stamp and isinstance(state.get("catalog"), dict):
+        catalog = state["catalog"]
+    else:
+        cat = read_catalog(data_dir, base_dir=base_dir, libraries=libraries)
+        if cat.behind:
+            notes.append(f"{data_dir / 'zotero.sqlite'} changed while it was read (Zotero is writing): "
+                         "this build may miss the latest changes; the next one picks them up")
+        catalog = _catalog_json(cat)
+        _write(mirror / "library.json", json.dumps(_export(cat), ensure_ascii=False, sort_keys=True).encode())
+    files: dict[str, list] = dict(state.get("files") or {})
+    seen_files: dict[str, list] = {}
+    papers: dict[str, Path] = {}
+    metadata_only: dict[str, str] = {}
+    written: dict[str, str] = {}
+    for key, entry in catalog["papers"].items():
+        manifest, why = _manifest(entry, files, seen_files)
+        if manifest is None:
+            metadata_only[key] = why
+            continue
+        data = json.dumps(manifest, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+        sha = hashlib.sha256(data).hexdigest()
+        path = mirror / "papers" / f"{key}{SUFFIX}"
+        if (state.get("manifests") or {}).get(key) != sha or not path.exists():
+            _write(path, data)
+        written[key] = sha
+        papers[key] = path
+    for stale in set(state.get("manifests") or {}) - set(written):
+        (mirror / "papers" / f"{stale}{SUFFIX}").unlink(missing_ok=True)
+    new_state = {"stamp": stamp, "catalog": catalog, "files": seen_files, "manifests": written}
+    if new_state != state:
+        _write(mirror / "state.json", json.dumps(new_state, ensure_ascii=False, separators=(",", ":")).encode())
+    return ZoteroDiscovery(papers, metadata_only, mirror / "library.json", tuple(notes))
+
+
+def _current(mirror: Path, data_dir: Path, base_dir: Path | None, libraries: str) -> bool:
+    state = _read_json(mirror / "state.json") or {}
+    st = state.get("stamp") or {}
+    return (st.get("db") == db_stamp(data_dir) and st.get("base_dir") == str(base_dir or "")
+            and st.get("libraries") == libraries and st.get("rules") == MIRROR_RULES
+            and (mirror / "library.json").is_file())
+
+
+_SCRATCH: list[str] = []
+
+
+def _scratch() -> Path:
+    """A temporary mirror for a process that must not write the home, removed at its exit."""
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.mkdtemp(prefix="sheaf-zotero-mirror-"))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return Path(_SCRATCH[0])
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- catalog → JSON ------------------------------------------------------------------------------
+
+def _catalog_json(cat: Catalog) -> dict[str, Any]:
+    papers = {}
+    for p in cat.papers:
+        papers[p.key] = {
+            "link": p.link, "library": p.library,
+            "attachments": [{"key": a.key, "title": a.title, "content_type": a.content_type,
+                             "file": str(a.file) if a.file else None, "problem": a.problem,
+                             "storage": str(a.storage_dir) if a.storage_dir else None, "stored": bool(a.path and a.path.startswith("storage:"))}
+                            for a in p.attachments],
+            "annotations": p.annotations, "notes": p.notes,
+        }
+    return {"papers": papers, "libraries": cat.libraries}
+
+
+def _is_pdf(a: dict[str, Any]) -> bool:
+    f = a.get("file") or ""
+    return a.get("content_type") == "application/pdf" or f.lower().endswith(".pdf")
+
+
+def _manifest(entry: dict[str, Any], files: dict[str, list], seen: dict[str, list]) -> tuple[dict | None, str]:
+    """A paper's manifest (its text sources with their hashes, annotations, notes), or None and
+    why the paper has no text."""
+    sources = []
+    reasons = []
+    atts = entry["attachments"]
+    pdfs = [a for a in atts if _is_pdf(a)]
+    for a in pdfs or [a for a in atts if a.get("storage")]:
+        ft = _ft_cache(a, files, seen)
+        src: dict[str, Any] = {"attachment": a["key"], "title": a.get("title") or a["key"], "ft_cache": ft}
+        inp = None
+        if a.get("file") and _is_pdf(a):
+            inp = _input(a, files, seen)
+            if inp is None:
+                src["problem"] = f"file not readable: {a['file']}"
+        else:
+            src["problem"] = a.get("problem") or ("no PDF: a web page snapshot" if a.get("file") else "no file")
+        if inp:
+            src.update(inp)
+        if inp or ft:
+            sources.append(src)
+        else:
+            reasons.append(f"{a['key']}: {src['problem']}" + (f" and Zotero's {FT_CACHE} is empty" if a.get("storage") else ""))
+    if not sources and not entry["annotations"] and not entry["notes"]:
+        if not atts:
+            return None, "no attachment: metadata only"
+        return None, "no text to index: " + "; ".join(reasons or ["only links to web pages"])
+    return {"format": MANIFEST_FORMAT, "version": VERSION, "link": entry["link"], "library": entry["library"],
+            "sources": sources, "annotations": entry["annotations"], "notes": entry["notes"]}, ""
+
+
+def _input(a: dict[str, Any], files: dict[str, list], seen: dict[str, list]) -> dict[str, Any] | None:
+    """The attachment's chosen input: an OCR/layout output in its storage folder, else the file."""
+    where = Path(a["storage"]) if a.get("stored") and a.get("storage") else Path(a["file"])
+    try:
+        file, fmt = find_input(a["key"], where)
+    except IngestError:
+        file, fmt = Path(a["file"]), "pdf"
+    h = _hash(file, files, seen)
+    if h is None:
+        return None
+    return {"path": str(file), "format": fmt, "size": h[0], "sha256": h[2]}
+
+
+def _ft_cache(a: dict[str, Any], files: dict[str, list], seen: dict[str, list]) -> dict[str, Any] | None:
+    if not a.get("storage"):
+        return None
+    f = Path(a["storage"]) / FT_CACHE
+    h = _hash(f, files, seen)
+    if h is None or h[0] == 0:
+        return None
+    return {"path": str(f), "size": h[0], "sha256": h[2]}
+
+
+def _hash(file: Path, files: dict[str, list], seen: dict[str, list]) -> list | None:
+    """[size, mtime_ns, sha256] of a file, hashed only when its size or mtime moved; None when
+    it cannot be read."""
+    key = str(file)
+    try:
+        st = os.stat(file)
+    except OSError:
+        return None
+    old = files.get(key)
+    if old and old[0] == st.st_size and old[1] == st.st_mtime_ns:
+        seen[key] = old
+        return old
+    h = hashlib.sha256()
+    try:
+        with open(file, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    seen[key] = [st.st_size, st.st_mtime_ns, h.hexdigest()]
+    return seen[key]
+
+
+# --- metadata export -----------------------------------------------------------------------------
+
+def _export(cat: Catalog) -> dict[str, Any]:
+    """The library's metadata as a Better BibTeX-style JSON export (what `sheaf.ingest.metadata`
+    reads): one item a paper, its collections by path."""
+    items = []
+    collections: dict[str, dict[str, Any]] = {}
+    for p in cat.papers:
+        items.append(_item(p))
+        for c in p.collections:
+            parent = None
+            parts = c.split("/")
+            for i in range(len(parts)):
+                ck = "/".join(parts[: i + 1])
+                node = collections.setdefault(ck, {"name": parts[i], "parent": parent, "items": []})
+                parent = ck
+            collections[c]["items"].append(p.key)
+    return {"config": {"label": "Zotero data directory", "sheaf": MIRROR_RULES}, "items": items,
+            "collections": collections}
+
+
+def _item(p: ZoteroPaper) -> dict[str, Any]:
+    f = dict(p.fields)
+    item: dict[str, Any] = {k: v for k, v in f.items() if k not in ("extra",)}
+    if f.get("date"):
+        item["date"] = _zotero_date(f["date"])
+    extra = f.get("extra")
+    if extra:
+        item["extra"] = extra
+    if not item.get("title"):
+        item["title"] = next((a.title for a in p.attachments if a.title), "") if p.item_type == "document" else ""
+    item.update({"itemKey": p.key, "itemType": p.item_type, "creators": p.creators,
+                 "tags": [{"tag": t} for t in p.tags], "dateAdded": p.date_added, "dateModified": p.date_modified,
+                 "uri": p.link, "library": p.library})
+    return item
+
+
+def _zotero_date(value: str) -> str:
+    """Zotero's stored date ("2020-09-00 2020-09": SQL form, then the text as entered) as the text
+    entered, or the SQL part when the year is known."""
+    sql, _, entered = value.partition(" ")
+    if len(sql) == 10 and sql[4] == "-" and sql[:4].isdigit():
+        return entered or (sql[:4] if sql[:4] != "0000" else "")
+    return value
