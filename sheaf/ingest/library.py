@@ -43,7 +43,7 @@ class Discovery:
 
 def discover_library(settings: Settings, keys: Iterable[str] | None = None, *, write: bool = True) -> Discovery:
     """`discover` of the settings' library, with its Zotero mirror in the settings' home."""
-    return discover(settings.library, keys, mirror=settings.artifacts_dir / "_zotero", write=write,
+    return discover(settings.library, keys, mirror=settings.home / "zotero", write=write,
                     zotero_base_dir=settings.zotero_base_dir, zotero_libraries=settings.zotero_libraries)
 
 
