@@ -85,6 +85,8 @@ def _filters(p: argparse.ArgumentParser) -> None:
                    help="only this domain: a PaperForge export's file name (repeatable)")
     p.add_argument("--collection", action="append", default=[], metavar="C",
                    help="only papers in this Zotero collection or below it, e.g. Ecology (repeatable)")
+    p.add_argument("--tag", action="append", default=[], metavar="T",
+                   help="only papers with this Zotero tag or keyword, any case (repeatable)")
     p.add_argument("--author", action="append", default=[], metavar="NAME",
                    help="only papers with an author of this name, any case or accents: muller finds Müller "
                         "(repeatable)")
@@ -224,12 +226,12 @@ def request_from_args(args: argparse.Namespace) -> QueryRequest:
     if c == "search":
         return SearchRequest(" ".join(args.query), limit=args.limit, year_from=args.year_from,
                              year_to=args.year_to, domain=tuple(args.domain), author=tuple(args.author),
-                             collection=tuple(args.collection))
+                             collection=tuple(args.collection), tag=tuple(args.tag))
     if c == "retrieve":
         return RetrieveRequest(" ".join(args.query), mode=args.mode, limit=args.limit, per_paper=args.per_paper,
                                paper=tuple(args.paper), kind=args.kind, full=args.full, year_from=args.year_from,
                                year_to=args.year_to, domain=tuple(args.domain), author=tuple(args.author),
-                               collection=tuple(args.collection), min_score=args.min_score)
+                               collection=tuple(args.collection), tag=tuple(args.tag), min_score=args.min_score)
     if c == "get":
         return GetRequest(tuple(args.ids))
     if c == "timeline":

@@ -156,6 +156,9 @@ class PaperMeta:
     domain: str | None
     item_type: str | None = None
     source: str | None = None  # the export file it came from
+    tags: tuple[str, ...] = ()  # Zotero tags / keywords
+    link: str | None = None  # zotero://select/... of the item, when it is a Zotero item
+
 
     @property
     def paper_id(self) -> str:
@@ -165,4 +168,5 @@ class PaperMeta:
         d = record_dict(self)
         d["authors"] = list(self.authors)
         d["collections"] = list(self.collections)
+        d["tags"] = list(self.tags)
         return d

@@ -251,7 +251,36 @@ def _bbt_item(item: Mapping[str, Any], domain: str | None, source: str,
         domain=domain,
         item_type=_str(item, "itemType"),
         source=source,
+        tags=_bbt_tags(item.get("tags")),
+        link=_zotero_link(item, key),
     )
+
+
+def _bbt_tags(tags: Any) -> tuple[str, ...]:
+    """A Better BibTeX item's tags (``[{"tag": "x"}]`` or ``["x"]``), in order, once each."""
+    if not isinstance(tags, list):
+        return ()
+    out = (t.get("tag") if isinstance(t, Mapping) else t for t in tags)
+    return tuple(dict.fromkeys(t.strip() for t in out if isinstance(t, str) and t.strip()))
+
+
+_ZOTERO_URI = re.compile(r"^https?://zotero\.org/(users|groups)/(\d+)/items/([A-Z0-9]{8})$")
+
+
+def _zotero_link(item: Mapping[str, Any], key: str) -> str | None:
+    """The item's `zotero://select` link: its uri's (a Zotero uri or an export's zotero.org uri),
+    else, for an item keyed by a Zotero item key, the personal library's."""
+    uri = item.get("uri") if isinstance(item.get("uri"), str) else ""
+    if uri.startswith("zotero://select/"):
+        return uri
+    m = _ZOTERO_URI.match(uri)
+    if m:
+        return (f"zotero://select/library/items/{m[3]}" if m[1] == "users"
+                else f"zotero://select/groups/{m[2]}/items/{m[3]}")
+    item_key = item.get("itemKey") if isinstance(item.get("itemKey"), str) else None
+    if item_key == key and re.fullmatch(r"[A-Z0-9]{8}", key):
+        return f"zotero://select/library/items/{key}"
+    return None
 
 
 def parse_bbt(data: Mapping[str, Any], *, domain: str | None, source: str,
@@ -470,9 +499,8 @@ def load_library_metadata(library: str | Path) -> MetadataLoad:
     return MetadataLoad((), ())
 
 
-#: Part of `export_hash`: bump it when the same export files load differently (2: a plain
-#: library's papers have no domain, instead of "library" from the file name).
-METADATA_RULES = "2"
+#: Part of `export_hash`: bump it when the same export files load differently.
+METADATA_RULES = "3"
 
 
 def export_files_metadata(files: Iterable[str | Path], keys: Collection[str] | None = None) -> MetadataLoad:

@@ -289,7 +289,10 @@ class Retriever:
 
     def _paper_fields(self, paper_id: str) -> dict[str, Any]:
         rec = self.papers([paper_id])[paper_id]
-        return {k: rec[k] for k in ("zotero_key", "title", "first_author", "year", "journal", "domain")}
+        out = {k: rec[k] for k in ("zotero_key", "title", "first_author", "year", "journal", "domain")}
+        if rec.get("link"):  # a Zotero item: its zotero://select link
+            out["link"] = rec["link"]
+        return out
 
     def _require_papers(self, keys: Sequence[str] | None) -> list[str] | None:
         if not keys:
@@ -463,7 +466,7 @@ class Retriever:
                  kind: str = "all", full: bool = False, fetch: int | None = None, year_from: int | None = None,
                  year_to: int | None = None, domains: Sequence[str] | None = None,
                  authors: Sequence[str] | None = None, collections: Sequence[str] | None = None,
-                 min_score: float | None = None) -> Result:
+                 tags: Sequence[str] | None = None, min_score: float | None = None) -> Result:
         """Unit-level retrieval (see the module docstring). `per_paper` 0 means no cap;
         `fetch` is the first number of candidates per leg (times four until `limit` is met);
         the metadata filters as `search`'s; `min_score`: only matches scoring that or more (in
@@ -479,7 +482,7 @@ class Retriever:
             raise SheafError("BAD_QUERY", "the query is empty", hint="give a question or some words")
         kinds = ("body", "object") if kind == "all" else (kind,)
         paper_ids = self._require_papers(papers)
-        filtered, filter_warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections)
+        filtered, filter_warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections, tags)
         if filtered is not None:
             paper_ids = filtered if paper_ids is None else [k for k in paper_ids if k in set(filtered)]
         if mode != "semantic":
@@ -665,25 +668,27 @@ class Retriever:
     # --- search (paper level) ----------------------------------------------------------------
 
     def _filter_papers(self, year_from: int | None, year_to: int | None, domains: Sequence[str] | None,
-                       authors: Sequence[str] | None, collections: Sequence[str] | None
+                       authors: Sequence[str] | None, collections: Sequence[str] | None,
+                       tags: Sequence[str] | None = None
                        ) -> tuple[list[str] | None, list[str], dict[str, Any]]:
         """(the papers passing the metadata filters, None without filters; warnings about
         filter values no paper has; the filters as the envelope shows them). An inverted year
         range: BAD_QUERY."""
         filters = {"year_from": year_from, "year_to": year_to, "domain": list(domains) if domains else None,
                    "author": list(authors) if authors else None,
-                   "collection": list(collections) if collections else None}
+                   "collection": list(collections) if collections else None, "tag": list(tags) if tags else None}
         if year_from is not None and year_to is not None and year_from > year_to:
             raise SheafError("BAD_QUERY", f"--year-from {year_from} is after --year-to {year_to}: no year "
                              "can pass both", {"year_from": year_from, "year_to": year_to},
                              hint=f"swap them: --year-from {year_to} --year-to {year_from}")
-        if year_from is None and year_to is None and not domains and not authors and not collections:
+        if year_from is None and year_to is None and not domains and not authors and not collections and not tags:
             return None, [], filters
         warnings: list[str] = []
         paper_ids = self.index.papers_where(year_min=year_from, year_max=year_to,
                                             domains=list(domains) if domains else None,
                                             collections=list(collections) if collections else None,
-                                            authors=list(authors) if authors else None)
+                                            authors=list(authors) if authors else None,
+                                            tags=list(tags) if tags else None)
         if domains:
             known = self._memoized("domains", self.index.domains)
             unknown = [d for d in domains if d not in known]
@@ -703,7 +708,8 @@ class Retriever:
 
     def search(self, query: str, *, limit: int = DEFAULT_LIMIT, year_from: int | None = None,
                year_to: int | None = None, domains: Sequence[str] | None = None,
-               authors: Sequence[str] | None = None, collections: Sequence[str] | None = None) -> Result:
+               authors: Sequence[str] | None = None, collections: Sequence[str] | None = None,
+               tags: Sequence[str] | None = None) -> Result:
         """Papers for a lexical query over metadata and full text; one match per paper. The
         snippet is the paper's best evidence, body text before back matter (acknowledgments,
         data availability, ...) when both hold the words."""
@@ -711,7 +717,7 @@ class Retriever:
         if not (query or "").strip():
             raise SheafError("BAD_QUERY", "the query is empty", hint="give some words to search for")
         and_q, or_q = self._matches(query)
-        paper_ids, warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections)
+        paper_ids, warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections, tags)
         actions: list[str] = []
         n = max(200, limit * 10)
         relaxed = False

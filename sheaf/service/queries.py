@@ -48,7 +48,7 @@ def search(req: SearchRequest, retrievers: RetrieverSource, *, served_by: str = 
     return _answer(req.command, retrievers, served_by, lambda r: r.search(
         req.query, limit=req.limit, year_from=req.year_from, year_to=req.year_to,
         domains=list(req.domain) or None, authors=list(req.author) or None,
-        collections=list(req.collection) or None))
+        collections=list(req.collection) or None, tags=list(req.tag) or None))
 
 
 def retrieve(req: RetrieveRequest, retrievers: RetrieverSource, *, served_by: str = "local") -> Outcome:
@@ -56,7 +56,7 @@ def retrieve(req: RetrieveRequest, retrievers: RetrieverSource, *, served_by: st
         req.query, mode=req.mode, limit=req.limit, per_paper=req.per_paper, papers=list(req.paper) or None,
         kind=req.kind, full=req.full, year_from=req.year_from, year_to=req.year_to,
         domains=list(req.domain) or None, authors=list(req.author) or None,
-        collections=list(req.collection) or None, min_score=req.min_score))
+        collections=list(req.collection) or None, tags=list(req.tag) or None, min_score=req.min_score))
 
 
 def get(req: GetRequest, retrievers: RetrieverSource, *, served_by: str = "local") -> Outcome:

@@ -109,7 +109,7 @@ class SearchRequest(_Request):
     command: ClassVar[str] = "search"
     _kinds: ClassVar[dict[str, Any]] = {"query": _STR, "limit": _INT, "year_from": _OPT_INT,
                                         "year_to": _OPT_INT, "domain": _STRS, "author": _STRS,
-                                        "collection": _STRS}
+                                        "collection": _STRS, "tag": _STRS}
     query: str
     limit: int = DEFAULT_LIMIT
     year_from: int | None = None
@@ -117,6 +117,7 @@ class SearchRequest(_Request):
     domain: tuple[str, ...] = ()
     author: tuple[str, ...] = ()
     collection: tuple[str, ...] = ()
+    tag: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ class RetrieveRequest(_Request):
     _kinds: ClassVar[dict[str, Any]] = {"query": _STR, "mode": MODES, "limit": _INT, "per_paper": _INT,
                                         "paper": _STRS, "kind": KINDS, "full": _BOOL, "year_from": _OPT_INT,
                                         "year_to": _OPT_INT, "domain": _STRS, "author": _STRS,
-                                        "collection": _STRS, "min_score": _OPT_NUM}
+                                        "collection": _STRS, "tag": _STRS, "min_score": _OPT_NUM}
     query: str
     mode: str = "hybrid"
     limit: int = DEFAULT_LIMIT
@@ -140,6 +141,7 @@ class RetrieveRequest(_Request):
     domain: tuple[str, ...] = ()
     author: tuple[str, ...] = ()
     collection: tuple[str, ...] = ()
+    tag: tuple[str, ...] = ()
     min_score: float | None = None
 
 

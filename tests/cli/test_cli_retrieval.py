@@ -94,7 +94,7 @@ def test_search_json_and_every_flag(env, capsys):
     e = ok_json(capsys, "search", "results", "--limit", "50", "--year-from", "2022", "--year-to", "2023")
     assert e["count"] and all(2022 <= m["year"] <= 2023 for m in e["data"]["matches"])
     assert e["data"]["filters"] == {"year_from": 2022, "year_to": 2023, "domain": None, "author": None,
-                                    "collection": None}
+                                    "collection": None, "tag": None}
     e = ok_json(capsys, "search", "results", "--domain", "Nowhere", "--domain", "Else")
     assert e["count"] == 0 and e["data"]["filters"]["domain"] == ["Nowhere", "Else"]
     assert e["data"]["coverage"]["indexed"] == 10 and e["next_actions"]

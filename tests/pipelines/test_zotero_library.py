@@ -46,6 +46,11 @@ def test_a_zotero_directory_built_searched_and_kept_current(zotero_home, shared_
     assert found["data"]["matches"][0]["zotero_key"] == "EMKZAIYM"
     meta = _cli("search", "Dean Ghemawat MapReduce")["data"]["matches"][0]
     assert meta["zotero_key"] == "YDQMNNXT" and meta["title"] == "MapReduce: simplified data processing on large clusters"
+    assert meta["link"] == "zotero://select/library/items/YDQMNNXT"
+    tagged = _cli("retrieve", "consensus protocol", "--tag", "CONSENSUS", "--mode", "lexical")
+    assert {m["zotero_key"] for m in tagged["data"]["matches"]} == {"7B2NZTTN"}
+    assert tagged["data"]["filters"]["tag"] == ["CONSENSUS"]
+    assert {m["zotero_key"] for m in _cli("search", "blockchain", "--tag", "fuzzing")["data"]["matches"]} == {"IBPA9MB3"}
     assert _cli("doctor", "--library", lib)["data"]["issues"] == []
     assert _cli("build", "--library", lib)["data"]["embeddings_computed"] == 0
     assert tree_state(zotero_home) == before  # nothing of Zotero's was written
@@ -69,3 +74,31 @@ def test_a_zotero_directory_built_searched_and_kept_current(zotero_home, shared_
     assert renamed["title"] == "Bigtable, renamed in Zotero"
     gone = _cli("search", "Google File System")["data"]["matches"]
     assert "YETXCY5K" not in {m["zotero_key"] for m in gone}
+
+
+def test_the_discovery_sensor_watches_the_zotero_database(shared_data, tmp_path, monkeypatch):
+    """Under `dagster dev`: the discovery tick adds a Zotero library's papers as partitions, skips
+    when the database did not move, and sees a PDF attached in Zotero on its next tick."""
+    from dagster import SensorResult, SkipReason
+
+    from tests.pipelines.test_sensors_schedules import _apply, _sense
+    from tests.pipeline_kit import Home
+
+    h = Home(tmp_path / "z")
+    copy_zotero_dir(shared_data, ZOTERO_DIRS[1], h.library)
+    h.dagster_home.mkdir(parents=True)
+    h.apply(monkeypatch)
+    from tests.pipeline_kit import instance
+
+    inst = instance()
+    first = _sense(h, inst)
+    assert isinstance(first, SensorResult)
+    added = {k for r in first.dynamic_partitions_requests for k in r.partition_keys}
+    assert len(added) == 15 and "Y82DIS32" in added and "QYKJ596D" not in added
+    _apply(inst, first)
+    assert isinstance(_sense(h, inst), SkipReason)
+    pdf = next((shared_data / "zotero_dirs" / ZOTERO_DIRS[1] / "storage").rglob("Fischer*.pdf"))
+    with ZoteroDb(h.library) as z:
+        z.add_pdf(z.item_id("QYKJ596D"), "LATERPDF", pdf)
+    later = _sense(h, inst)
+    assert [k for r in later.dynamic_partitions_requests for k in r.partition_keys] == ["QYKJ596D"]

@@ -24,6 +24,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit, PaperMeta
 from sheaf.store.copy import copy_index
 from sheaf.store.select import open_url
+from sheaf.store.postgres.schema import SCHEMA_VERSION
 from sheaf.store.sqlite.fts import build_match_query
 from sheaf.store.sqlite.index import IndexSchemaError
 from sheaf.vectors.identity import ModelChangedError
@@ -284,6 +285,24 @@ def test_short_ids_lengthened_on_collision(backend):
     assert backend.unit("abcd").unit_id == a.unit_id and backend.unit(sb).unit_id == b.unit_id
 
 
+def test_tags_filter_and_zotero_links_round_trip(backend):
+    """A Zotero library's tags filter papers (whole tags, any case and accents), and its items'
+    zotero:// links come back with their fields and export."""
+    from dataclasses import replace
+
+    backend.replace_paper("PA", *paper_units("PA"))
+    backend.replace_paper("PB", *paper_units("PB"))
+    backend.upsert_papers([replace(meta("PA", "Osteoblast kinetics"), tags=("Bone", "Résumé"),
+                                   link="zotero://select/library/items/PA"), meta("PB", "Other", 2010)])
+    assert backend.papers_where(year_min=None, year_max=None, domains=None, tags=["bone"]) == ["PA"]
+    assert backend.papers_where(year_min=None, year_max=None, domains=None, tags=["resume", "x"]) == ["PA"]
+    assert backend.papers_where(year_min=None, year_max=None, domains=None, tags=["bon"]) == []
+    fields = backend.paper_fields(["PA", "PB"])
+    assert fields["PA"]["link"] == "zotero://select/library/items/PA" and fields["PB"]["link"] is None
+    exported = {m.key: m for m in backend.export_papers()}
+    assert exported["PA"].tags == ("Bone", "Résumé") and exported["PB"].tags == ()
+
+
 def test_metadata_filters_and_retitle(backend):
     units, objects = paper_units("PA")
     backend.replace_paper("PA", units, objects)
@@ -516,7 +535,7 @@ def test_a_schema_1_index_is_migrated_and_ranks_as_before(pg_url, tmp_path):
         with psycopg.connect(pg_url) as c:
             assert c.execute("SELECT paper_id, scope, ref, term, freqs FROM lex_postings ORDER BY 1, 2, 3, 4"
                              ).fetchall() == want
-            assert c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
+            assert c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
         for q in ("regeneration", "bone collagen", "SPG-302", "studies"):
             for scope in ("body", "object", "papers"):
                 assert lexical(pg, scope, q) == lexical(sq, scope, q), (q, scope)
@@ -551,7 +570,7 @@ def test_a_schema_3_index_gets_its_hnsw_graphs_built_again(pg_url, embedder, que
     try:
         with psycopg.connect(pg_url) as c:
             assert "ef_construction='200'" in c.execute(hnsw).fetchone()[0]
-            assert c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
+            assert c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
         assert [(h.passage_id, round(h.distance, 6)) for h in pg.vector_candidates(q, 5, None, exact=False)] == want
     finally:
         pg.close()

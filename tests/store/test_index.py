@@ -576,3 +576,21 @@ def test_per_paper_vector_count_does_not_scan_the_collection(conn, embedder):
     for i in range(1, 60):
         add(f"P{i}")
     assert cost() < small * 1.5  # 60x the vectors, about the same work
+
+
+def test_schema_3_gains_tags_and_links_keeping_its_rows(tmp_path):
+    """3 → 4: the papers table gains `tags` (empty for the rows it held) and `link`."""
+    p = tmp_path / "s.db"
+    c = ix.open_index(p)
+    c.execute("INSERT INTO papers(paper_id, title) VALUES ('PA', 'Kept')")
+    c.execute("ALTER TABLE papers DROP COLUMN tags")
+    c.execute("ALTER TABLE papers DROP COLUMN link")
+    c.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    c.commit()
+    c.close()
+    with pytest.raises(ix.IndexSchemaError):
+        ix.open_index(p, readonly=True)
+    c = ix.open_index(p)
+    assert ix.schema_version(c) == ix.SCHEMA_VERSION
+    assert c.execute("SELECT title, tags, link FROM papers").fetchall() == [("Kept", "[]", None)]
+    c.close()

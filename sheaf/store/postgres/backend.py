@@ -728,10 +728,11 @@ class PostgresIndex:
     def paper_fields(self, paper_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for r in self.conn.execute(
-                "SELECT paper_id, title, first_author, year, journal, domain, has_metadata, citation_key "
+                "SELECT paper_id, title, first_author, year, journal, domain, has_metadata, citation_key, link "
                 "FROM papers WHERE paper_id = ANY(%s)", (list(paper_ids),)):
             out[r[0]] = {"zotero_key": r[0], "title": r[1] or None, "first_author": r[2], "year": r[3],
-                         "journal": r[4], "domain": r[5], "has_metadata": bool(r[6]), "citation_key": r[7]}
+                         "journal": r[4], "domain": r[5], "has_metadata": bool(r[6]), "citation_key": r[7],
+                         "link": r[8]}
         return out
 
     @_guarded
@@ -761,15 +762,15 @@ class PostgresIndex:
     @_guarded
     def papers_where(self, *, year_min: int | None = None, year_max: int | None = None,
                      domains: Sequence[str] | None = None, collections: Sequence[str] | None = None,
-                     authors: Sequence[str] | None = None) -> list[str]:
+                     authors: Sequence[str] | None = None, tags: Sequence[str] | None = None) -> list[str]:
         where, args = year_clauses(year_min, year_max, mark="%s")
         if domains:
             where.append("domain = ANY(%s)")
             args.append(list(domains))
-        rows = self.conn.execute(f"SELECT paper_id, collections, authors FROM papers WHERE {' AND '.join(where)} "
-                                 "ORDER BY paper_id COLLATE \"C\"", args).fetchall()
+        rows = self.conn.execute(f"SELECT paper_id, collections, authors, tags FROM papers WHERE "
+                                 f"{' AND '.join(where)} ORDER BY paper_id COLLATE \"C\"", args).fetchall()
         return filter_papers(rows, collections=list(collections) if collections else None,
-                             authors=list(authors) if authors else None)
+                             authors=list(authors) if authors else None, tags=list(tags) if tags else None)
 
     @_guarded
     def collection_names(self) -> set[str]:
@@ -987,11 +988,12 @@ class PostgresIndex:
     @_guarded
     def export_papers(self) -> list[PaperMeta]:
         rows = self.conn.execute("SELECT paper_id, citation_key, title, authors, first_author, year, journal, doi, "
-                                 "pmid, abstract, collections, domain, item_type, source FROM papers "
+                                 "pmid, abstract, collections, domain, item_type, source, tags, link FROM papers "
                                  "WHERE has_metadata = 1 ORDER BY seq").fetchall()
         return [PaperMeta(key=r[0], citation_key=r[1], title=r[2] or "", authors=tuple(json.loads(r[3])),
                           first_author=r[4], year=r[5], journal=r[6], doi=r[7], pmid=r[8], abstract=r[9],
-                          collections=tuple(json.loads(r[10])), domain=r[11], item_type=r[12], source=r[13])
+                          collections=tuple(json.loads(r[10])), domain=r[11], item_type=r[12], source=r[13],
+                          tags=tuple(json.loads(r[14] or "[]")), link=r[15])
                 for r in rows]
 
     @_guarded

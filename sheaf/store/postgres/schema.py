@@ -43,7 +43,7 @@ from sheaf.vectors.identity import ModelChangedError, ModelIdentity
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: The scopes of the lexical tables and their columns (those of the SQLite FTS5 tables).
 SCOPES = {"body": 0, "object": 1, "papers": 2}
@@ -187,7 +187,13 @@ def _v3_to_v4(conn: Any) -> None:
 
 #: Forward migrations: ``MIGRATIONS[v](cur)`` upgrades a version-``v`` index to ``v + 1`` (in the
 #: transaction of the version bump). A new database is made at version 1, then migrated.
-MIGRATIONS: dict[int, "Callable[[Any], None]"] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+def _v4_to_v5(conn: Any) -> None:
+    """Schema 5: each paper's tags (JSON list) and its zotero:// link."""
+    conn.execute("ALTER TABLE papers ADD COLUMN IF NOT EXISTS tags text NOT NULL DEFAULT '[]'")
+    conn.execute("ALTER TABLE papers ADD COLUMN IF NOT EXISTS link text")
+
+
+MIGRATIONS: dict[int, "Callable[[Any], None]"] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 _LOCK_SCHEMA = 0x5E4F0001  # advisory locks: the schema, collections
 _LOCK_COLLECTION = 0x5E4F0002

@@ -380,7 +380,7 @@ def remove_paper(conn: Conn, where: Where, paper_id: str, *, prune_cache: bool =
 
 
 _META_COLS = ("citation_key", "title", "authors", "first_author", "year", "journal", "doi", "pmid", "abstract",
-              "collections", "domain", "item_type", "has_metadata", "meta_sha256", "source")
+              "collections", "domain", "item_type", "has_metadata", "meta_sha256", "source", "tags", "link")
 
 
 def upsert_papers(conn: Conn, where: Where, metas: Iterable[PaperMeta], *, hook: Hook = None) -> dict[str, int]:
@@ -398,7 +398,7 @@ def upsert_papers(conn: Conn, where: Where, metas: Iterable[PaperMeta], *, hook:
         for m in metas:
             sha = _meta_sha(m)
             vals = (m.citation_key, m.title, _j(m.authors), m.first_author, m.year, m.journal, m.doi, m.pmid,
-                    m.abstract, _j(m.collections), m.domain, m.item_type, 1, sha, m.source)
+                    m.abstract, _j(m.collections), m.domain, m.item_type, 1, sha, m.source, _j(m.tags), m.link)
             row = old.get(m.key)
             if row is not None and row[0] == sha:
                 stats["unchanged"] += 1
@@ -438,8 +438,8 @@ def prune_metadata(conn: Conn, where: Where, exported: Iterable[str], *, hook: H
                 continue
             c.execute("UPDATE papers SET citation_key = NULL, title = NULL, authors = '[]', first_author = NULL, "
                       "year = NULL, journal = NULL, doi = NULL, pmid = NULL, abstract = NULL, collections = '[]', "
-                      "domain = NULL, item_type = NULL, has_metadata = 0, meta_sha256 = NULL, source = NULL "
-                      "WHERE paper_id = %s", (pid,))
+                      "domain = NULL, item_type = NULL, has_metadata = 0, meta_sha256 = NULL, source = NULL, "
+                      "tags = '[]', link = NULL WHERE paper_id = %s", (pid,))
             write_lex(c, pid, ["papers", "body", "object"] if title else ["papers"])
             stats["stubbed"] += 1
         return stats

@@ -190,10 +190,11 @@ class SqliteIndex:
         for i in range(0, len(ids), 500):
             chunk = ids[i:i + 500]
             for r in self.conn.execute(
-                    "SELECT paper_id, title, first_author, year, journal, domain, has_metadata, citation_key "
+                    "SELECT paper_id, title, first_author, year, journal, domain, has_metadata, citation_key, link "
                     f"FROM papers WHERE paper_id IN ({','.join('?' * len(chunk))})", chunk):
                 out[r[0]] = {"zotero_key": r[0], "title": r[1] or None, "first_author": r[2], "year": r[3],
-                             "journal": r[4], "domain": r[5], "has_metadata": bool(r[6]), "citation_key": r[7]}
+                             "journal": r[4], "domain": r[5], "has_metadata": bool(r[6]), "citation_key": r[7],
+                             "link": r[8]}
         return out
 
     def paper_text(self, paper_id: str) -> dict[str, Any] | None:
@@ -223,11 +224,11 @@ class SqliteIndex:
 
     def papers_where(self, *, year_min: int | None = None, year_max: int | None = None,
                      domains: Sequence[str] | None = None, collections: Sequence[str] | None = None,
-                     authors: Sequence[str] | None = None) -> list[str]:
+                     authors: Sequence[str] | None = None, tags: Sequence[str] | None = None) -> list[str]:
         return reader.paper_ids_where(self.conn, year_min=year_min, year_max=year_max,
                                       domains=list(domains) if domains else None,
                                       collections=list(collections) if collections else None,
-                                      authors=list(authors) if authors else None)
+                                      authors=list(authors) if authors else None, tags=list(tags) if tags else None)
 
     def collection_names(self) -> set[str]:
         """Every segment of every collection path ("Library/Ecology" → Library, Ecology)."""

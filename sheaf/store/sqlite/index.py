@@ -61,7 +61,7 @@ __all__ = [
     "rebuild_fts", "FTS_TABLES", "collections", "ensure_collection", "new_epoch", "FTS_EPOCH", "VECTORS_EPOCH",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 Hook = Callable[[str], None]
 Conn = sqlite3.Connection
@@ -287,8 +287,18 @@ def _migrate_2_fts_exact_deletes(conn: Conn) -> None:
     _recreate_fts(conn, _FTS_OPTS)
 
 
+def _migrate_3_tags_links(conn: Conn) -> None:
+    """3 → 4: each paper's tags (JSON list) and its zotero:// link."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(papers)")}
+    if "tags" not in have:
+        conn.execute("ALTER TABLE papers ADD COLUMN tags TEXT NOT NULL DEFAULT '[]'")
+    if "link" not in have:
+        conn.execute("ALTER TABLE papers ADD COLUMN link TEXT")
+
+
 MIGRATIONS[1] = _migrate_1_fts_porter_title
 MIGRATIONS[2] = _migrate_2_fts_exact_deletes
+MIGRATIONS[3] = _migrate_3_tags_links
 
 
 def rebuild_fts(conn: Conn, tables: Iterable[str] = FTS_TABLES) -> None:

@@ -74,7 +74,8 @@ def paper_ids(conn: Conn, *, with_units: bool = False) -> list[str]:
 
 def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | None = None,
                     domains: Sequence[str] | None = None, collection: str | None = None,
-                    collections: Sequence[str] | None = None, authors: Sequence[str] | None = None) -> list[str]:
+                    collections: Sequence[str] | None = None, authors: Sequence[str] | None = None,
+                    tags: Sequence[str] | None = None) -> list[str]:
     """Paper ids passing metadata filters (for the `paper_ids` argument of the searches).
 
     `collection` matches a collection path or any path below it ("Bone" matches "Bone/Reviews").
@@ -82,6 +83,7 @@ def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | 
     segments of a collection path, the path below included ("Ecology" matches "Library/Ecology"
     and "Library/Ecology/Soils"). `authors`: any of these names, matched against the start of a
     word of an author's name, case- and accent-insensitively ("muller" matches "Anna Müller-Lenz").
+    `tags`: any of these tags, whole, case- and accent-insensitively.
     """
     where, args = year_clauses(year_min, year_max)
     if domains is not None:
@@ -91,9 +93,9 @@ def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | 
         where.append("EXISTS (SELECT 1 FROM json_each(papers.collections) c "
                      "WHERE c.value = ? OR substr(c.value, 1, ?) = ?)")
         args += [collection, len(collection) + 1, collection + "/"]
-    rows = conn.execute(f"SELECT paper_id, collections, authors FROM papers WHERE {' AND '.join(where)} "
+    rows = conn.execute(f"SELECT paper_id, collections, authors, tags FROM papers WHERE {' AND '.join(where)} "
                         "ORDER BY paper_id", args).fetchall()
-    return filter_papers(rows, collections=collections, authors=authors)
+    return filter_papers(rows, collections=collections, authors=authors, tags=tags)
 
 
 def year_clauses(year_min: int | None, year_max: int | None, mark: str = "?") -> tuple[list[str], list[Any]]:
@@ -129,9 +131,10 @@ def query_collection(cols: dict[str, ModelIdentity], ident: ModelIdentity) -> Mo
 
 
 def filter_papers(rows: Sequence[Sequence[Any]], *, collections: Sequence[str] | None = None,
-                  authors: Sequence[str] | None = None) -> list[str]:
-    """The ids of ``(paper_id, collections JSON, authors JSON)`` rows passing the `collections`
-    and `authors` filters of `paper_ids_where` (every backend filters with this one function)."""
+                  authors: Sequence[str] | None = None, tags: Sequence[str] | None = None) -> list[str]:
+    """The ids of ``(paper_id, collections JSON, authors JSON, tags JSON)`` rows passing the
+    `collections`, `authors` and `tags` filters of `paper_ids_where` (every backend filters with
+    this one function)."""
     if collections:
         wanted = ["/" + "/".join(p.strip() for p in fold(c).split("/")) + "/" for c in collections]
         rows = [r for r in rows if any(w in "/" + fold(path) + "/" for path in json.loads(r[1] or "[]")
@@ -139,20 +142,24 @@ def filter_papers(rows: Sequence[Sequence[Any]], *, collections: Sequence[str] |
     if authors:
         pats = [re.compile(r"(?<![^\W_])" + re.escape(fold(a.strip()))) for a in authors if a.strip()]
         rows = [r for r in rows if any(p.search(fold(name)) for name in json.loads(r[2] or "[]") for p in pats)]
+    if tags:
+        wanted_tags = {fold(t.strip()) for t in tags if t.strip()}
+        rows = [r for r in rows if any(fold(t) in wanted_tags for t in json.loads(r[3] or "[]"))]
     return [r[0] for r in rows]
 
 
 def get_paper(conn: Conn, paper_id: str) -> PaperMeta | None:
     """A paper's metadata (None when absent or only a stub without metadata)."""
     r = conn.execute("SELECT paper_id, citation_key, title, authors, first_author, year, journal, "
-                     "doi, pmid, abstract, collections, domain, item_type, source, has_metadata "
+                     "doi, pmid, abstract, collections, domain, item_type, source, has_metadata, tags, link "
                      "FROM papers WHERE paper_id = ?", (paper_id,)).fetchone()
     if r is None or not r[14]:
         return None
 
     return PaperMeta(key=r[0], citation_key=r[1], title=r[2] or "", authors=tuple(json.loads(r[3])),
                      first_author=r[4], year=r[5], journal=r[6], doi=r[7], pmid=r[8], abstract=r[9],
-                     collections=tuple(json.loads(r[10])), domain=r[11], item_type=r[12], source=r[13])
+                     collections=tuple(json.loads(r[10])), domain=r[11], item_type=r[12], source=r[13],
+                     tags=tuple(json.loads(r[15] or "[]")), link=r[16])
 
 
 _BODY_COLS = ("unit_id, short_id, paper_id, node_id, section_path, section_level, page_start, "

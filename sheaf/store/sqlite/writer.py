@@ -491,12 +491,13 @@ def upsert_papers(conn: Conn, metas: Iterable[PaperMeta], *, hook: Hook | None =
             raise ValueError(f"invalid paper id {m.key!r}")
     stats = {"inserted": 0, "updated": 0, "unchanged": 0}
     cols = ("citation_key", "title", "authors", "first_author", "year", "journal", "doi", "pmid",
-            "abstract", "collections", "domain", "item_type", "has_metadata", "meta_sha256", "source")
+            "abstract", "collections", "domain", "item_type", "has_metadata", "meta_sha256", "source", "tags", "link")
     with transaction(conn):
         for m in metas:
             sha = _meta_sha(m)
             vals = (m.citation_key, m.title, _j(m.authors), m.first_author, m.year, m.journal, m.doi,
-                    m.pmid, m.abstract, _j(m.collections), m.domain, m.item_type, 1, sha, m.source)
+                    m.pmid, m.abstract, _j(m.collections), m.domain, m.item_type, 1, sha, m.source, _j(m.tags),
+                    m.link)
             row = conn.execute("SELECT paper_rowid, meta_sha256, title FROM papers WHERE paper_id = ?",
                                (m.key,)).fetchone()
             if row is not None and row[1] == sha:
@@ -549,8 +550,8 @@ def prune_metadata(conn: Conn, exported: Iterable[str], *, hook: Hook | None = N
                     _fts_delete(conn, fts, _fts_rows(conn, fts, "b.paper_id = ?", (pid,), title=title))
             conn.execute("UPDATE papers SET citation_key = NULL, title = NULL, authors = '[]', first_author = NULL, "
                          "year = NULL, journal = NULL, doi = NULL, pmid = NULL, abstract = NULL, collections = '[]', "
-                         "domain = NULL, item_type = NULL, has_metadata = 0, meta_sha256 = NULL, source = NULL "
-                         "WHERE paper_rowid = ?", (rowid,))
+                         "domain = NULL, item_type = NULL, has_metadata = 0, meta_sha256 = NULL, source = NULL, "
+                         "tags = '[]', link = NULL WHERE paper_rowid = ?", (rowid,))
             _fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
             if title:
                 _fill_unit_fts(conn, pid)
