@@ -69,7 +69,9 @@ def remove_paper_everywhere(settings: Settings, key: str) -> dict[str, int]:
     if settings.index_backend == "postgres" or settings.index_path.exists():
         index = open_backend(settings)
         try:
-            had_rows = bool(index.remove_paper(key, keep_metadata=True))
+            # the embedding cache keeps its vectors (content-addressed, never answered from): a
+            # renamed or moved file comes back under a new key in the same build, from the cache
+            had_rows = bool(index.remove_paper(key, keep_metadata=True, prune_cache=False))
         finally:
             index.close()
     return {"files": files, "index_rows_removed": int(had_rows)}

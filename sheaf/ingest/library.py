@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import Settings
+from sheaf.ingest.folder import discover_folder, is_pdf_folder
 from sheaf.ingest.zotero import is_zotero_dir
 from sheaf.ingest.zotero_mirror import discover_zotero
 
@@ -36,14 +37,14 @@ class Discovery:
     papers: tuple[PaperSource, ...]
     invalid_keys: tuple[str, ...]  # folder names refused as paper keys
     metadata_files: tuple[Path, ...]
-    layout: str  # zotero | paperforge | plain | empty
+    layout: str  # zotero | paperforge | plain | folder | empty
     metadata_only: tuple[tuple[str, str], ...] = ()  # (key, why it has no text): searchable by metadata
     notes: tuple[str, ...] = ()  # what the user should know of this reading
 
 
 def discover_library(settings: Settings, keys: Iterable[str] | None = None, *, write: bool = True) -> Discovery:
     """`discover` of the settings' library, with its Zotero mirror in the settings' home."""
-    return discover(settings.library, keys, mirror=settings.home / "zotero", write=write,
+    return discover(settings.library, keys, mirror=settings.home / "library-mirror", write=write,
                     zotero_base_dir=settings.zotero_base_dir, zotero_libraries=settings.zotero_libraries)
 
 
@@ -64,6 +65,8 @@ def discover(library: Path | str, keys: Iterable[str] | None = None, *, mirror: 
     elif (lib / "papers").is_dir():
         root, layout = lib / "papers", "plain"
         exports = tuple(p for p in (lib / "library.json",) if p.is_file())
+    elif is_pdf_folder(lib):
+        return _folder(lib, keys, mirror, write)
     else:
         return Discovery((), (), (), "empty")
     papers: list[PaperSource] = []
@@ -88,8 +91,16 @@ def discover(library: Path | str, keys: Iterable[str] | None = None, *, mirror: 
     return Discovery(tuple(papers), tuple(invalid), exports, layout)
 
 
+def _folder(lib: Path, keys: Iterable[str] | None, mirror: Path | None, write: bool) -> Discovery:
+    f = discover_folder(lib, mirror / "folder" if mirror is not None else None, write=write)
+    papers = f.papers if keys is None else {k: v for k, v in f.papers.items() if k in set(keys)}
+    return Discovery(tuple(PaperSource(k, papers[k]) for k in sorted(papers)), (), (f.metadata_file,), "folder",
+                     tuple(sorted(f.metadata_only.items())), f.notes)
+
+
 def _zotero(lib: Path, keys: Iterable[str] | None, mirror: Path | None, write: bool,
             base_dir: Path | None, libraries: str) -> Discovery:
+    mirror = mirror / "zotero" if mirror is not None else None
     if keys is not None and mirror is not None and (mirror / "state.json").is_file():
         # one run's papers: their manifests as the build's scan wrote them moments ago
         wanted = sorted(set(keys))

@@ -13,17 +13,14 @@ file. Nothing is ever written to the Zotero data directory.
 """
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sheaf.ingest import find_input
+from sheaf.ingest.mirror import file_hash, read_json, scratch_dir, write_atomic
 from sheaf.ingest.zotero import Catalog, ZoteroPaper, db_stamp, read_catalog
 from sheaf.ingest.zotero_source import FT_CACHE, MANIFEST_FORMAT, SUFFIX, VERSION
 from sheaf.core.models import IngestError
@@ -46,8 +43,8 @@ def discover_zotero(data_dir: Path, mirror: Path | None, *, base_dir: Path | Non
     (`sheaf status`): the home is not written; a mirror that is not current is made in a
     temporary folder for this process."""
     if mirror is None or (not write and not _current(mirror, data_dir, base_dir, libraries)):
-        mirror = _scratch()
-    state = _read_json(mirror / "state.json") or {}
+        mirror = scratch_dir("zotero")
+    state = read_json(mirror / "state.json") or {}
     stamp = {"db": db_stamp(data_dir), "base_dir": str(base_dir or ""), "libraries": libraries,
              "rules": MIRROR_RULES, "source_version": VERSION}
     notes: list[str] = []
@@ -59,7 +56,7 @@ def discover_zotero(data_dir: Path, mirror: Path | None, *, base_dir: Path | Non
             notes.append(f"{data_dir / 'zotero.sqlite'} changed while it was read (Zotero is writing): "
                          "this build may miss the latest changes; the next one picks them up")
         catalog = _catalog_json(cat)
-        _write(mirror / "library.json", json.dumps(_export(cat), ensure_ascii=False, sort_keys=True).encode())
+        write_atomic(mirror / "library.json", json.dumps(_export(cat), ensure_ascii=False, sort_keys=True).encode())
     files: dict[str, list] = dict(state.get("files") or {})
     seen_files: dict[str, list] = {}
     papers: dict[str, Path] = {}
@@ -74,53 +71,23 @@ def discover_zotero(data_dir: Path, mirror: Path | None, *, base_dir: Path | Non
         sha = hashlib.sha256(data).hexdigest()
         path = mirror / "papers" / f"{key}{SUFFIX}"
         if (state.get("manifests") or {}).get(key) != sha or not path.exists():
-            _write(path, data)
+            write_atomic(path, data)
         written[key] = sha
         papers[key] = path
     for stale in set(state.get("manifests") or {}) - set(written):
         (mirror / "papers" / f"{stale}{SUFFIX}").unlink(missing_ok=True)
     new_state = {"stamp": stamp, "catalog": catalog, "files": seen_files, "manifests": written}
     if new_state != state:
-        _write(mirror / "state.json", json.dumps(new_state, ensure_ascii=False, separators=(",", ":")).encode())
+        write_atomic(mirror / "state.json", json.dumps(new_state, ensure_ascii=False, separators=(",", ":")).encode())
     return ZoteroDiscovery(papers, metadata_only, mirror / "library.json", tuple(notes))
 
 
 def _current(mirror: Path, data_dir: Path, base_dir: Path | None, libraries: str) -> bool:
-    state = _read_json(mirror / "state.json") or {}
+    state = read_json(mirror / "state.json") or {}
     st = state.get("stamp") or {}
     return (st.get("db") == db_stamp(data_dir) and st.get("base_dir") == str(base_dir or "")
             and st.get("libraries") == libraries and st.get("rules") == MIRROR_RULES
             and (mirror / "library.json").is_file())
-
-
-_SCRATCH: list[str] = []
-
-
-def _scratch() -> Path:
-    """A temporary mirror for a process that must not write the home, removed at its exit."""
-    if not _SCRATCH:
-        _SCRATCH.append(tempfile.mkdtemp(prefix="sheaf-zotero-mirror-"))
-        atexit.register(shutil.rmtree, _SCRATCH[0], True)
-    return Path(_SCRATCH[0])
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --- catalog → JSON ------------------------------------------------------------------------------
@@ -182,7 +149,7 @@ def _input(a: dict[str, Any], files: dict[str, list], seen: dict[str, list]) -> 
         file, fmt = find_input(a["key"], where)
     except IngestError:
         file, fmt = Path(a["file"]), "pdf"
-    h = _hash(file, files, seen)
+    h = file_hash(file, files, seen)
     if h is None:
         return None
     return {"path": str(file), "format": fmt, "size": h[0], "sha256": h[2]}
@@ -192,33 +159,10 @@ def _ft_cache(a: dict[str, Any], files: dict[str, list], seen: dict[str, list]) 
     if not a.get("storage"):
         return None
     f = Path(a["storage"]) / FT_CACHE
-    h = _hash(f, files, seen)
+    h = file_hash(f, files, seen)
     if h is None or h[0] == 0:
         return None
     return {"path": str(f), "size": h[0], "sha256": h[2]}
-
-
-def _hash(file: Path, files: dict[str, list], seen: dict[str, list]) -> list | None:
-    """[size, mtime_ns, sha256] of a file, hashed only when its size or mtime moved; None when
-    it cannot be read."""
-    key = str(file)
-    try:
-        st = os.stat(file)
-    except OSError:
-        return None
-    old = files.get(key)
-    if old and old[0] == st.st_size and old[1] == st.st_mtime_ns:
-        seen[key] = old
-        return old
-    h = hashlib.sha256()
-    try:
-        with open(file, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError:
-        return None
-    seen[key] = [st.st_size, st.st_mtime_ns, h.hexdigest()]
-    return seen[key]
 
 
 # --- metadata export -----------------------------------------------------------------------------
