@@ -109,8 +109,9 @@ class Paper(BaseModel):
 
 
 class Unit(BaseModel):
-    """A unit (a section's passage, a figure or a table). Layer 1 (`retrieve`): no `text`;
-    layer 2 (`get`, `timeline`, `retrieve` with full): its whole text."""
+    """A unit (a section's passage, a figure or a table). Layer 1 (`retrieve`): short id, paper,
+    section path, pages, kind, summary, score; layer 2 (`get`, `timeline`, `retrieve` with
+    full): also the paper's title and year and the unit's whole text."""
 
     short_id: str = Field(description="pass to get / timeline")
     paper: str = Field(description="the paper's key")
@@ -121,8 +122,6 @@ class Unit(BaseModel):
     kind: str = Field(description="body, backmatter, figure or table")
     summary: str = Field(description="one line of the unit")
     score: float | None = None
-    strong: bool | None = Field(None, description="holds every word of the query, or is as close in meaning "
-                                                  "as the best match")
     offset: int | None = Field(None, description="timeline: position relative to the anchor unit")
     text: str | None = Field(None, description="the whole unit text (layer 2 only)")
 
@@ -226,20 +225,22 @@ def _tool_error(env: dict[str, Any]) -> CallToolResult:
 
 
 def _unit(m: dict[str, Any], *, full: bool) -> dict[str, Any]:
-    u = {"short_id": m["short_id"], "paper": m["zotero_key"], "title": m.get("title"), "year": m.get("year"),
-         "section_path": m.get("section_path") or [], "page_span": m.get("page_span"), "kind": m["source"],
-         "summary": m.get("summary") or "", "score": m.get("score"), "strong": m.get("strong"),
-         "offset": m.get("offset")}
+    """A match as a unit: layer 1 (the fields an agent chooses by) or, `full`, layer 2 (with the
+    paper's title and year and the whole text)."""
+    u = {"short_id": m["short_id"], "paper": m["zotero_key"], "section_path": m.get("section_path") or [],
+         "page_span": m.get("page_span"), "kind": m["source"], "summary": m.get("summary") or "",
+         "score": m.get("score"), "offset": m.get("offset")}
     if full:
-        u["text"] = m["text"]
-    return {k: v for k, v in u.items() if v is not None or k in ("title", "year", "page_span")}
+        u.update(title=m.get("title"), year=m.get("year"), text=m["text"])
+    return {k: v for k, v in u.items() if v is not None or k == "page_span"}
 
 
 def _where(u: dict[str, Any]) -> str:
     pages = u.get("page_span")
     page = "" if not pages else f" p.{pages[0]}" + (f"-{pages[1]}" if pages[1] != pages[0] else "")
     section = " > ".join(u.get("section_path") or [])
-    return f"{u['paper']}{' ' + str(u['year']) if u.get('year') else ''} · {section or '(no section)'}{page} · {u['kind']}"
+    paper = f"{u['paper']} {u['year']}" if u.get("year") else u["paper"]
+    return f"{paper} · {section or '(no section)'}{page} · {u['kind']}"
 
 
 def _render_units(head: str, d: dict[str, Any]) -> str:
@@ -247,7 +248,8 @@ def _render_units(head: str, d: dict[str, Any]) -> str:
     for u in d["matches"]:
         score = f" · {u['score']:.4g}" if u.get("score") is not None else ""
         off = f"{u['offset']:+d} " if u.get("offset") is not None else ""
-        lines.append(f"{off}[{u['short_id']}] {_where(u)}{score}")
+        title = f" · {u['title']}" if u.get("title") else ""
+        lines.append(f"{off}[{u['short_id']}] {_where(u)}{score}{title}")
         lines.append(f"  {u['text'] if 'text' in u else u['summary']}")
     return "\n".join(lines + _tail(d))
 

@@ -100,7 +100,7 @@ def test_tools_schemas_layers_budget_and_errors(base):
             check_budget(r1)
             assert d1["mode"] == "hybrid" and d1["count"] == len(d1["matches"]) > 0
             for u in d1["matches"]:
-                assert "text" not in u and u["summary"] and u["short_id"] and u["paper"] in BASE_PAPERS
+                assert "text" not in u and "title" not in u and u["summary"] and u["short_id"] and u["paper"] in BASE_PAPERS
                 assert u["kind"] in ("body", "backmatter", "figure", "table") and u["score"] is not None
             ids = [u["short_id"] for u in d1["matches"]]
 
