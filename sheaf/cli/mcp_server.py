@@ -120,7 +120,7 @@ class Unit(BaseModel):
     section_path: list[str]
     page_span: list[int] | None = None
     kind: str = Field(description="body, backmatter, figure or table")
-    summary: str = Field(description="one line of the unit")
+    summary: str | None = Field(None, description="one line of the unit (layer 1)")
     score: float | None = None
     offset: int | None = Field(None, description="timeline: position relative to the anchor unit")
     text: str | None = Field(None, description="the whole unit text (layer 2 only)")
@@ -228,10 +228,11 @@ def _unit(m: dict[str, Any], *, full: bool) -> dict[str, Any]:
     """A match as a unit: layer 1 (the fields an agent chooses by) or, `full`, layer 2 (with the
     paper's title and year and the whole text)."""
     u = {"short_id": m["short_id"], "paper": m["zotero_key"], "section_path": m.get("section_path") or [],
-         "page_span": m.get("page_span"), "kind": m["source"], "summary": m.get("summary") or "",
-         "score": m.get("score"), "offset": m.get("offset")}
-    if full:
+         "page_span": m.get("page_span"), "kind": m["source"], "score": m.get("score"), "offset": m.get("offset")}
+    if full:  # the text, not a summary of it
         u.update(title=m.get("title"), year=m.get("year"), text=m["text"])
+    else:
+        u["summary"] = m.get("summary") or ""
     return {k: v for k, v in u.items() if v is not None or k == "page_span"}
 
 
