@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import math
 import os
 import subprocess
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -525,10 +526,30 @@ def _with_filters(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+class _SheafMCPServer(MCPServer):
+    """The SDK's server, whose own refusals carry an envelope code as Sheaf's do: arguments
+    that do not fit a tool's input schema and unknown tools are BAD_QUERY, a crash in a tool
+    INTERNAL_ERROR (its traceback on stderr)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as e:
+            cause = e.__cause__ or e
+            logging.getLogger("sheaf.mcp").error("tool %s failed", name, exc_info=cause)
+            return _tool_error(error(name, "INTERNAL_ERROR", f"{type(cause).__name__}: {cause}",
+                                     {"hint": "this is a bug in sheaf; please report it with the call you made"}))
+        except ToolError as e:
+            tools = ", ".join(t.name for t in await self.list_tools())
+            hint = (f"see the input schema of {name} (tools/list)" if name in tools.split(", ") else
+                    f"the tools are {tools}")
+            return _tool_error(error(name, "BAD_QUERY", str(e), {"hint": hint}))
+
+
 def make_server(tools: SheafTools) -> MCPServer:
     """The MCP server of `tools`: its tools, each described for an agent to choose by, and the
     paper resource."""
-    srv = MCPServer("sheaf", version=__version__, instructions=(
+    srv = _SheafMCPServer("sheaf", version=__version__, instructions=(
         "Sheaf answers from the user's own paper library. Work in layers to keep context small: "
         "`retrieve` (or `search` for whole papers) gives compact units with a one-line summary and a short id; "
         "`get` the few you need in full; `timeline` reads the units around one; `grep` finds exact codes. "

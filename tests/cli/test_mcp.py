@@ -173,13 +173,15 @@ def test_tools_schemas_layers_budget_and_errors(base):
             assert results[0].structured_content["matches"] == results[4].structured_content["matches"]
 
             # bad arguments: tool errors, the server stays up
-            assert (await c.call_tool("retrieve", {"query": "soil", "limit": "many"})).is_error
-            assert (await c.call_tool("retrieve", {})).is_error
+            err = tool_error(await c.call_tool("retrieve", {"query": "soil", "limit": "many"}), "BAD_QUERY")
+            assert "limit" in err["message"] and "input schema" in err["hint"]
+            assert "query" in tool_error(await c.call_tool("retrieve", {}), "BAD_QUERY")["message"]
+            tool_error(await c.call_tool("get", {"ids": []}), "BAD_QUERY")
             tool_error(await c.call_tool("retrieve", {"query": "soil", "mode": "psychic"}), "BAD_QUERY")
             tool_error(await c.call_tool("retrieve", {"query": "soil", "limit": 0}), "BAD_QUERY")
             tool_error(await c.call_tool("retrieve", {"query": "soil", "paper": ["NOSUCHKEY"]}), "NOT_FOUND")
             tool_error(await c.call_tool("timeline", {"id": "zzzz"}), "NOT_FOUND")
-            assert (await c.call_tool("nosuchtool", {})).is_error
+            assert "retrieve" in tool_error(await c.call_tool("nosuchtool", {}), "BAD_QUERY")["hint"]
             with pytest.raises(Exception):
                 await c.read_resource("sheaf://paper/NOSUCHKEY")
             again = await c.call_tool("retrieve", {"query": "soil microbial community", "limit": 6, "per_paper": 0})
