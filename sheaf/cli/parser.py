@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--host", default="127.0.0.1", help="with --http: a loopback address only (127.0.0.1 or ::1)")
     mc.add_argument("--port", type=_positive_int, default=8765, help="with --http: TCP port (default 8765)")
     mc.add_argument("--allow-build", action="store_true",
-                    help="offer the build and stop tools (they write the index; off by default)")
+                    help="allow the build and stop tools (they write the index; refused by default)")
     return ap
 
 
