@@ -171,8 +171,17 @@ def cmd_serve(args: argparse.Namespace) -> Outcome:
                                 announce=_say(False, sys.stderr))
 
 
+def cmd_mcp(args: argparse.Namespace) -> Outcome:
+    """`sheaf mcp`: the MCP server (the SDK, the warm engines: only this command's process).
+    On stdio its stdout is the protocol's: nothing else is printed there."""
+    from sheaf.cli import mcp_server
+
+    return mcp_server.mcp_command(get_settings(), http=args.http, host=args.host, port=args.port,
+                                  allow_build=args.allow_build, announce=_say(False, sys.stderr))
+
+
 COMMANDS = {"parse": cmd_parse, "build": cmd_build, "stop": cmd_stop, "status": cmd_status, "report": cmd_report,
-            "doctor": cmd_doctor, "eval": cmd_eval, "serve": cmd_serve, "index": cmd_index,
+            "doctor": cmd_doctor, "eval": cmd_eval, "serve": cmd_serve, "index": cmd_index, "mcp": cmd_mcp,
             **{name: cmd_query for name in SERVED_COMMANDS}}
 
 

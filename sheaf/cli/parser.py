@@ -217,6 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "CLI finds it in <SHEAF_HOME>/serve.json)")
     sv.add_argument("--host", default="127.0.0.1", help="loopback address only (127.0.0.1 or ::1)")
     sv.add_argument("--json", action="store_true", help="print a summary envelope when it stops")
+    mc = sub.add_parser("mcp", help="serve the library to an agent over the Model Context Protocol (stdio; "
+                        "--http: streamable HTTP on 127.0.0.1): search, retrieve, get, timeline, grep, status",
+                        epilog="agent configuration: {\"mcpServers\": {\"sheaf\": {\"command\": \"sheaf\", "
+                               "\"args\": [\"mcp\"]}}} (see the README)")
+    mc.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    mc.add_argument("--host", default="127.0.0.1", help="with --http: a loopback address only (127.0.0.1 or ::1)")
+    mc.add_argument("--port", type=_positive_int, default=8765, help="with --http: TCP port (default 8765)")
+    mc.add_argument("--allow-build", action="store_true",
+                    help="allow the build and stop tools (they write the index; refused by default)")
     return ap
 
 

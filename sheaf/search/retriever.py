@@ -908,6 +908,35 @@ class Retriever:
         return Result(data, [], [] if hi - lo == len(order) else
                       [f"sheaf timeline {order[lo].short_id} or {order[hi - 1].short_id} to read on"])
 
+    def paper(self, key: str) -> Result:
+        """A paper's metadata and its section outline: each section (a distinct section path,
+        in reading order) with its first unit's short id, its pages and its number of units
+        (figures and tables counted apart), so that a caller can read the structure of a paper
+        before asking for units."""
+        pid = self._require_papers([key])[0]  # type: ignore[index]
+        rec = self.index.paper_text(pid) or {"title": "", "abstract": "", "authors": [], "journal": ""}
+        body, objects = self.index.paper_units(pid)
+        sections: dict[tuple[str, ...], dict[str, Any]] = {}
+        for u in reading_order(body, objects):
+            s = sections.get(u.section_path)
+            if s is None:
+                s = sections[u.section_path] = {"section_path": list(u.section_path), "first_short_id": u.short_id,
+                                                "pages": None, "units": 0, "figures": 0, "tables": 0}
+            if isinstance(u, ObjectUnit):
+                s["figures" if u.object_kind == "figure" else "tables"] += 1
+            else:
+                s["units"] += 1
+            span = _page_span(u)
+            if span:
+                lo, hi = s["pages"] or span
+                s["pages"] = [min(lo, span[0]), max(hi, span[1])]
+        fields = self._paper_fields(pid)
+        data = {"paper": {**fields, "title": fields["title"] or rec["title"] or None, "authors": rec["authors"],
+                          "abstract": rec["abstract"] or None},
+                "units": len(body), "objects": len(objects), "sections": list(sections.values())}
+        return Result(data, [], ["sheaf get SHORT_ID for a section's first unit; sheaf timeline SHORT_ID to read on"]
+                      if sections else [])
+
     # --- grep -----------------------------------------------------------------------------------
 
     def grep(self, term: str, *, papers: Sequence[str] | None = None) -> Result:

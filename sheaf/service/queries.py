@@ -13,10 +13,10 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError, error, ok
 from sheaf.service.requests import (
-    GetRequest, GrepRequest, Outcome, QueryRequest, RetrieveRequest, SearchRequest, TimelineRequest,
+    GetRequest, GrepRequest, Outcome, PaperRequest, QueryRequest, RetrieveRequest, SearchRequest, TimelineRequest,
 )
 
-__all__ = ["RetrieverSource", "SERVED_BY", "search", "retrieve", "get", "timeline", "grep", "QUERIES",
+__all__ = ["RetrieverSource", "SERVED_BY", "search", "retrieve", "get", "timeline", "grep", "paper", "QUERIES",
            "run_query"]
 
 #: A callable returning a context manager that yields a `sheaf.search.retriever.Retriever`
@@ -71,9 +71,13 @@ def grep(req: GrepRequest, retrievers: RetrieverSource, *, served_by: str = "loc
     return _answer(req.command, retrievers, served_by, lambda r: r.grep(req.term, papers=list(req.paper) or None))
 
 
+def paper(req: PaperRequest, retrievers: RetrieverSource, *, served_by: str = "local") -> Outcome:
+    return _answer(req.command, retrievers, served_by, lambda r: r.paper(req.key))
+
+
 #: request class -> its implementation
 QUERIES: dict[type, Callable[..., Outcome]] = {SearchRequest: search, RetrieveRequest: retrieve, GetRequest: get,
-                                               TimelineRequest: timeline, GrepRequest: grep}
+                                               TimelineRequest: timeline, GrepRequest: grep, PaperRequest: paper}
 
 
 def run_query(req: QueryRequest, retrievers: RetrieverSource, *, served_by: str = "local") -> Outcome:

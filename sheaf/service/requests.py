@@ -16,7 +16,7 @@ from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW
 from sheaf.core.envelope import SheafError
 
 __all__ = ["SearchRequest", "RetrieveRequest", "GetRequest", "TimelineRequest", "GrepRequest",
-           "QueryRequest", "REQUESTS", "SERVED_COMMANDS", "Outcome", "request_from_dict"]
+           "PaperRequest", "QueryRequest", "REQUESTS", "SERVED_COMMANDS", "Outcome", "request_from_dict"]
 
 
 class Outcome(NamedTuple):
@@ -174,7 +174,17 @@ class GrepRequest(_Request):
     paper: tuple[str, ...] = ()
 
 
-QueryRequest = SearchRequest | RetrieveRequest | GetRequest | TimelineRequest | GrepRequest
+@dataclass(frozen=True)
+class PaperRequest(_Request):
+    """A paper's metadata and section outline (`sheaf mcp`'s ``sheaf://paper/{key}`` resource;
+    not a command of the CLI or of `sheaf serve`)."""
+
+    command: ClassVar[str] = "paper"
+    _kinds: ClassVar[dict[str, Any]] = {"key": _STR}
+    key: str
+
+
+QueryRequest = SearchRequest | RetrieveRequest | GetRequest | TimelineRequest | GrepRequest | PaperRequest
 
 #: command name -> its request class
 REQUESTS: dict[str, type] = {c.command: c for c in (SearchRequest, RetrieveRequest, GetRequest,
@@ -187,7 +197,7 @@ SERVED_COMMANDS = tuple(REQUESTS)
 def request_from_dict(command: str, data: Any) -> QueryRequest:
     """The typed request of `command` from its JSON body (BAD_QUERY for a command that is not
     a query command, or a body that does not fit)."""
-    cls = REQUESTS.get(command)
+    cls = REQUESTS.get(command)  # the served commands only
     if cls is None:
         raise SheafError("BAD_QUERY", f"not a query command: {command!r}", {"command": command},
                          hint=f"one of {', '.join(SERVED_COMMANDS)}")

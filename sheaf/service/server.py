@@ -63,7 +63,7 @@ from sheaf.vectors.identity import resolve_model_path
 
 __all__ = [
     "SERVED_COMMANDS", "DISCOVERY_FILE", "discovery_path", "server_signature", "read_discovery",
-    "answer", "RetrieverPool", "MatrixAccelerator", "SheafServer", "serve", "serve_command",
+    "answer", "RetrieverPool", "MatrixAccelerator", "WarmEngines", "SheafServer", "serve", "serve_command",
 ]
 
 
@@ -182,6 +182,83 @@ class RetrieverPool:
             self._close(r)
 
 
+# --- the warm engines ----------------------------------------------------------------------------
+
+class WarmEngines:
+    """What a long-lived query process keeps warm, whatever its transport (`sheaf serve`'s
+    HTTP, `sheaf mcp`'s Model Context Protocol): the query encoder, the in-memory vector matrix
+    and full-text tables, and the pool of open Retrievers that share them. Every query is a
+    typed request run by the query service (`run`) on a leased Retriever; a rebuild of the index
+    between two requests is seen by the next one (the pool's file identity and
+    ``PRAGMA data_version``; the accelerators' own signatures)."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+        busy = getattr(settings, "sqlite_busy_timeout_ms", 10_000)
+        self.accelerator = MatrixAccelerator(settings.index_path, busy_timeout_ms=busy)
+        self.lexical = _lexical_accelerator(settings.index_path, busy)
+        # One query encoder for the process's life (the export is rechecked at most every 2 s).
+        self.query_encoder = QueryEncoder(settings, status_ttl=2.0)
+        self.retrievers = RetrieverPool(settings, query_encoder=self.query_encoder,
+                                        lexical_engine=self.lexical, vector_engine=self.accelerator)
+
+    def run(self, req: QueryRequest) -> Outcome:
+        """The envelope of one typed query request, on a leased Retriever."""
+        return run_query(req, self.retrievers.lease, served_by="server")
+
+    def health(self) -> dict[str, Any]:
+        return {"matrices": self.accelerator.loaded(), "retrievers": dict(self.retrievers.stats),
+                "accelerator": dict(self.accelerator.stats), "accelerator_disabled": dict(self.accelerator.disabled),
+                "lexical": {"tables_bytes": self.lexical.loaded(), "stats": dict(self.lexical.stats),
+                            "disabled": dict(self.lexical.disabled)}}
+
+    def warm(self) -> list[str]:
+        """Load the query encoder, the vector matrix of the configured model's collection and
+        the in-memory copy of the full-text tables now, not on the first query. Returns notes
+        (nothing to warm yet, fallbacks)."""
+        notes: list[str] = []
+        if self.settings.index_backend != "sqlite":  # the server's database answers; the encoder warms
+            try:
+                with self.retrievers.lease() as r:
+                    name = resolve_model_path(self.settings.embedding_model)[0]
+                    mine = [c for c in r.index.collections().values() if c.name == name]
+            except SheafError as e:
+                return [f"index not ready ({e.code}): {e.message}; it is opened on the first query"]
+            if mine:
+                notes += self.query_encoder.encode("warm up the query encoder", mine[0])[1]
+            return notes + [f"the index is on {self.settings.index_backend}: no in-memory copies"]
+        try:
+            conn = open_index(self.settings.index_path, readonly=True, settings=self.settings)
+        except SheafError as e:
+            return [f"index not ready ({e.code}): {e.message}; it is opened on the first query"]
+        try:
+            name = resolve_model_path(self.settings.embedding_model)[0]
+            mine = [c for c in collections(conn).values() if c.name == name]
+        finally:
+            conn.close()
+        for fts in FTS_TABLES:  # loaded in the background meanwhile
+            self.lexical.table(fts)
+        with contextlib.suppress(SheafError), self.retrievers.lease():
+            pass  # the first query finds an open Retriever
+        if not mine:
+            notes.append("no vectors of the configured model yet: semantic queries will say so")
+        else:
+            ident = mine[0]
+            _, warnings = self.query_encoder.encode("warm up the query encoder", ident)
+            notes += warnings
+            if self.accelerator.matrix(ident, wait=True) is None:
+                notes.append(self.accelerator.disabled.get(ident.key, "vector matrix not loaded")
+                             + ": vector search uses sqlite-vec")
+        self.lexical.wait_idle()
+        notes += [f"{fts}: {why}: full-text ranking uses FTS5" for fts, why in self.lexical.disabled.items()]
+        return notes
+
+    def close(self) -> None:
+        self.retrievers.close()
+        self.accelerator.close()
+        self.lexical.close()
+
+
 # --- the server ---------------------------------------------------------------------------------
 
 def _lexical_accelerator(index_path: str | Path, busy_timeout_ms: int) -> Any:
@@ -275,13 +352,10 @@ class SheafServer:
         self.httpd.count = self.count  # type: ignore[attr-defined]
         self.host = host
         self.port = int(self.httpd.server_address[1])
-        busy = getattr(settings, "sqlite_busy_timeout_ms", 10_000)
-        self.accelerator = MatrixAccelerator(settings.index_path, busy_timeout_ms=busy)
-        self.lexical = _lexical_accelerator(settings.index_path, busy)
-        # One query encoder for the server's life (the export is rechecked at most every 2 s).
-        self.query_encoder = QueryEncoder(settings, status_ttl=2.0)
-        self.retrievers = RetrieverPool(settings, query_encoder=self.query_encoder,
-                                        lexical_engine=self.lexical, vector_engine=self.accelerator)
+        self.engines = WarmEngines(settings)
+        # the warm parts, by their names (health, tests)
+        self.accelerator, self.lexical = self.engines.accelerator, self.engines.lexical
+        self.query_encoder, self.retrievers = self.engines.query_encoder, self.engines.retrievers
         self.discovery = discovery_path(settings)
 
     # -- state ------------------------------------------------------------------------------------
@@ -299,52 +373,10 @@ class SheafServer:
     def health(self) -> dict[str, Any]:
         return {"ok": True, "pid": os.getpid(), "version": __version__,
                 "index_path": self.settings.index_location, "uptime_s": round(time.time() - self.started, 1),
-                "requests": dict(self._counts), "matrices": self.accelerator.loaded(),
-                "retrievers": dict(self.retrievers.stats),
-                "accelerator": dict(self.accelerator.stats), "accelerator_disabled": dict(self.accelerator.disabled),
-                "lexical": {"tables_bytes": self.lexical.loaded(), "stats": dict(self.lexical.stats),
-                            "disabled": dict(self.lexical.disabled)}}
+                "requests": dict(self._counts), **self.engines.health()}
 
     def warm(self) -> list[str]:
-        """Load the query encoder, the vector matrix of the configured model's collection and
-        the in-memory copy of the full-text tables now, not on the first query. Returns notes
-        (nothing to warm yet, fallbacks)."""
-        notes: list[str] = []
-        if self.settings.index_backend != "sqlite":  # the server's database answers; the encoder warms
-            try:
-                with self.retrievers.lease() as r:
-                    name = resolve_model_path(self.settings.embedding_model)[0]
-                    mine = [c for c in r.index.collections().values() if c.name == name]
-            except SheafError as e:
-                return [f"index not ready ({e.code}): {e.message}; it is opened on the first query"]
-            if mine:
-                notes += self.query_encoder.encode("warm up the query encoder", mine[0])[1]
-            return notes + [f"the index is on {self.settings.index_backend}: no in-memory copies"]
-        try:
-            conn = open_index(self.settings.index_path, readonly=True, settings=self.settings)
-        except SheafError as e:
-            return [f"index not ready ({e.code}): {e.message}; it is opened on the first query"]
-        try:
-            name = resolve_model_path(self.settings.embedding_model)[0]
-            mine = [c for c in collections(conn).values() if c.name == name]
-        finally:
-            conn.close()
-        for fts in FTS_TABLES:  # loaded in the background meanwhile
-            self.lexical.table(fts)
-        with contextlib.suppress(SheafError), self.retrievers.lease():
-            pass  # the first query finds an open Retriever
-        if not mine:
-            notes.append("no vectors of the configured model yet: semantic queries will say so")
-        else:
-            ident = mine[0]
-            _, warnings = self.query_encoder.encode("warm up the query encoder", ident)
-            notes += warnings
-            if self.accelerator.matrix(ident, wait=True) is None:
-                notes.append(self.accelerator.disabled.get(ident.key, "vector matrix not loaded")
-                             + ": vector search uses sqlite-vec")
-        self.lexical.wait_idle()
-        notes += [f"{fts}: {why}: full-text ranking uses FTS5" for fts, why in self.lexical.disabled.items()]
-        return notes
+        return self.engines.warm()
 
     # -- discovery and lifecycle --------------------------------------------------------------------
 
@@ -377,9 +409,7 @@ class SheafServer:
     def close(self) -> None:
         self.remove_discovery()
         self.httpd.server_close()
-        self.retrievers.close()
-        self.accelerator.close()
-        self.lexical.close()
+        self.engines.close()
 
 
 def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
