@@ -315,13 +315,16 @@ class Line:
 
 
 class Page:
-    __slots__ = ("number", "x0", "y0", "width", "height", "lines", "chars", "two_col", "mid", "rotated")
+    __slots__ = ("number", "x0", "y0", "width", "height", "lines", "chars", "two_col", "mid", "rotated",
+                 "turned_up", "turned")
 
     def __init__(self, number, x0, y0, width, height):
         self.number, self.x0, self.y0, self.width, self.height = number, x0, y0, width, height
         self.lines: list[Line] = []
         self.chars = 0
         self.rotated = 0  # characters skipped because their text runs vertically / upside down
+        self.turned_up = 0  # of those, characters whose text runs upwards (a page turned left)
+        self.turned = ""  # "up"/"down": read turned a quarter so that its text (running up/down) runs left to right
         self.two_col = False
         self.mid = x0 + width / 2
 
@@ -338,9 +341,32 @@ def _read_page(api, doc, index: int, fonts: dict) -> Page:
             _read_text(api, tp.raw, pg, fonts)
         finally:
             tp.close()
+        if pg.rotated > max(300, 2 * pg.chars):
+            pg = _read_turned(api, page, pg, fonts)
     finally:
         page.close()
     return pg
+
+
+def _read_turned(api, page, pg: Page, fonts: dict) -> Page:
+    """A landscape table or figure set on a portrait page (its text runs up or down): every
+    object of the page turned a quarter in memory (the file is never written) so that the text
+    runs left to right, then read again as a page of the turned size."""
+    raw = api["raw"]
+    l, b, r, t = page.get_bbox()
+    up = pg.turned_up * 2 >= pg.rotated
+    # text running upwards turns right: (x, y) -> (y - b, r - x); downwards turns left
+    m = (0, -1, 1, 0, -b, r) if up else (0, 1, -1, 0, t, -l)
+    for k in range(raw.FPDFPage_CountObjects(page.raw)):
+        raw.FPDFPageObj_Transform(raw.FPDFPage_GetObject(page.raw, k), *m)
+    turned = Page(pg.number, 0.0, max(1.0, r - l), max(1.0, t - b), max(1.0, r - l))
+    turned.turned = "up" if up else "down"
+    tp = page.get_textpage()
+    try:
+        _read_text(api, tp.raw, turned, fonts)
+    finally:
+        tp.close()
+    return turned if turned.chars > pg.chars else pg
 
 
 def _read_text(api, tp, pg: Page, fonts: dict) -> None:
@@ -390,6 +416,7 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
         raw.FPDFText_GetMatrix(tp, a, mat)
         if abs(mat.b) > 0.2 * abs(mat.a) + 1e-9 or abs(mat.c) > 0.2 * abs(mat.d) + 1e-9 or mat.a < 0:
             pg.rotated += z - a + 1
+            pg.turned_up += (z - a + 1) * (mat.b > 0)
             continue  # rotated or mirrored text (margin stamps, axis labels): not part of the flow
         scale = (mat.c * mat.c + mat.d * mat.d) ** 0.5 or 1.0  # vertical scale: immune to microtype expansion
         size = raw.FPDFText_GetFontSize(tp, a) * scale
@@ -1137,6 +1164,10 @@ def _bbox(lines: list[Line], pg: Page) -> tuple[float, float, float, float] | No
     x1 = max(ln.x1 for ln in lines) / pg.width
     y0 = min(ln.top for ln in lines) / pg.height
     y1 = max(ln.bottom for ln in lines) / pg.height
+    if pg.turned == "up":  # back to the page as it is printed (see _read_turned)
+        return (y0, 1 - x1, y1, 1 - x0)
+    if pg.turned == "down":
+        return (1 - y1, x0, 1 - y0, x1)
     return (x0, y0, x1, y1)
 
 
@@ -1160,6 +1191,9 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
     turned = [pg.number for pg in pages if pg.rotated > max(300, 2 * pg.chars)]
     if turned:
         warnings.append(f"pages with mostly rotated text (landscape tables/figures), left out: {_ranges(turned)}")
+    turned = [pg.number for pg in pages if pg.turned]
+    if turned:
+        warnings.append(f"pages with turned text (landscape tables/figures), read turned a quarter: {_ranges(turned)}")
     total = sum(pg.chars for pg in pages)
     with_text = [pg for pg in pages if pg.chars >= 50]
     if total < 100 or not with_text:

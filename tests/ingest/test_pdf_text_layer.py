@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.ingest.pdf import text_layer_problem
+from tests.ingest.pdf_writer import lines_page, raw_pdf
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 ZOTERO_PDFS = sorted((DATA / "zotero_dirs").glob("*/storage/*/*.pdf")) if DATA.is_dir() else []
@@ -20,63 +21,31 @@ WORDS = ("the model reads every page of the library and keeps what it finds in o
          "later stages can cite the right section and page for each passage of text").split()
 
 
-def _escape(b: bytes) -> bytes:
-    return b.replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)")
-
-
-def raw_pdf(path: Path, pages: list[list[bytes]], differences: bytes = b"", font_size: int = 10) -> Path:
-    """A PDF written byte by byte: each page's lines (font codes) in Times-Roman, WinAnsi
-    encoding with `differences` (e.g. b"128 /f_i 129 /g7": glyph names without Unicode)."""
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
-    kids = []
-    font_ref = 3 + 2 * len(pages)
-    for lines in pages:
-        body = b" ".join(b"(" + _escape(ln) + b") '" for ln in lines)
-        content = b"BT /F1 %d Tf %d TL 57 790 Td " % (font_size, font_size + 3) + body + b" ET"
-        kids.append(len(objs) + 1)
-        objs.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 %d 0 R >> >>"
-                    b" /Contents %d 0 R >>" % (font_ref, len(objs) + 2))
-        objs.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
-    objs[1] = b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % k for k in kids) + b"] /Count %d >>" % len(kids)
-    objs.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman /Encoding << /Type /Encoding"
-                b" /BaseEncoding /WinAnsiEncoding /Differences [" + differences + b"] >> >>")
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for i, o in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
-    path.write_bytes(out)
-    return path
-
-
 def _prose(n_lines: int, seed: int = 0) -> list[bytes]:
     return [" ".join(WORDS[(seed + k * 7 + j) % len(WORDS)] for j in range(11)).encode() for k in range(n_lines)]
 
 
 def test_usable_text_layer_is_none(tmp_path):
-    assert text_layer_problem(raw_pdf(tmp_path / "ok.pdf", [_prose(40), _prose(40, 3)])) is None
+    assert text_layer_problem(raw_pdf(tmp_path / "ok.pdf", [lines_page(_prose(40)), lines_page(_prose(40, 3))])) is None
 
 
 def test_scanned_pages_say_no_text_layer(tmp_path):
     assert text_layer_problem(raw_pdf(tmp_path / "empty.pdf", [[], [], []])) == "no text layer (scanned)"
-    mostly = raw_pdf(tmp_path / "mostly.pdf", [_prose(40)] + [[]] * 5)
+    mostly = raw_pdf(tmp_path / "mostly.pdf", [lines_page(_prose(40))] + [[]] * 5)
     assert text_layer_problem(mostly) == "no text layer (scanned): only 1 of 6 pages read have text"
 
 
 def test_garbled_text_layer_gives_the_share(tmp_path):
     # every other word drawn with glyphs the font's encoding names but Unicode does not know
     lines = [b" ".join(w if j % 2 else b"\x85\x86\x87" for j, w in enumerate(ln.split())) for ln in _prose(40)]
-    problem = text_layer_problem(raw_pdf(tmp_path / "garbled.pdf", [lines], b"133 /g1 /g2 /g3"))
+    problem = text_layer_problem(raw_pdf(tmp_path / "garbled.pdf", [lines_page(lines)], b"133 /g1 /g2 /g3"))
     assert problem is not None and problem.startswith("text layer garbled: ")
     assert problem.endswith("% of words unmapped")
     assert 40 <= int(problem.split(": ")[1].split("%")[0]) <= 60
 
 
 def test_damaged_and_wrong_files_never_raise(tmp_path):
-    good = raw_pdf(tmp_path / "ok.pdf", [_prose(40)]).read_bytes()
+    good = raw_pdf(tmp_path / "ok.pdf", [lines_page(_prose(40))]).read_bytes()
     (tmp_path / "cut.pdf").write_bytes(good[:200])
     assert text_layer_problem(tmp_path / "cut.pdf").startswith("damaged PDF: ")
     (tmp_path / "notes.pdf").write_text("just some notes\n")
