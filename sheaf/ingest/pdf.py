@@ -721,9 +721,9 @@ def _body_size(pages: list[Page]) -> float:
     """The size covering the most characters of body-like lines (long lines of running text),
     not the most common span: an appendix or reference list in small type must not win."""
     c: Counter[float] = Counter()
-    for pg in pages:
+    for pg in _before_references(pages):
         for ln in pg.lines:
-            if ln.nchars >= 30 and ln.mono < 0.5:
+            if ln.nchars >= 30 and ln.mono < 0.5 and _prose_like(ln.text):
                 c[round(ln.size * 2) / 2] += ln.nchars
     if not c:
         for pg in pages:
@@ -738,6 +738,24 @@ def _body_size(pages: list[Page]) -> float:
             if round(ln.size * 2) / 2 == bucket:
                 exact[round(ln.size, 1)] += ln.nchars
     return exact.most_common(1)[0][0]
+
+
+def _prose_like(text: str) -> bool:
+    """Running text, not a table row: words of letters, few digits."""
+    letters = sum(ch.isalpha() for ch in text)
+    digits = sum(ch.isdigit() for ch in text)
+    return len(text.split()) >= 5 and letters >= 0.6 * len(text) and digits <= 0.1 * len(text)
+
+
+def _before_references(pages: list[Page]) -> list[Page]:
+    """The pages up to the one holding a references heading (the last such page when the
+    heading shows up in the first half, e.g. in a table of contents, is ignored): the
+    reference list and appendix tables in small type after it must not decide the body size."""
+    n = len(pages)
+    for k in range(n - 1, n // 3, -1):
+        if any(ln.nchars <= 40 and heading_role(ln.text) == "reference_heading" for ln in pages[k].lines):
+            return pages[:k + 1]
+    return pages
 
 
 def _line_spacing(pages: list[Page], body: float) -> float:
@@ -961,6 +979,38 @@ def _classify(paras: list[Para], body: float, spacing: float, state: dict) -> No
                 p.kind = "maybe_heading"  # decided by _assign_levels: does it stand apart?
             if p.kind == "heading" and heading_role(text) == "reference_heading":
                 state["after_refs"] = True
+
+
+def _size_heading(p: Para) -> bool:
+    """A heading only by its type size: neither numbered nor a known section name."""
+    return p.kind in ("heading", "maybe_heading") and heading_role(p.text) == "heading" \
+        and numbering_depth(p.text, allow_letter=True) is None
+
+
+def _plausible_headings(paras: list[Para], first_page: bool) -> None:
+    """A page whose type-size "headings" hold more words than its running text is a page of
+    body text set larger (a scanned page's text layer, an essay's larger-type pages): its long
+    ones are paragraphs. The first page (title, authors) keeps them."""
+    if first_page:
+        return
+    heads = [p for p in paras if _size_heading(p)]
+    head_words = sum(len(p.text.split()) for p in heads)
+    text_words = sum(len(p.text.split()) for p in paras if p.role is None and p.kind == "text")
+    if len(heads) >= 3 and head_words > text_words:
+        for p in heads:
+            if len(p.text.split()) >= 6:
+                p.kind = "text"
+
+
+def _plausible_structure(seq: list[Para], n_pages: int) -> None:
+    """A structure that cannot run away: far more headings than a paper of this length holds
+    (a real paper has a few a page) means the type sizes misled us; only the numbered and
+    named ones stay headings, the rest are paragraphs."""
+    heads = [p for p in seq if p.kind in ("heading", "maybe_heading")]
+    if len(heads) > 4 * n_pages + 20:
+        for p in heads:
+            if _size_heading(p):
+                p.kind = "text"
 
 
 def _objects(seq: list[Para], body: float) -> list[Para]:
@@ -1231,7 +1281,9 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
         for p in paras:
             p.text = _join_lines(p.lines)
         _classify(paras, body, spacing, state)
+        _plausible_headings(paras, pg.number == pages[0].number)
         seq.extend(paras)
+    _plausible_structure(seq, len(pages))
 
     # title: the largest text on page 1 (clearly above body size)
     title = None
