@@ -981,6 +981,80 @@ def _classify(paras: list[Para], body: float, spacing: float, state: dict) -> No
                 state["after_refs"] = True
 
 
+#: Text set large above a title that is not one: a journal's article type, a publisher, a cover.
+_BANNER = re.compile(
+    r"^(?:(?:research|original|review|short|brief|full[- ]length|regular|technical|invited|rapid)\s+)?"
+    r"(?:articles?|papers?|communications?|reports?|letters?|contributions?|notes?)$|"
+    r"journal pre-?proof|^pre-?proof$|accepted manuscript|author'?s? (?:accepted )?manuscript|^open access$|"
+    r"^copyright\b|publishing (?:company|group|house)|^(?:editorial|commentary|perspectives?|review|"
+    r"case report|erratum|corrigendum|retraction)$|^(?:downloaded|brought to you) ",
+    re.I,
+)
+#: Page 1 of a download that is a cover sheet, not the paper: the title is on page 2.
+_COVER_SHEET = re.compile(
+    r"this is a contribution from|jstor|all rights reserved|terms (?:&|and) conditions of use|"
+    r"prior written permission|for personal use only|brought to you by|downloaded from", re.I)
+
+
+def _pick_title(seq: list[Para], pages: list[Page], body: float) -> str | None:
+    """The paper's title: the largest text on page 1, clearly above body size, never a banner
+    ("Research Article", "Journal Pre-proof", a publisher); on page 2 when page 1 is a cover
+    sheet (a publisher's or an archive's, holding no title of its own); failing size, a short
+    bold or capitalised block centred near the top of page 1. Blocks above it are banners."""
+    def candidates(number: int) -> list[Para]:
+        return [p for p in seq if p.page == number and p.role is None and p.crowded < 0.5]
+
+    def best(ps: list[Para]) -> Para | None:
+        ok = [p for p in ps if p.size >= body * 1.15 and sum(ch.isalpha() for ch in p.text) >= 3
+              and len(p.text) <= 400 and not _BANNER.search(p.text.strip(" .:"))]
+        return max(ok, key=lambda p: p.size) if ok else None
+
+    first = candidates(pages[0].number)
+    top = best(first)
+    page1 = " ".join(p.text for p in seq if p.page == pages[0].number)
+    cover = len(pages) > 2 and len(_COVER_SHEET.findall(page1)) >= 2 and not any(
+        heading_role(p.text) == "abstract_heading" for p in first)
+    if (top is None or cover) and len(pages) > 1:
+        second = candidates(pages[1].number)
+        alt = best(second)
+        if alt is not None and (cover or top is None and len(page1) < 1500):
+            top, first = alt, second
+    if top is None:
+        top = _plain_title(first, pages[0])
+        seq[:] = [p for p in seq if p.lines]
+    if top is None:
+        return None
+    top.role = "title"
+    top.kind = "title"
+    for p in first[: first.index(top)]:  # banners above the title: journal, DOI, "Open Access"
+        if len(p.text) < 150 and p.role in (None, "heading"):
+            p.role, p.kind = "page_header", "text"
+    return top.text
+
+
+def _plain_title(first: list[Para], pg: Page) -> Para | None:
+    """A title set near body size: in the top 40% of page 1, centred, 3+ words in at most three
+    lines, a heading by its type or in capitals; a second such block right under it joins it."""
+    def plain(p: Para) -> bool:
+        letters = [ch for ch in p.text if ch.isalpha()]
+        return (p.lines[0].top < 0.4 * pg.height and len(p.lines) <= 3 and len(p.text.split()) >= 3
+                and abs((p.x0 + p.x1) / 2 - pg.width / 2) < 0.06 * pg.width and p.x1 - p.x0 < 0.9 * pg.width
+                and (p.kind != "text" or p.bold >= 0.9 or sum(ch.isupper() for ch in letters) >= 0.8 * len(letters))
+                and not _BANNER.search(p.text.strip(" .:")) and not _FOOTER_TEXT.search(p.text)
+                and not _AFFIL.search(p.text))
+    for k, p in enumerate(first):
+        if p.kind not in ("text", "heading", "maybe_heading") or not plain(p):
+            continue
+        if k + 1 < len(first) and plain(first[k + 1]) and first[k + 1].size == p.size \
+                and first[k + 1].lines[0].top - p.lines[-1].bottom < p.size:
+            nxt = first.pop(k + 1)
+            p.lines.extend(nxt.lines)
+            p.text = f"{p.text} {nxt.text}"
+            nxt.lines = []  # merged: _pick_title drops it from the sequence
+        return p
+    return None
+
+
 def _size_heading(p: Para) -> bool:
     """A heading only by its type size: neither numbered nor a known section name."""
     return p.kind in ("heading", "maybe_heading") and heading_role(p.text) == "heading" \
@@ -1285,18 +1359,7 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
         seq.extend(paras)
     _plausible_structure(seq, len(pages))
 
-    # title: the largest text on page 1 (clearly above body size)
-    title = None
-    first = [p for p in seq if p.page == pages[0].number and p.role is None and p.crowded < 0.5]
-    if first:
-        top = max(first, key=lambda p: p.size)
-        if top.size >= body * 1.15 and sum(ch.isalpha() for ch in top.text) >= 3 and len(top.text) <= 400:
-            top.role = "title"
-            top.kind = "title"
-            title = top.text
-            for p in first[: first.index(top)]:  # banners above the title: journal, DOI, "Open Access"
-                if len(p.text) < 150 and p.role in (None, "heading"):
-                    p.role, p.kind = "page_header", "text"
+    title = _pick_title(seq, pages, body)
     _assign_levels(seq, body, spacing)
     _front_matter(seq, pages[0].number)
     _rank_levels(seq, body)

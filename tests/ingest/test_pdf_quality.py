@@ -155,3 +155,46 @@ def test_real_papers_keep_body_text_searchable(key):
     out = process_paper(pdf, key, "pdf")
     assert sum(b.role == "heading" for b in out.paper.blocks) <= 20
     assert _share(_ft_words(pdf), _searchable(out)) >= THRESHOLD[key]
+
+
+# --- the title is the paper's -----------------------------------------------------------
+
+def _body_pages(n: int, seed: int = 0) -> list[list]:
+    return [_paragraphs_page(60, 10, lines=5, seed=seed + k)[0] for k in range(n)]
+
+
+@pytest.mark.parametrize("banner", ["Research Article", "Original Article", "Journal Pre-proof"])
+def test_banner_above_the_title_is_not_the_title(tmp_path, banner):
+    page1 = [(57, 50, 20, banner, "B"), (57, 90, 16, "Reading Titles Under Journal Banners", "B"),
+             (57, 120, 11, "Ada Lovelace and Alan Turing", "R")] + _paragraphs_page(150, 8, lines=5)[0]
+    p = parse_paper(raw_pdf(tmp_path / "banner.pdf", [page1] + _body_pages(2)))
+    assert p.title == "Reading Titles Under Journal Banners"
+    assert not any(b.role in ("heading", "title") and b.text == banner for b in p.blocks)
+
+
+def test_cover_sheet_title_comes_from_the_paper(tmp_path):
+    cover = [(57, 120, 18, "John Benjamins Publishing Company", "B"),
+             (57, 600, 9, "This is a contribution from Review of Things 11:2 (c) 2013.", "R"),
+             (57, 615, 9, "Permission is granted; prior written permission is needed for any other use.", "R"),
+             (57, 630, 9, "All rights reserved.", "R")]
+    page2 = [(57, 80, 16, "Image Schemas in the Study of Gesture", "B")] + _paragraphs_page(120, 8, lines=5)[0]
+    p = parse_paper(raw_pdf(tmp_path / "cover.pdf", [cover, page2] + _body_pages(2)))
+    assert p.title == "Image Schemas in the Study of Gesture"
+
+
+def test_title_at_body_size_in_capitals(tmp_path):
+    page1 = [(150, 80, 10, "A NEW APPROACH TO ANALYSING SPATIAL SCANS:", "R"),
+             (170, 92, 10, "THE SPECTRUM OF A DISTANT PLANET", "R"),
+             (200, 110, 9, "A. Tsiaras, I. P. Waldmann", "R")] + _paragraphs_page(150, 8, lines=5)[0]
+    p = parse_paper(raw_pdf(tmp_path / "plain.pdf", [page1] + _body_pages(2)))
+    assert p.title == "A NEW APPROACH TO ANALYSING SPATIAL SCANS: THE SPECTRUM OF A DISTANT PLANET"
+
+
+@pytest.mark.parametrize("key,title", [
+    ("QFC54JZ9", "Image schemas and mimetic schemas in cognitive linguistics and gesture studies"),  # cover sheet
+    ("RXKWSLBR", "3.A MULTI-DIMENSIONAL TYPOLOGY OF GAMES"),  # a "COPYRIGHT" page before the chapter
+    ("ID4ZFUMH", "A NEW APPROACH TO ANALYSING HST SPATIAL SCANS: THE TRANSMISSION SPECTRUM OF HD 209458 B"),
+    ("U6FPT7ZA", "E\u00b1cient Query Processing in 3D Motion Capture Gesture Databases"),  # the font's own glyphs
+])
+def test_real_titles(key, title):
+    assert parse_paper(_zotero_pdf(key)).title == title
