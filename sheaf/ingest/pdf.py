@@ -1087,6 +1087,44 @@ def _plausible_structure(seq: list[Para], n_pages: int) -> None:
                 p.kind = "text"
 
 
+#: What a reference entry holds: a year, a bracketed/numbered label, "et al.", initials, a DOI,
+#: a leading "Surname, Firstname".
+_REF_SHAPE = re.compile(
+    r"\b(?:1[6-9]|20)\d{2}[a-z]?\b|^\s*\[\d{1,3}\]|^\s*\d{1,3}\.\s|\b[A-Z]\.\s?(?:[A-Z]\.)?,|"
+    r"(?i:\bet al\b|\bdoi\b|\bvol\.|\bpp\.|\bin:|\bproc(?:eedings|\.))|"
+    r"^\s*[A-Z][^\W\d_]+(?:[- ][A-Z][^\W\d_]+)?,\s+[A-Z]")
+
+
+def _reference_shaped(text: str) -> bool:
+    """An entry (or a piece of one, when the list comes apart in lines) with a cue; a long
+    block is entries run together only with a year every 400 characters or so."""
+    if len(text) < 500:
+        return bool(_REF_SHAPE.search(text))
+    return len(_YEAR.findall(text)) >= len(text) / 400
+
+
+_YEAR = re.compile(r"\b(?:1[6-9]|20)\d{2}[a-z]?\b")
+
+
+def _plausible_references(seq: list[Para]) -> None:
+    """A references heading opens a reference list only where reference-shaped text follows:
+    a table's column header "Reference" or a word on its own line before running text is no
+    heading (the paragraphs after it stay body text, searchable)."""
+    for k, p in enumerate(seq):
+        if p.kind != "heading" or heading_role(p.text) != "reference_heading":
+            continue
+        after = []
+        for q in seq[k + 1:]:
+            if q.kind in ("heading", "maybe_heading") and q.role is None:
+                break
+            if q.role is None and q.kind == "text" and len(q.text) >= 3:
+                after.append(q)
+                if len(after) == 12:
+                    break
+        if after and sum(_reference_shaped(q.text) for q in after) < 0.3 * len(after):
+            p.kind = "text"
+
+
 def _objects(seq: list[Para], body: float) -> list[Para]:
     """Figure and table content: the fragments next to a caption become its object block.
 
@@ -1358,6 +1396,7 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
         _plausible_headings(paras, pg.number == pages[0].number)
         seq.extend(paras)
     _plausible_structure(seq, len(pages))
+    _plausible_references(seq)
 
     title = _pick_title(seq, pages, body)
     _assign_levels(seq, body, spacing)

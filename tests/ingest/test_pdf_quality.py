@@ -198,3 +198,35 @@ def test_title_at_body_size_in_capitals(tmp_path):
 ])
 def test_real_titles(key, title):
     assert parse_paper(_zotero_pdf(key)).title == title
+
+
+# --- references only where reference-shaped text is ----------------------------------------
+
+def _section_page(items: list, y: float, head: str, paras: int, seed: int) -> float:
+    items.append((57, y, 11, head, "B"))
+    y += 20
+    more, y = _paragraphs_page(y, paras, lines=4, seed=seed)
+    items.extend(more)
+    return y
+
+
+def test_reference_word_over_running_text_opens_no_reference_list(tmp_path):
+    page1 = [(57, 50, 16, "Methods With a Reference Column", "B")]
+    y = _section_page(page1, 90, "1 Introduction", 3, 0)
+    y = _section_page(page1, y, "2 Methods", 2, 4)
+    page1.append((57, y + 10, 10, "Reference", "B"))  # a table's column header on its own line
+    more, y = _paragraphs_page(y + 34, 4, lines=4, seed=9)
+    page1.extend(more)
+    page2 = []
+    y = _section_page(page2, 60, "3 Results", 4, 13)
+    page2.append((57, y + 10, 11, "References", "B"))
+    page2.extend(lines_page([f"Author{k}, A. B. 2019. A cited work number {k}. Journal {k}: 1-9." for k in range(8)],
+                            size=9, top=y + 34))
+    out = process_paper(raw_pdf(tmp_path / "refcol.pdf", [page1, page2]), "refcol", "pdf")
+    heads = [b.text for b in out.paper.blocks if b.role == "reference_heading"]
+    assert heads == ["References"]
+    body = "\n".join(u.text for u in out.body_units)
+    for b in out.paper.blocks:
+        if b.page == 1 and b.role not in ("title", "heading") and b.text != "Reference":
+            assert b.role == "body" and b.text in body, (b.role, b.text)
+    assert sum(b.role == "reference" for b in out.paper.blocks) >= 1
