@@ -582,6 +582,122 @@ def _order_page(pg: Page) -> list[Line]:
 
 
 def _order_body(pg: Page, lines: list[Line]) -> list[Line]:
+    cols = _three_columns(pg, lines)
+    if cols:
+        return _order_columns(pg, lines, cols)
+    return _order_two(pg, lines)
+
+
+def _three_columns(pg: Page, lines: list[Line]) -> list[tuple[float, float]] | None:
+    """Three (or more) columns, as (from, to) x ranges split at the gutters' middles: the
+    gutters are the x ranges that (almost) no word of a narrow line (under 40% of the page
+    wide) crosses, between text on both sides; each column holds at least 4 lines filling half
+    its width and a tenth of the characters. None otherwise (one or two columns: _order_two)."""
+    W = pg.width
+    narrow = [ln for ln in lines if ln.nchars >= 10 and ln.x1 - ln.x0 < 0.4 * W]
+    if len(narrow) < 12:
+        return None
+    n = int(W) + 2
+    cover = [0] * n
+    for ln in narrow:
+        for r in ln.runs:
+            for x in range(max(0, int(r.x0)), min(n, int(r.x1) + 1)):
+                cover[x] += 1
+    peak = max(cover)
+    thr = max(1, 0.04 * peak)
+    xs = [x for x in range(n) if cover[x] > thr]
+    if not xs:
+        return None
+    lo, hi = xs[0], xs[-1]
+    gutters: list[tuple[int, int]] = []
+    x = lo
+    while x <= hi:
+        if cover[x] <= thr:
+            start = x
+            while x <= hi and cover[x] <= thr:
+                x += 1
+            if x - start >= 4:
+                gutters.append((start, x))
+        x += 1
+    if len(gutters) < 2:
+        return None
+    # a column reaches from one gutter's middle to the next (the page's edges outside)
+    mids = [(a + b) / 2 for a, b in gutters]
+    cols = list(zip([-1e9] + mids, mids + [1e9]))
+    total = sum(ln.nchars for ln in lines) or 1
+    for c0, c1 in cols:
+        inside = [ln for ln in lines if ln.x0 >= c0 and ln.x1 <= c1]
+        width = min(c1, hi) - max(c0, lo)
+        if sum(ln.x1 - ln.x0 > 0.5 * width for ln in inside) < 4 or sum(ln.nchars for ln in inside) < 0.1 * total:
+            return None
+    return cols
+
+
+def _split_at(ln: Line, cut: float) -> list[Line]:
+    """A line whose runs stand on both sides of a gutter, a gutter's width apart: one line
+    each side (two columns' lines the content stream set as one)."""
+    left = [r for r in ln.runs if r.x1 <= cut]
+    right = [r for r in ln.runs if r.x1 > cut]
+    if not left or not right or min(r.x0 for r in right) < cut - 1 \
+            or min(r.x0 for r in right) - max(r.x1 for r in left) < 0.6 * ln.size:
+        return [ln]  # a word gap over the gutter of a full-width line (a title) is no gutter
+    out = []
+    for runs in (left, right):
+        part = Line(runs[0], ln.page)
+        for r in runs[1:]:
+            part.add(r)
+        part.finish()
+        part.band, part.crowded = ln.band, ln.crowded
+        out.append(part)
+    return out
+
+
+def _order_columns(pg: Page, lines: list[Line], cols: list[tuple[float, float]]) -> list[Line]:
+    """Three or more columns: each column top to bottom between full-width lines (titles,
+    wide floats), which stand where they are; lines run across a gutter are split there."""
+    pieces: list[Line] = []
+    for ln in lines:
+        parts = [ln]
+        for _, cut in cols[:-1]:
+            parts = [q for p in parts for q in (_split_at(p, cut) if p.x0 < cut < p.x1 else [p])]
+        pieces.extend(parts)
+    tol = 3.0
+    for ln in pieces:
+        ln.side = "full"
+        for k, (c0, c1) in enumerate(cols):
+            if ln.x0 >= c0 and ln.x1 <= c1:
+                ln.side = f"col{k}"
+                break
+    # a line across columns with column text beside it (a title over two of three columns)
+    # is no table row: its own side, ordered like a full-width line
+    cols_lines = [ln for ln in pieces if ln.side != "full"]
+    for ln in pieces:
+        if ln.side == "full" and any(c.top < ln.bottom and ln.top < c.bottom and (
+                c.x1 <= ln.x0 + tol or c.x0 >= ln.x1 - tol) for c in cols_lines):
+            ln.side = "span"
+    pg.two_col = True
+    if len(pieces) != len(lines):  # lines were split: the page holds the pieces instead
+        gone = {id(ln) for ln in lines} - {id(ln) for ln in pieces}
+        old = {id(ln) for ln in lines}
+        pg.lines = [ln for ln in pg.lines if id(ln) not in gone] + [ln for ln in pieces if id(ln) not in old]
+    out: list[Line] = []
+    bands: dict[str, list[Line]] = defaultdict(list)
+
+    def flush():
+        for k in range(len(cols)):
+            out.extend(bands.pop(f"col{k}", []))
+
+    for ln in sorted(pieces, key=lambda ln: (ln.top, ln.x0)):
+        if ln.side in ("full", "span"):
+            flush()
+            out.append(ln)
+        else:
+            bands[ln.side].append(ln)
+    flush()
+    return out
+
+
+def _order_two(pg: Page, lines: list[Line]) -> list[Line]:
     W = pg.width
     mid = W / 2
     tol = 0.012 * W
@@ -791,7 +907,7 @@ def _paragraphs(ordered: list[Line], pg: Page, body: float, spacing: float) -> l
     """Group a page's ordered lines into blocks."""
     right_edge = {}
     left_edge = {}
-    for side in ("left", "right", "full"):
+    for side in {ln.side for ln in ordered} | {"full"}:
         xs = sorted(ln.x1 for ln in ordered if ln.side == side and ln.nchars >= 20)
         right_edge[side] = xs[int(len(xs) * 0.9)] if xs else pg.width
         xs = sorted(ln.x0 for ln in ordered if ln.side == side and ln.nchars >= 20)
