@@ -16,8 +16,10 @@ Two comparisons, a row per PDF, then the medians and minimums:
    the letter stream, so spacing and hyphenation do not count.
 2. The 14 EMNLP papers under ../shared/data/mineru/ against MinerU's content_list.json:
    heading recall (MinerU's headings, the title aside, found among Sheaf's headings), section
-   precision (Sheaf's headings that are MinerU headings) and caption anchoring (MinerU's figure
-   and table captions found as Sheaf captions paired with their object).
+   precision (Sheaf's headings that are MinerU headings) and caption anchoring (MinerU's
+   labelled figure and table captions, "Figure 3", "Table 2", found as Sheaf captions of the
+   same label paired with their object; MinerU's sub-captions, "(a) SparseGPT", are counted
+   apart: they are text of the figure, not captions of their own).
 
 Run from the project root:
     .venv/bin/python bench/pdf_quality.py                  # table on stdout
@@ -39,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sheaf.core.models import HEADING_ROLES, IngestError  # noqa: E402
+from sheaf.ingest.common import caption_label  # noqa: E402
 from sheaf.transform.chain import process_paper  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -134,10 +137,12 @@ def mineru_row(folder: Path) -> dict[str, Any]:
     row["section_hits"] = sum(any(_same(o, g) for g in gt_keys) for o in ours)
     caps = [c for x in gt if x.get("type") in ("image", "table", "chart")
             for c in x.get("image_caption", []) + x.get("table_caption", []) + x.get("chart_caption", [])]
-    caps = [_norm(c)[:40] for c in caps if len(_norm(c)) >= 8]
-    ours_caps = [(_norm(b.text), bool(b.attached_to)) for b in blocks if b.role in ("figure_caption", "table_caption")]
-    row["captions"] = len(caps)
-    row["anchored"] = sum(any(t.startswith(c) or c in t[:80] for t, att in ours_caps if att) for c in caps)
+    labels = [caption_label(re.sub(r"<[^>]+>", "", c).strip()) for c in caps]
+    row["subcaptions"] = sum(lab is None for lab in labels)  # "(a) SparseGPT": the figure's own text
+    labels = [lab for lab in labels if lab]
+    ours = {caption_label(b.text) for b in blocks if b.role in ("figure_caption", "table_caption") and b.attached_to}
+    row["captions"] = len(labels)
+    row["anchored"] = sum(lab in ours for lab in labels)
     row["heading_recall"] = round(row["heading_hits"] / max(1, row["gt_headings"]), 3)
     row["section_precision"] = round(row["section_hits"] / max(1, row["sections"]), 3)
     row["caption_anchoring"] = round(row["anchored"] / max(1, row["captions"]), 3)
@@ -183,7 +188,7 @@ def main() -> int:
               f"{r['section_precision']:6.3f} {r['captions']:5d} {r['caption_anchoring']:6.3f}")
     ok = [r for r in mrows if "error" not in r]
     tot = {k: sum(r[k] for r in ok) for k in ("gt_headings", "heading_hits", "sections", "section_hits",
-                                              "captions", "anchored")}
+                                              "captions", "anchored", "subcaptions")}
     msum = {
         "heading_recall": round(tot["heading_hits"] / max(1, tot["gt_headings"]), 3),
         "section_precision": round(tot["section_hits"] / max(1, tot["sections"]), 3),
@@ -192,7 +197,8 @@ def main() -> int:
     }
     print(f"  overall: heading recall {msum['heading_recall']:.3f} ({tot['heading_hits']}/{tot['gt_headings']}), "
           f"section precision {msum['section_precision']:.3f} ({tot['section_hits']}/{tot['sections']}), "
-          f"caption anchoring {msum['caption_anchoring']:.3f} ({tot['anchored']}/{tot['captions']})")
+          f"caption anchoring {msum['caption_anchoring']:.3f} ({tot['anchored']}/{tot['captions']}; "
+          f"{tot['subcaptions']} sub-captions apart)")
     if args.json:
         args.json.write_text(json.dumps({"zotero": {"rows": zrows, "summary": zsum},
                                          "mineru": {"rows": mrows, "summary": msum}}, indent=1))
