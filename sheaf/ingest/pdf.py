@@ -1144,8 +1144,12 @@ def _pick_title(seq: list[Para], pages: list[Page], body: float) -> str | None:
         return None
     top.role = "title"
     top.kind = "title"
+    page = next(pg for pg in pages if pg.number == top.page)
     for p in first[: first.index(top)]:  # banners above the title: journal, DOI, "Open Access"
-        if len(p.text) < 150 and p.role in (None, "heading"):
+        # only single short lines standing above it near the top of the page: the end of the
+        # previous article on a page where this one's title stands lower down stays text
+        if len(p.text) < 150 and p.role in (None, "heading") and len(p.lines) == 1 \
+                and p.lines[-1].bottom <= top.lines[0].top + 1 and p.lines[0].top < 0.3 * page.height:
             p.role, p.kind = "page_header", "text"
     return top.text
 

@@ -256,3 +256,13 @@ def test_three_column_paper_reads_in_order():
     runs = ["".join(toks[s:s + 4]) for s in range(0, len(toks) - 4, max(1, (len(toks) - 4) // 80))]
     runs = [r for r in runs if len(r) >= 12]
     assert sum(r in stream for r in runs) >= 0.85 * len(runs)  # 0.55 when read as two columns
+
+
+def test_text_above_a_title_lower_on_the_page_stays_text(tmp_path):
+    # a handbook page: the previous chapter ends at the top, this one's title starts mid-page
+    end, y = _paragraphs_page(60, 4, lines=2, seed=21)  # short: under 150 characters each
+    end += [(57, y + 40, 16, "A Chapter That Starts Mid-Page", "B")] + _paragraphs_page(y + 80, 4, lines=4)[0]
+    p = parse_paper(raw_pdf(tmp_path / "midpage.pdf", [end] + _body_pages(2)))
+    assert p.title == "A Chapter That Starts Mid-Page"
+    above = p.blocks[:next(k for k, b in enumerate(p.blocks) if b.role == "title")]
+    assert len(above) == 4 and all(b.role == "body" for b in above), [(b.role, b.text[:30]) for b in above]
