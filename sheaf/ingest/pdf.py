@@ -984,7 +984,25 @@ def _breaks(cur: Para, ln: Line, body: float, spacing: float, right_edge: dict) 
     # a short previous line that ends a sentence closes the paragraph
     if prev.x1 < edge - 3 * size and prev.text[-1:] in ".:?!":
         return True
+    # a numbered short line of its own ("1. INTRODUCTION" in body type) is a heading
+    # the paragraph under it must not swallow
+    if len(cur.lines) == 1 and prev.x1 < edge - 3 * size and _numbered_title(prev.text):
+        return True
     return False
+
+
+def _numbered_title(text: str) -> bool:
+    """Shaped like a numbered section title: '2.4. Wavelength calibration', '1 INTRODUCTION':
+    a section number (at most 30 at the top level), then a capitalised phrase of at most
+    10 words without closing punctuation."""
+    m = _SECTION_NUM.match(text)
+    if not m or int(m.group(1)) > 30 or text[-1:] in ".,;:" or len(text.split()) > 11:
+        return False
+    rest = text[m.end():]
+    return rest[:1].isupper() and sum(ch.isalpha() for ch in rest) >= 3
+
+
+_SECTION_NUM = re.compile(r"^(\d{1,2})(?:\.\d{1,2}){0,3}\.?\s+")
 
 
 def _join_lines(lines: list[Line]) -> str:
@@ -1175,6 +1193,22 @@ def _plain_title(first: list[Para], pg: Page) -> Para | None:
             nxt.lines = []  # merged: _pick_title drops it from the sequence
         return p
     return None
+
+
+def _numbered_headings(seq: list[Para], body: float) -> None:
+    """Headings set in body type (small capitals, italics) on papers that number them: a
+    one-line block shaped like a numbered section title, not a figure label (small type,
+    crowded) and not one of a list of such lines (its neighbours are not numbered lines)."""
+    def candidate(p: Para) -> bool:
+        return (p.role is None and p.kind == "text" and len(p.lines) == 1 and p.crowded < 0.5
+                and p.size >= 0.75 * body and _numbered_title(p.text) and not _AFFIL.search(p.text))
+    for k, p in enumerate(seq):
+        if not candidate(p):
+            continue
+        near = [q for q in seq[max(0, k - 1):k] + seq[k + 1:k + 2]
+                if q.role is None and len(q.lines) == 1 and _SECTION_NUM.match(q.text)]
+        if not near:
+            p.kind = "heading"
 
 
 def _size_heading(p: Para) -> bool:
@@ -1517,6 +1551,7 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
         _classify(paras, body, spacing, state)
         _plausible_headings(paras, pg.number == pages[0].number)
         seq.extend(paras)
+    _numbered_headings(seq, body)
     _plausible_structure(seq, len(pages))
     _plausible_references(seq)
 

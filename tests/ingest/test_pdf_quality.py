@@ -266,3 +266,33 @@ def test_text_above_a_title_lower_on_the_page_stays_text(tmp_path):
     assert p.title == "A Chapter That Starts Mid-Page"
     above = p.blocks[:next(k for k, b in enumerate(p.blocks) if b.role == "title")]
     assert len(above) == 4 and all(b.role == "body" for b in above), [(b.role, b.text[:30]) for b in above]
+
+
+# --- headings in body type on papers that number them --------------------------------------
+
+def test_numbered_headings_in_body_type(tmp_path):
+    page1 = [(57, 50, 16, "Headings Set in Body Type", "B")]
+    y = 90
+    for head, seed in (("1. INTRODUCTION", 0), ("2. DATA ANALYSIS", 3), ("2.1. Wavelength calibration", 6)):
+        page1.append((57, y, 10, head, "R"))  # regular type, like the paragraph under it
+        more, y = _paragraphs_page(y + 13, 2, lines=4, seed=seed)  # no space between them
+        page1.extend(more)
+    # a numbered list of short capitalised lines is no run of headings
+    for k, item in enumerate(("1 Apples and pears", "2 Oranges", "3 Plums and cherries")):
+        page1.append((57, y + 13 * k, 10, item, "R"))
+    p = parse_paper(raw_pdf(tmp_path / "numbered.pdf", [page1] + _body_pages(2)))
+    heads = [(b.text, b.heading_level) for b in p.blocks if b.role == "heading"]
+    assert heads == [("1. INTRODUCTION", 1), ("2. DATA ANALYSIS", 1), ("2.1. Wavelength calibration", 2)]
+    assert not any(b.text.startswith("1. INTRODUCTION ") for b in p.blocks)
+
+
+@pytest.mark.parametrize("key,first", [
+    ("P3IFQHTA", "1. INTRODUCTION"),  # was run into its paragraph
+    ("U6FPT7ZA", "1. Introduction"),
+    ("ID4ZFUMH", "1. INTRODUCTION"),  # small capitals, smaller than the body
+    ("WXLT8Q7Q", "1 Introduction"),
+])
+def test_real_numbered_headings(key, first):
+    p = parse_paper(_zotero_pdf(key))
+    heads = [b.text for b in p.blocks if b.role == "heading"]
+    assert first in heads and len(heads) >= 5
