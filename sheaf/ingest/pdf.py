@@ -860,9 +860,10 @@ def _body_size(pages: list[Page]) -> float:
 
 def _prose_like(text: str) -> bool:
     """Running text, not a table row: words of letters, few digits."""
-    letters = sum(map(str.isalpha, text))
+    if text.count(" ") < 4:
+        return False
     digits = sum(map(str.isdigit, text))
-    return len(text.split()) >= 5 and letters >= 0.6 * len(text) and digits <= 0.1 * len(text)
+    return digits <= 0.1 * len(text) and sum(map(str.isalpha, text)) >= 0.6 * len(text)
 
 
 def _before_references(pages: list[Page]) -> list[Page]:
@@ -1200,8 +1201,8 @@ def _numbered_headings(seq: list[Para], body: float) -> None:
     one-line block shaped like a numbered section title, not a figure label (small type,
     crowded) and not one of a list of such lines (its neighbours are not numbered lines)."""
     def candidate(p: Para) -> bool:
-        return (p.role is None and p.kind == "text" and len(p.lines) == 1 and p.crowded < 0.5
-                and p.size >= 0.75 * body and _numbered_title(p.text) and not _AFFIL.search(p.text))
+        return (p.role is None and p.kind == "text" and len(p.lines) == 1 and _numbered_title(p.text)
+                and not p.lines[0].crowded and p.lines[0].size >= 0.75 * body and not _AFFIL.search(p.text))
     for k, p in enumerate(seq):
         if not candidate(p):
             continue
@@ -1224,9 +1225,11 @@ def _plausible_headings(paras: list[Para], first_page: bool) -> None:
     if first_page:
         return
     heads = [p for p in paras if _size_heading(p)]
+    if len(heads) < 3:
+        return
     head_words = sum(len(p.text.split()) for p in heads)
     text_words = sum(len(p.text.split()) for p in paras if p.role is None and p.kind == "text")
-    if len(heads) >= 3 and head_words > text_words:
+    if head_words > text_words:
         for p in heads:
             if len(p.text.split()) >= 6:
                 p.kind = "text"
