@@ -3,14 +3,19 @@
 What PDFium gives us per character (text, box, font size, font name/weight, matrix) is
 grouped here into *runs* (consecutive characters of one PDF text object: one font, one
 size), runs into *lines* (same baseline, horizontally adjacent), lines into reading order
-(two-column pages: left column, then right column, full-width lines where they stand)
-and lines into *blocks* (paragraphs, headings, captions, code).
+(two- and three-column pages: column by column, full-width lines where they stand; a page
+whose text runs up or down, a landscape table, is read turned a quarter) and lines into
+*blocks* (paragraphs, headings, captions, code).
 
 Roles come from typography: the body size is the size covering the most characters of
 body-like lines; a heading is a short stand-alone block noticeably larger than the body,
 or bold at body size and numbered / a known section name; its level comes from size
-buckets (largest = 1) unless its numbering says otherwise (finalize: numbering wins). The
-largest text on page 1 is the title. Page numbers and running headers/footers (text in the
+buckets (largest = 1) unless its numbering says otherwise (finalize: numbering wins); a
+numbered line of its own in body type is one too. Guards keep the structure plausible: the
+body size counts running text before the references, a page or paper with far too many
+type-size headings has them as paragraphs, a references heading needs reference-shaped text
+after it. The largest text on page 1 is the title, never a banner ("Research Article") and
+taken from page 2 behind a publisher's cover sheet. Page numbers and running headers/footers (text in the
 top/bottom band repeated across pages) are furniture. A figure's picture has no text, so
 every figure caption gets a synthetic `figure` block right before it (its text is whatever
 text the figure itself contains, often nothing) for the caption to pair with.
