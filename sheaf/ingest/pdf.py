@@ -3,14 +3,19 @@
 What PDFium gives us per character (text, box, font size, font name/weight, matrix) is
 grouped here into *runs* (consecutive characters of one PDF text object: one font, one
 size), runs into *lines* (same baseline, horizontally adjacent), lines into reading order
-(two-column pages: left column, then right column, full-width lines where they stand)
-and lines into *blocks* (paragraphs, headings, captions, code).
+(two- and three-column pages: column by column, full-width lines where they stand; a page
+whose text runs up or down, a landscape table, is read turned a quarter) and lines into
+*blocks* (paragraphs, headings, captions, code).
 
 Roles come from typography: the body size is the size covering the most characters of
 body-like lines; a heading is a short stand-alone block noticeably larger than the body,
 or bold at body size and numbered / a known section name; its level comes from size
-buckets (largest = 1) unless its numbering says otherwise (finalize: numbering wins). The
-largest text on page 1 is the title. Page numbers and running headers/footers (text in the
+buckets (largest = 1) unless its numbering says otherwise (finalize: numbering wins); a
+numbered line of its own in body type is one too. Guards keep the structure plausible: the
+body size counts running text before the references, a page or paper with far too many
+type-size headings has them as paragraphs, a references heading needs reference-shaped text
+after it. The largest text on page 1 is the title, never a banner ("Research Article") and
+taken from page 2 behind a publisher's cover sheet. Page numbers and running headers/footers (text in the
 top/bottom band repeated across pages) are furniture. A figure's picture has no text, so
 every figure caption gets a synthetic `figure` block right before it (its text is whatever
 text the figure itself contains, often nothing) for the caption to pair with.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 import re
 import threading
 from collections import Counter, defaultdict
@@ -136,6 +142,100 @@ def _open(paper_id: str, path: Path, data: bytes, warnings: list[str]):
     return doc
 
 
+#: Characters a font without a proper Unicode map leaves in the text: controls, U+FFFD, private use.
+_UNMAPPED = re.compile(r"[\x00\x01\x03-\x08\x0e-\x1f\x7f-\x9f\ufffd\ue000-\uf8ff]")
+#: A word of the text layer, as the garble share counts it.
+_WORD = re.compile(r"\S+")
+
+
+def text_layer_problem(path: Path) -> str | None:
+    """None when the PDF's text layer is usable, else a short plain reason: "no text layer
+    (scanned)", "text layer garbled: 38% of words unmapped", "damaged PDF: ...", "not a PDF: ...".
+
+    For a caller that has another source of the text (Zotero's `.zotero-ft-cache`) and must
+    choose before parsing. It reads at most 8 pages spread over the document (their text
+    objects and text), never the whole of a long one: well under a parse's time (measured in
+    docs/benchmarks.md). It never raises: an unreadable file is itself the reason.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1024)
+    except OSError as e:
+        return f"unreadable file: {e.strerror or e}"
+    if b"%PDF-" not in head:
+        return "not a PDF: the file does not start with a %PDF- header"
+    try:
+        api = _pdfium()
+        with _LOCK:
+            return _layer_problem(api, path)
+    except Exception as e:  # noqa: BLE001 - a damaged file can break PDFium in ways of its own
+        return f"damaged PDF: {type(e).__name__}: {e}"
+
+
+def _text_objects(raw, page, depth: int = 0) -> int:
+    """Text objects on a page or in a form XObject (nested forms up to a few levels)."""
+    form = depth > 0
+    count = raw.FPDFFormObj_CountObjects(page) if form else raw.FPDFPage_CountObjects(page)
+    n = 0
+    for k in range(count):
+        obj = raw.FPDFFormObj_GetObject(page, k) if form else raw.FPDFPage_GetObject(page, k)
+        kind = raw.FPDFPageObj_GetType(obj)
+        if kind == raw.FPDF_PAGEOBJ_TEXT:
+            n += 1
+        elif kind == raw.FPDF_PAGEOBJ_FORM and depth < 4:
+            n += _text_objects(raw, obj, depth + 1)
+        if n >= 50:
+            break
+    return n
+
+
+def _layer_problem(api, path: Path) -> str | None:
+    pdfium, raw = api["pdfium"], api["raw"]
+    try:
+        doc = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as e:
+        code = raw.FPDF_GetLastError()
+        if code in (raw.FPDF_ERR_PASSWORD, raw.FPDF_ERR_SECURITY):
+            return "encrypted PDF: it needs a password"
+        return f"damaged PDF: PDFium cannot open it ({e})"
+    try:
+        n = len(doc)
+        if n == 0:
+            return "damaged PDF: no pages could be read"
+        # at most 8 pages spread over the document: each one's text objects and text
+        pick = sorted({round(k * (n - 1) / 7) for k in range(8)}) if n > 8 else list(range(n))
+        broken = with_text = words = bad = 0
+        for i in pick:
+            try:
+                page = doc[i]
+            except pdfium.PdfiumError:
+                broken += 1
+                continue
+            try:
+                if _text_objects(raw, page.raw) < 3:
+                    continue
+                with_text += 1
+                tp = page.get_textpage()
+                text = tp.get_text_range()
+                tp.close()
+            finally:
+                page.close()
+            for w in _WORD.findall(text.translate(_LIGATURES)):
+                words += 1
+                bad += bool(_UNMAPPED.search(w))
+        if broken > len(pick) / 2:
+            return f"damaged PDF: {broken} of the {len(pick)} pages read cannot be loaded"
+        if with_text == 0 or words < 20:
+            return "no text layer (scanned)"
+        if with_text < 0.5 * len(pick):
+            return f"no text layer (scanned): only {with_text} of {len(pick)} pages read have text"
+        if bad > 0.15 * words:
+            return f"text layer garbled: {round(100 * bad / words)}% of words unmapped"
+        return None
+    finally:
+        doc.close()
+
+
 # --- data ---------------------------------------------------------------------------
 
 class Run:
@@ -221,13 +321,16 @@ class Line:
 
 
 class Page:
-    __slots__ = ("number", "x0", "y0", "width", "height", "lines", "chars", "two_col", "mid", "rotated")
+    __slots__ = ("number", "x0", "y0", "width", "height", "lines", "chars", "two_col", "mid", "rotated",
+                 "turned_up", "turned")
 
     def __init__(self, number, x0, y0, width, height):
         self.number, self.x0, self.y0, self.width, self.height = number, x0, y0, width, height
         self.lines: list[Line] = []
         self.chars = 0
         self.rotated = 0  # characters skipped because their text runs vertically / upside down
+        self.turned_up = 0  # of those, characters whose text runs upwards (a page turned left)
+        self.turned = ""  # "up"/"down": read turned a quarter so that its text (running up/down) runs left to right
         self.two_col = False
         self.mid = x0 + width / 2
 
@@ -244,9 +347,32 @@ def _read_page(api, doc, index: int, fonts: dict) -> Page:
             _read_text(api, tp.raw, pg, fonts)
         finally:
             tp.close()
+        if pg.rotated > max(300, 2 * pg.chars):
+            pg = _read_turned(api, page, pg, fonts)
     finally:
         page.close()
     return pg
+
+
+def _read_turned(api, page, pg: Page, fonts: dict) -> Page:
+    """A landscape table or figure set on a portrait page (its text runs up or down): every
+    object of the page turned a quarter in memory (the file is never written) so that the text
+    runs left to right, then read again as a page of the turned size."""
+    raw = api["raw"]
+    l, b, r, t = page.get_bbox()
+    up = pg.turned_up * 2 >= pg.rotated
+    # text running upwards turns right: (x, y) -> (y - b, r - x); downwards turns left
+    m = (0, -1, 1, 0, -b, r) if up else (0, 1, -1, 0, t, -l)
+    for k in range(raw.FPDFPage_CountObjects(page.raw)):
+        raw.FPDFPageObj_Transform(raw.FPDFPage_GetObject(page.raw, k), *m)
+    turned = Page(pg.number, 0.0, max(1.0, r - l), max(1.0, t - b), max(1.0, r - l))
+    turned.turned = "up" if up else "down"
+    tp = page.get_textpage()
+    try:
+        _read_text(api, tp.raw, turned, fonts)
+    finally:
+        tp.close()
+    return turned if turned.chars > pg.chars else pg
 
 
 def _read_text(api, tp, pg: Page, fonts: dict) -> None:
@@ -296,6 +422,7 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
         raw.FPDFText_GetMatrix(tp, a, mat)
         if abs(mat.b) > 0.2 * abs(mat.a) + 1e-9 or abs(mat.c) > 0.2 * abs(mat.d) + 1e-9 or mat.a < 0:
             pg.rotated += z - a + 1
+            pg.turned_up += (z - a + 1) * (mat.b > 0)
             continue  # rotated or mirrored text (margin stamps, axis labels): not part of the flow
         scale = (mat.c * mat.c + mat.d * mat.d) ** 0.5 or 1.0  # vertical scale: immune to microtype expansion
         size = raw.FPDFText_GetFontSize(tp, a) * scale
@@ -461,6 +588,123 @@ def _order_page(pg: Page) -> list[Line]:
 
 
 def _order_body(pg: Page, lines: list[Line]) -> list[Line]:
+    cols = _three_columns(pg, lines)
+    if cols:
+        return _order_columns(pg, lines, cols)
+    return _order_two(pg, lines)
+
+
+def _three_columns(pg: Page, lines: list[Line]) -> list[tuple[float, float]] | None:
+    """Three (or more) columns, as (from, to) x ranges split at the gutters' middles: the
+    gutters are the x ranges that (almost) no word of a narrow line (under a third of the page
+    wide) crosses, between text on both sides; each column holds at least 4 lines filling half
+    its width and a tenth of the characters. None otherwise (one or two columns: _order_two)."""
+    W = pg.width
+    narrow = [ln for ln in lines if ln.nchars >= 10 and ln.x1 - ln.x0 < 0.34 * W]  # a third of the page at most
+    if len(narrow) < 12:
+        return None
+    n = int(W) + 2
+    delta = [0] * (n + 1)  # words per x (1 pt), as a difference array
+    for ln in narrow:
+        for r in ln.runs:
+            delta[min(n, max(0, int(r.x0)))] += 1
+            delta[min(n, max(0, int(r.x1) + 1))] -= 1
+    cover = list(itertools.accumulate(delta[:n]))
+    peak = max(cover)
+    thr = max(1, 0.04 * peak)
+    xs = [x for x in range(n) if cover[x] > thr]
+    if not xs:
+        return None
+    lo, hi = xs[0], xs[-1]
+    gutters: list[tuple[int, int]] = []
+    x = lo
+    while x <= hi:
+        if cover[x] <= thr:
+            start = x
+            while x <= hi and cover[x] <= thr:
+                x += 1
+            if x - start >= 4:
+                gutters.append((start, x))
+        x += 1
+    if len(gutters) < 2:
+        return None
+    # a column reaches from one gutter's middle to the next (the page's edges outside)
+    mids = [(a + b) / 2 for a, b in gutters]
+    cols = list(zip([-1e9] + mids, mids + [1e9]))
+    total = sum(ln.nchars for ln in lines) or 1
+    for c0, c1 in cols:
+        inside = [ln for ln in lines if ln.x0 >= c0 and ln.x1 <= c1]
+        width = min(c1, hi) - max(c0, lo)
+        if sum(ln.x1 - ln.x0 > 0.5 * width for ln in inside) < 4 or sum(ln.nchars for ln in inside) < 0.1 * total:
+            return None
+    return cols
+
+
+def _split_at(ln: Line, cut: float) -> list[Line]:
+    """A line whose runs stand on both sides of a gutter, a gutter's width apart: one line
+    each side (two columns' lines the content stream set as one)."""
+    left = [r for r in ln.runs if r.x1 <= cut]
+    right = [r for r in ln.runs if r.x1 > cut]
+    if not left or not right or min(r.x0 for r in right) < cut - 1 \
+            or min(r.x0 for r in right) - max(r.x1 for r in left) < 0.6 * ln.size:
+        return [ln]  # a word gap over the gutter of a full-width line (a title) is no gutter
+    out = []
+    for runs in (left, right):
+        part = Line(runs[0], ln.page)
+        for r in runs[1:]:
+            part.add(r)
+        part.finish()
+        part.band, part.crowded = ln.band, ln.crowded
+        out.append(part)
+    return out
+
+
+def _order_columns(pg: Page, lines: list[Line], cols: list[tuple[float, float]]) -> list[Line]:
+    """Three or more columns: each column top to bottom between full-width lines (titles,
+    wide floats), which stand where they are; lines run across a gutter are split there."""
+    pieces: list[Line] = []
+    for ln in lines:
+        parts = [ln]
+        for _, cut in cols[:-1]:
+            parts = [q for p in parts for q in (_split_at(p, cut) if p.x0 < cut < p.x1 else [p])]
+        pieces.extend(parts)
+    tol = 3.0
+    for ln in pieces:
+        ln.side = "full"
+        for k, (c0, c1) in enumerate(cols):
+            if ln.x0 >= c0 and ln.x1 <= c1:
+                ln.side = f"col{k}"
+                break
+    # a line across columns with column text beside it (a title over two of three columns)
+    # is no table row: its own side, ordered like a full-width line
+    cols_lines = [ln for ln in pieces if ln.side != "full"]
+    for ln in pieces:
+        if ln.side == "full" and any(c.top < ln.bottom and ln.top < c.bottom and (
+                c.x1 <= ln.x0 + tol or c.x0 >= ln.x1 - tol) for c in cols_lines):
+            ln.side = "span"
+    pg.two_col = True
+    if len(pieces) != len(lines):  # lines were split: the page holds the pieces instead
+        gone = {id(ln) for ln in lines} - {id(ln) for ln in pieces}
+        old = {id(ln) for ln in lines}
+        pg.lines = [ln for ln in pg.lines if id(ln) not in gone] + [ln for ln in pieces if id(ln) not in old]
+    out: list[Line] = []
+    bands: dict[str, list[Line]] = defaultdict(list)
+
+    def flush():
+        for k in range(len(cols)):
+            out.extend(bands.pop(f"col{k}", []))
+
+    for ln in sorted(pieces, key=lambda ln: (ln.top, ln.x0)):
+        if ln.side in ("full", "span"):
+            flush()
+            out.append(ln)
+        else:
+            bands[ln.side].append(ln)
+    flush()
+    return out
+
+
+def _order_two(pg: Page, lines: list[Line]) -> list[Line]:
     W = pg.width
     mid = W / 2
     tol = 0.012 * W
@@ -600,9 +844,9 @@ def _body_size(pages: list[Page]) -> float:
     """The size covering the most characters of body-like lines (long lines of running text),
     not the most common span: an appendix or reference list in small type must not win."""
     c: Counter[float] = Counter()
-    for pg in pages:
+    for pg in _before_references(pages):
         for ln in pg.lines:
-            if ln.nchars >= 30 and ln.mono < 0.5:
+            if ln.nchars >= 30 and ln.mono < 0.5 and _prose_like(ln.text):
                 c[round(ln.size * 2) / 2] += ln.nchars
     if not c:
         for pg in pages:
@@ -617,6 +861,25 @@ def _body_size(pages: list[Page]) -> float:
             if round(ln.size * 2) / 2 == bucket:
                 exact[round(ln.size, 1)] += ln.nchars
     return exact.most_common(1)[0][0]
+
+
+def _prose_like(text: str) -> bool:
+    """Running text, not a table row: words of letters, few digits."""
+    if text.count(" ") < 4:
+        return False
+    digits = sum(map(str.isdigit, text))
+    return digits <= 0.1 * len(text) and sum(map(str.isalpha, text)) >= 0.6 * len(text)
+
+
+def _before_references(pages: list[Page]) -> list[Page]:
+    """The pages up to the one holding a references heading (the last such page when the
+    heading shows up in the first half, e.g. in a table of contents, is ignored): the
+    reference list and appendix tables in small type after it must not decide the body size."""
+    n = len(pages)
+    for k in range(n - 1, n // 3, -1):
+        if any(ln.nchars <= 40 and heading_role(ln.text) == "reference_heading" for ln in pages[k].lines):
+            return pages[:k + 1]
+    return pages
 
 
 def _line_spacing(pages: list[Page], body: float) -> float:
@@ -652,7 +915,7 @@ def _paragraphs(ordered: list[Line], pg: Page, body: float, spacing: float) -> l
     """Group a page's ordered lines into blocks."""
     right_edge = {}
     left_edge = {}
-    for side in ("left", "right", "full"):
+    for side in {ln.side for ln in ordered} | {"full"}:
         xs = sorted(ln.x1 for ln in ordered if ln.side == side and ln.nchars >= 20)
         right_edge[side] = xs[int(len(xs) * 0.9)] if xs else pg.width
         xs = sorted(ln.x0 for ln in ordered if ln.side == side and ln.nchars >= 20)
@@ -727,7 +990,25 @@ def _breaks(cur: Para, ln: Line, body: float, spacing: float, right_edge: dict) 
     # a short previous line that ends a sentence closes the paragraph
     if prev.x1 < edge - 3 * size and prev.text[-1:] in ".:?!":
         return True
+    # a numbered short line of its own ("1. INTRODUCTION" in body type) is a heading
+    # the paragraph under it must not swallow
+    if len(cur.lines) == 1 and prev.x1 < edge - 3 * size and _numbered_title(prev.text):
+        return True
     return False
+
+
+def _numbered_title(text: str) -> bool:
+    """Shaped like a numbered section title: '2.4. Wavelength calibration', '1 INTRODUCTION':
+    a section number (at most 30 at the top level), then a capitalised phrase of at most
+    10 words without closing punctuation."""
+    m = _SECTION_NUM.match(text)
+    if not m or int(m.group(1)) > 30 or text[-1:] in ".,;:" or len(text.split()) > 11:
+        return False
+    rest = text[m.end():]
+    return rest[:1].isupper() and sum(ch.isalpha() for ch in rest) >= 3
+
+
+_SECTION_NUM = re.compile(r"^(\d{1,2})(?:\.\d{1,2}){0,3}\.?\s+")
 
 
 def _join_lines(lines: list[Line]) -> str:
@@ -840,6 +1121,172 @@ def _classify(paras: list[Para], body: float, spacing: float, state: dict) -> No
                 p.kind = "maybe_heading"  # decided by _assign_levels: does it stand apart?
             if p.kind == "heading" and heading_role(text) == "reference_heading":
                 state["after_refs"] = True
+
+
+#: Text set large above a title that is not one: a journal's article type, a publisher, a cover.
+_BANNER = re.compile(
+    r"^(?:(?:research|original|review|short|brief|full[- ]length|regular|technical|invited|rapid)\s+)?"
+    r"(?:articles?|papers?|communications?|reports?|letters?|contributions?|notes?)$|"
+    r"journal pre-?proof|^pre-?proof$|accepted manuscript|author'?s? (?:accepted )?manuscript|^open access$|"
+    r"^copyright\b|publishing (?:company|group|house)|^(?:editorial|commentary|perspectives?|review|"
+    r"case report|erratum|corrigendum|retraction)$|^(?:downloaded|brought to you) ",
+    re.I,
+)
+#: Page 1 of a download that is a cover sheet, not the paper: the title is on page 2.
+_COVER_SHEET = re.compile(
+    r"this is a contribution from|jstor|all rights reserved|terms (?:&|and) conditions of use|"
+    r"prior written permission|for personal use only|brought to you by|downloaded from", re.I)
+
+
+def _pick_title(seq: list[Para], pages: list[Page], body: float) -> str | None:
+    """The paper's title: the largest text on page 1, clearly above body size, never a banner
+    ("Research Article", "Journal Pre-proof", a publisher); on page 2 when page 1 is a cover
+    sheet (a publisher's or an archive's, holding no title of its own); failing size, a short
+    bold or capitalised block centred near the top of page 1. Blocks above it are banners."""
+    def candidates(number: int) -> list[Para]:
+        return [p for p in seq if p.page == number and p.role is None and p.crowded < 0.5]
+
+    def best(ps: list[Para]) -> Para | None:
+        ok = [p for p in ps if p.size >= body * 1.15 and sum(ch.isalpha() for ch in p.text) >= 3
+              and len(p.text) <= 400 and not _BANNER.search(p.text.strip(" .:"))]
+        return max(ok, key=lambda p: p.size) if ok else None
+
+    first = candidates(pages[0].number)
+    top = best(first)
+    page1 = " ".join(p.text for p in seq if p.page == pages[0].number)
+    cover = len(pages) > 2 and len(_COVER_SHEET.findall(page1)) >= 2 and not any(
+        heading_role(p.text) == "abstract_heading" for p in first)
+    if (top is None or cover) and len(pages) > 1:
+        second = candidates(pages[1].number)
+        alt = best(second)
+        if alt is not None and (cover or top is None and len(page1) < 1500):
+            top, first = alt, second
+    if top is None:
+        top = _plain_title(first, pages[0])
+        seq[:] = [p for p in seq if p.lines]
+    if top is None:
+        return None
+    top.role = "title"
+    top.kind = "title"
+    page = next(pg for pg in pages if pg.number == top.page)
+    for p in first[: first.index(top)]:  # banners above the title: journal, DOI, "Open Access"
+        # only single short lines standing above it near the top of the page: the end of the
+        # previous article on a page where this one's title stands lower down stays text
+        if len(p.text) < 150 and p.role in (None, "heading") and len(p.lines) == 1 \
+                and p.lines[-1].bottom <= top.lines[0].top + 1 and p.lines[0].top < 0.3 * page.height:
+            p.role, p.kind = "page_header", "text"
+    return top.text
+
+
+def _plain_title(first: list[Para], pg: Page) -> Para | None:
+    """A title set near body size: in the top 40% of page 1, centred, 3+ words in at most three
+    lines, a heading by its type or in capitals; a second such block right under it joins it."""
+    def plain(p: Para) -> bool:
+        letters = [ch for ch in p.text if ch.isalpha()]
+        return (p.lines[0].top < 0.4 * pg.height and len(p.lines) <= 3 and len(p.text.split()) >= 3
+                and abs((p.x0 + p.x1) / 2 - pg.width / 2) < 0.06 * pg.width and p.x1 - p.x0 < 0.9 * pg.width
+                and (p.kind != "text" or p.bold >= 0.9 or sum(ch.isupper() for ch in letters) >= 0.8 * len(letters))
+                and not _BANNER.search(p.text.strip(" .:")) and not _FOOTER_TEXT.search(p.text)
+                and not _AFFIL.search(p.text))
+    for k, p in enumerate(first):
+        if p.kind not in ("text", "heading", "maybe_heading") or not plain(p):
+            continue
+        if k + 1 < len(first) and plain(first[k + 1]) and first[k + 1].size == p.size \
+                and first[k + 1].lines[0].top - p.lines[-1].bottom < p.size:
+            nxt = first.pop(k + 1)
+            p.lines.extend(nxt.lines)
+            p.text = f"{p.text} {nxt.text}"
+            nxt.lines = []  # merged: _pick_title drops it from the sequence
+        return p
+    return None
+
+
+def _numbered_headings(seq: list[Para], body: float) -> None:
+    """Headings set in body type (small capitals, italics) on papers that number them: a
+    one-line block shaped like a numbered section title, not a figure label (small type,
+    crowded) and not one of a list of such lines (its neighbours are not numbered lines)."""
+    def candidate(p: Para) -> bool:
+        return (p.role is None and p.kind == "text" and len(p.lines) == 1 and _numbered_title(p.text)
+                and not p.lines[0].crowded and p.lines[0].size >= 0.75 * body and not _AFFIL.search(p.text))
+    for k, p in enumerate(seq):
+        if not candidate(p):
+            continue
+        near = [q for q in seq[max(0, k - 1):k] + seq[k + 1:k + 2]
+                if q.role is None and len(q.lines) == 1 and _SECTION_NUM.match(q.text)]
+        if not near:
+            p.kind = "heading"
+
+
+def _size_heading(p: Para) -> bool:
+    """A heading only by its type size: neither numbered nor a known section name."""
+    return p.kind in ("heading", "maybe_heading") and heading_role(p.text) == "heading" \
+        and numbering_depth(p.text, allow_letter=True) is None
+
+
+def _plausible_headings(paras: list[Para], first_page: bool) -> None:
+    """A page whose type-size "headings" hold more words than its running text is a page of
+    body text set larger (a scanned page's text layer, an essay's larger-type pages): its long
+    ones are paragraphs. The first page (title, authors) keeps them."""
+    if first_page:
+        return
+    heads = [p for p in paras if _size_heading(p)]
+    if len(heads) < 3:
+        return
+    head_words = sum(len(p.text.split()) for p in heads)
+    text_words = sum(len(p.text.split()) for p in paras if p.role is None and p.kind == "text")
+    if head_words > text_words:
+        for p in heads:
+            if len(p.text.split()) >= 6:
+                p.kind = "text"
+
+
+def _plausible_structure(seq: list[Para], n_pages: int) -> None:
+    """A structure that cannot run away: far more headings than a paper of this length holds
+    (a real paper has a few a page) means the type sizes misled us; only the numbered and
+    named ones stay headings, the rest are paragraphs."""
+    heads = [p for p in seq if p.kind in ("heading", "maybe_heading")]
+    if len(heads) > 4 * n_pages + 20:
+        for p in heads:
+            if _size_heading(p):
+                p.kind = "text"
+
+
+#: What a reference entry holds: a year, a bracketed/numbered label, "et al.", initials, a DOI,
+#: a leading "Surname, Firstname".
+_REF_SHAPE = re.compile(
+    r"\b(?:1[6-9]|20)\d{2}[a-z]?\b|^\s*\[\d{1,3}\]|^\s*\d{1,3}\.\s|\b[A-Z]\.\s?(?:[A-Z]\.)?,|"
+    r"(?i:\bet al\b|\bdoi\b|\bvol\.|\bpp\.|\bin:|\bproc(?:eedings|\.))|"
+    r"^\s*[A-Z][^\W\d_]+(?:[- ][A-Z][^\W\d_]+)?,\s+[A-Z]")
+
+
+def _reference_shaped(text: str) -> bool:
+    """An entry (or a piece of one, when the list comes apart in lines) with a cue; a long
+    block is entries run together only with a year every 400 characters or so."""
+    if len(text) < 500:
+        return bool(_REF_SHAPE.search(text))
+    return len(_YEAR.findall(text)) >= len(text) / 400
+
+
+_YEAR = re.compile(r"\b(?:1[6-9]|20)\d{2}[a-z]?\b")
+
+
+def _plausible_references(seq: list[Para]) -> None:
+    """A references heading opens a reference list only where reference-shaped text follows:
+    a table's column header "Reference" or a word on its own line before running text is no
+    heading (the paragraphs after it stay body text, searchable)."""
+    for k, p in enumerate(seq):
+        if p.kind != "heading" or heading_role(p.text) != "reference_heading":
+            continue
+        after = []
+        for q in seq[k + 1:]:
+            if q.kind in ("heading", "maybe_heading") and q.role is None:
+                break
+            if q.role is None and q.kind == "text" and len(q.text) >= 3:
+                after.append(q)
+                if len(after) == 12:
+                    break
+        if after and sum(_reference_shaped(q.text) for q in after) < 0.3 * len(after):
+            p.kind = "text"
 
 
 def _objects(seq: list[Para], body: float) -> list[Para]:
@@ -1043,6 +1490,10 @@ def _bbox(lines: list[Line], pg: Page) -> tuple[float, float, float, float] | No
     x1 = max(ln.x1 for ln in lines) / pg.width
     y0 = min(ln.top for ln in lines) / pg.height
     y1 = max(ln.bottom for ln in lines) / pg.height
+    if pg.turned == "up":  # back to the page as it is printed (see _read_turned)
+        return (y0, 1 - x1, y1, 1 - x0)
+    if pg.turned == "down":
+        return (1 - y1, x0, 1 - y0, x1)
     return (x0, y0, x1, y1)
 
 
@@ -1066,6 +1517,9 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
     turned = [pg.number for pg in pages if pg.rotated > max(300, 2 * pg.chars)]
     if turned:
         warnings.append(f"pages with mostly rotated text (landscape tables/figures), left out: {_ranges(turned)}")
+    turned = [pg.number for pg in pages if pg.turned]
+    if turned:
+        warnings.append(f"pages with turned text (landscape tables/figures), read turned a quarter: {_ranges(turned)}")
     total = sum(pg.chars for pg in pages)
     with_text = [pg for pg in pages if pg.chars >= 50]
     if total < 100 or not with_text:
@@ -1103,20 +1557,13 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
         for p in paras:
             p.text = _join_lines(p.lines)
         _classify(paras, body, spacing, state)
+        _plausible_headings(paras, pg.number == pages[0].number)
         seq.extend(paras)
+    _numbered_headings(seq, body)
+    _plausible_structure(seq, len(pages))
+    _plausible_references(seq)
 
-    # title: the largest text on page 1 (clearly above body size)
-    title = None
-    first = [p for p in seq if p.page == pages[0].number and p.role is None and p.crowded < 0.5]
-    if first:
-        top = max(first, key=lambda p: p.size)
-        if top.size >= body * 1.15 and sum(ch.isalpha() for ch in top.text) >= 3 and len(top.text) <= 400:
-            top.role = "title"
-            top.kind = "title"
-            title = top.text
-            for p in first[: first.index(top)]:  # banners above the title: journal, DOI, "Open Access"
-                if len(p.text) < 150 and p.role in (None, "heading"):
-                    p.role, p.kind = "page_header", "text"
+    title = _pick_title(seq, pages, body)
     _assign_levels(seq, body, spacing)
     _front_matter(seq, pages[0].number)
     _rank_levels(seq, body)

@@ -67,7 +67,8 @@ def parse_blocks(paper_id: str, path: Path, data: bytes, warnings: list[str]):
         if src.get("path"):
             try:
                 parsed = parse_paper(Path(src["path"]), paper_id, src.get("format", "auto"))
-                problem = _text_layer_problem(Path(src["path"])) if parsed.source_format == "pdf" else None
+                # a text layer beyond use (garbled glyphs) parses, but Zotero's extracted text is better
+                problem = pdf_adapter.text_layer_problem(Path(src["path"])) if parsed.source_format == "pdf" else None
                 if problem is None:
                     blocks = list(parsed.blocks)
                     title = title or parsed.title
@@ -91,12 +92,6 @@ def parse_blocks(paper_id: str, path: Path, data: bytes, warnings: list[str]):
     if failures:
         warnings += [f"attachment skipped: {f}" for f in failures]
     return _merge(paper_id, groups), title
-
-
-def _text_layer_problem(pdf: Path) -> str | None:
-    """Why a PDF's text layer is beyond use (scanned, garbled), or None."""
-    check = getattr(pdf_adapter, "text_layer_problem", None)
-    return check(pdf) if check is not None else None
 
 
 def _ft_cache_blocks(paper_id: str, file: str, problem: str | None, warnings: list[str]) -> list:
