@@ -594,6 +594,10 @@ def _order_body(pg: Page, lines: list[Line]) -> list[Line]:
     return _order_two(pg, lines)
 
 
+#: The largest page PDF allows (14,400 user units); a page box beyond it is damage.
+MAX_PAGE_PT = 14_400
+
+
 def _three_columns(pg: Page, lines: list[Line]) -> list[tuple[float, float]] | None:
     """Three (or more) columns, as (from, to) x ranges split at the gutters' middles: the
     gutters are the x ranges that (almost) no word of a narrow line (under a third of the page
@@ -603,7 +607,7 @@ def _three_columns(pg: Page, lines: list[Line]) -> list[tuple[float, float]] | N
     narrow = [ln for ln in lines if ln.nchars >= 10 and ln.x1 - ln.x0 < 0.34 * W]  # a third of the page at most
     if len(narrow) < 12:
         return None
-    n = int(W) + 2
+    n = int(min(W, MAX_PAGE_PT)) + 2  # a damaged page's absurd width must not size the array
     delta = [0] * (n + 1)  # words per x (1 pt), as a difference array
     for ln in narrow:
         for r in ln.runs:

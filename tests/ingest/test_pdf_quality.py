@@ -247,6 +247,23 @@ def test_three_columns_read_column_by_column(tmp_path):
     assert marks == sorted(marks), marks[:12]
 
 
+def test_an_absurd_page_width_does_not_size_the_column_search(tmp_path):
+    """A damaged page box two billion points wide: the three-column search once sized an array by
+    it and took the process down (16 GB); it is read as any page."""
+    import resource
+    import subprocess
+    import sys
+
+    items = [(40 + 175 * (i % 3), 110 + 12 * (i // 3), 9, f"line {i:03d} of narrow text here", "R") for i in range(60)]
+    pdf = raw_pdf(tmp_path / "wide.pdf", [items], size=(2_147_483_648, 842))
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # noqa: E731
+    out = subprocess.run([sys.executable, "-c", "import sys; from sheaf.ingest import parse_paper; "
+                          "p = parse_paper(sys.argv[1]); print(sum('narrow text' in b.text for b in p.blocks))",
+                          str(pdf)], capture_output=True, text=True, preexec_fn=limit, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0 and int(out.stdout) >= 1, out.stderr[-1500:]
+
+
 def test_three_column_paper_reads_in_order():
     pdf = _zotero_pdf("7U8C2AIP")  # a three-column letter (Science, 1971)
     out = process_paper(pdf, "7U8C2AIP", "pdf")
