@@ -24,7 +24,8 @@ from typing import Any
 from sheaf.core.envelope import SheafError
 
 ENV_PREFIX = "SHEAF_"
-EMBED_BACKENDS = ("onnx", "sentence-transformers")
+EMBED_BACKENDS = ("auto", "onnx", "torch", "sentence-transformers")
+EMBED_PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def _setting(default: Any, doc: str, *, kind: type | None = None, check: Callable[[Any], str | None] | None = None,
@@ -122,8 +123,11 @@ class Settings:
     embed_batch_size: int = _setting(32, "passages per forward pass", check=_at_least(1))
     embed_overlap_tokens: int = _setting(32, "word pieces shared by consecutive passages of one unit",
                                          check=_at_least(0))
-    embed_backend: str = _setting("onnx", "onnx (exported once, no torch after) | sentence-transformers",
-                                  check=_one_of(*EMBED_BACKENDS))
+    embed_backend: str = _setting("auto", "auto (the ONNX export, then for a large encode the fastest backend "
+                                  "that gives the same vectors, measured once per machine) | onnx | torch "
+                                  "(sentence-transformers: the same)", check=_one_of(*EMBED_BACKENDS))
+    embed_precision: str = _setting("auto", "auto (measured: a reduced precision only where its vectors agree "
+                                    "with fp32) | fp32 | bf16 | fp16 (torch only)", check=_one_of(*EMBED_PRECISIONS))
     embed_device: str = _setting("auto", "auto (a GPU when the machine has one) | cpu | cuda | cuda:N | mps",
                                  check=_device)
     embed_threads: int = _setting(0, "threads the embedder computes on (0: every core; `sheaf build --workers N` "
@@ -258,7 +262,18 @@ def get_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> 
                 values[name] = None
                 continue
         values[name] = _convert(name, raw, f.metadata)
-    return Settings(**values)
+    settings = Settings(**values)
+    _check_combination(settings)
+    return settings
+
+
+def _check_combination(s: Settings) -> None:
+    """Settings valid alone that contradict each other (``BAD_INPUT``)."""
+    if s.embed_backend == "onnx" and s.embed_precision not in ("auto", "fp32"):
+        raise SheafError("BAD_INPUT", f"SHEAF_EMBED_PRECISION={s.embed_precision} cannot run on the ONNX export "
+                         "(SHEAF_EMBED_BACKEND=onnx computes in fp32)",
+                         {"variable": "SHEAF_EMBED_PRECISION", "value": s.embed_precision, "allowed": "auto or fp32"},
+                         hint="set SHEAF_EMBED_BACKEND=torch (or auto), or unset SHEAF_EMBED_PRECISION")
 
 
 def _is_set(name: str, environ: Mapping[str, str] | None = None) -> str | None:

@@ -17,7 +17,7 @@ import os
 import platform
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,19 @@ from sheaf.vectors.identity import (
     whole_words,
     word_local,
     unit_embedding_text,
+)
+from sheaf.vectors.backends import (
+    FIRST_SWITCH_PASSAGES,
+    ONNX,
+    PRECISION,
+    RECORD_FILE,
+    Choice,
+    Measurement,
+    MachineFacts,
+    break_even_passages,
+    machine_facts,
+    measure_in_child,
+    resolve,
 )
 from sheaf.vectors.onnx import OnnxQueryEncoder, export_in_child, find_export
 from sheaf.core.settings import get_settings
@@ -88,13 +101,14 @@ class _Loaded:
     #: `identity.word_local` of the tokenizer: a passage cut between words is counted from the
     #: unit's own tokens, not tokenized again
     word_local: bool = False
+    precision: str = "fp32"  # what `model` computes in: fp32 | bf16 | fp16 (torch.autocast)
 
     def __post_init__(self) -> None:
         self.word_local = word_local(self.tokenizer.to_str())
 
     @property
     def backend(self) -> str:
-        return "onnx" if self.onnx is not None else "sentence-transformers"
+        return ONNX if self.onnx is not None else f"torch-{self.precision}"
 
 
 def _context_text(title: str | None, section_path: Sequence[str]) -> str:
@@ -124,14 +138,23 @@ class Embedder:
     `encoded_count` counts passages (texts) actually run through the model, `model_calls`
     the calls to ``model.encode``: tests and benchmarks read them to prove the cache works.
 
-    With `models_dir` set (`from_settings` sets ``<SHEAF_HOME>/models``) and a usable ONNX
-    export of the configured model there (`sheaf.vectors.query_encoder`, written by the first build's
-    vector step), the embedder encodes with it (onnxruntime + tokenizers, no torch): loading
-    takes ~0.5 s instead of ~5 s for torch + sentence-transformers, which is most of the cost
-    of rebuilding one changed paper; throughput is about the same. Without one it loads
-    sentence-transformers. The vectors' identity is the same either way (cosine ≥ 0.9999,
-    verified when exporting); the backend is a setting
-    (``SHEAF_EMBED_BACKEND=onnx|sentence-transformers``).
+    The backend (`sheaf.vectors.backends`; ``SHEAF_EMBED_BACKEND``, ``SHEAF_EMBED_PRECISION``):
+
+    - ``auto`` (the default) on a CPU, with `models_dir` set (`from_settings` sets
+      ``<SHEAF_HOME>/models``): the ONNX export of the model there (onnxruntime + tokenizers, no
+      torch; made by a child process at a home's first build): loading takes ~0.5 s instead of
+      ~5 s for torch + sentence-transformers, which is most of the cost of a build of a few
+      changed papers. Once the passages to encode reach the point where loading torch pays back
+      (`FIRST_SWITCH_PASSAGES`, then the break-even of this machine's measurement), the embedder
+      switches to the backend this machine's measurement chose (torch bf16 on a CPU with AMX:
+      ~4x the export's rate here), if it is not the export itself. Every backend it may choose
+      agrees with the fp32 reference on the probe set, so the identity and vectors are the same.
+    - ``onnx``: the export only. ``torch`` (or ``sentence-transformers``): torch from the start,
+      in the measured precision (``SHEAF_EMBED_PRECISION=auto``) or the one set.
+    - On a GPU: torch, fp32 or fp16 as measured.
+
+    `measurer`: how a measurement is made when the record in `models_dir` is missing or was made
+    on other facts (default: `measure_in_child`, so this process loads torch only to use it).
     """
 
     model_name: str = DEFAULT_MODEL
@@ -145,29 +168,38 @@ class Embedder:
     threads: int | None = None
     encoded_count: int = 0
     model_calls: int = 0
-    models_dir: str | None = None  # where ONNX exports live; None: sentence-transformers only
+    models_dir: str | None = None  # where ONNX exports and the backend record live; None: torch only
     backend_note: str | None = None  # why the ONNX backend is not used, when it was wanted
+    #: auto | onnx | torch | sentence-transformers (`SHEAF_EMBED_BACKEND`)
+    backend_setting: str = "auto"
+    #: auto | fp32 | bf16 | fp16 (`SHEAF_EMBED_PRECISION`)
+    precision: str = "auto"
+    measurer: Callable[[MachineFacts], Measurement] | None = field(default=None, repr=False)
+    choice: Choice | None = None  # the measured choice, once made
     _loaded: _Loaded | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _switch_after: float = field(default=float("inf"), repr=False)  # see `_maybe_switch`
+    _onnx_passages: int = field(default=0, repr=False)
 
     @classmethod
     def from_settings(cls, settings: "Settings | None" = None, *, threads: int | None = None) -> "Embedder":
-        """An embedder configured by `settings` (model name or path, batch size, overlap, threads;
-        `threads` given here wins over the setting)."""
+        """An embedder configured by `settings` (model name or path, batch size, overlap, threads,
+        backend and precision; `threads` given here wins over the setting)."""
         if settings is None:
             settings = get_settings()
-        onnx = getattr(settings, "embed_backend", "onnx") == "onnx"
         return cls(model_name=settings.embedding_model, batch_size=settings.embed_batch_size,
                    overlap_tokens=settings.embed_overlap_tokens, device=getattr(settings, "embed_device", "auto"),
-                   models_dir=str(Path(settings.home) / "models") if onnx else None,
+                   models_dir=str(Path(settings.home) / "models"),
+                   backend_setting=getattr(settings, "embed_backend", "auto"),
+                   precision=getattr(settings, "embed_precision", "auto"),
                    threads=threads or getattr(settings, "embed_threads", 0) or None)
 
     # --- loading ------------------------------------------------------------------------
 
     def load(self) -> _Loaded:
-        """Load the model (once): offline, on CPU; compute its identity. With `models_dir`:
-        the ONNX export when a usable one is there, else sentence-transformers, then export
-        and switch to the export (see the class docstring)."""
+        """Load the model (once): offline; compute its identity. On a CPU with `models_dir` and
+        the backend ``auto`` or ``onnx``: the ONNX export when a usable one is there or can be made,
+        else torch (see the class docstring)."""
         if self._loaded is not None:
             return self._loaded
         with self._lock:
@@ -176,11 +208,76 @@ class Embedder:
             self.resolved_device = self.device if self.device != "auto" else (gpu_present() or "cpu")
             if self.resolved_device != "cpu" and self.batch_size == DEFAULT_BATCH:
                 self.batch_size = GPU_BATCH  # a GPU is fed larger batches (SHEAF_EMBED_BATCH_SIZE overrides)
-            if self.models_dir is not None and self.resolved_device == "cpu":  # the export runs on the CPU
+            export_first = (self.models_dir is not None and self.resolved_device == "cpu"
+                            and self.backend_setting in ("auto", ONNX) and self.precision in ("auto", "fp32"))
+            if export_first:  # the export runs on the CPU
                 self._loaded = self._load_export()
+                if self._loaded is not None and self.backend_setting == "auto":
+                    self._switch_after = FIRST_SWITCH_PASSAGES
             if self._loaded is None:
-                self._loaded = self._load_sentence_transformers()
+                ld = self._load_sentence_transformers()
+                ld.precision = self._torch_precision(ld)
+                self._loaded = ld
             return self._loaded
+
+    # --- the backend choice (sheaf.vectors.backends) ---------------------------------------
+
+    @property
+    def record_path(self) -> Path | None:
+        """Where this machine's backend measurement is cached: ``<models_dir>/embed-backend.json``."""
+        return Path(self.models_dir) / RECORD_FILE if self.models_dir is not None else None
+
+    def _measure(self, facts: MachineFacts) -> Measurement:
+        if self.measurer is not None:
+            return self.measurer(facts)
+        return measure_in_child(self.model_name, self.models_dir, self.resolved_device or "cpu", self.threads)
+
+    def _choose(self, identity: ModelIdentity) -> Choice:
+        facts = machine_facts(identity.key, self.resolved_device or "cpu")
+        setting = "torch" if self.backend_setting == "sentence-transformers" else self.backend_setting
+        self.choice = resolve(setting, self.precision, facts, self.record_path, lambda: self._measure(facts))
+        return self.choice
+
+    def _torch_precision(self, ld: _Loaded) -> str:
+        """The precision torch computes in when it is loaded from the start: fp32 without a home or
+        when the settings say so; else the measured choice (a reduced precision that disagrees is
+        refused: `resolve`)."""
+        if self.precision == "fp32" or (self.models_dir is None and self.precision == "auto"):
+            return "fp32"
+        choice = self._choose(ld.identity)
+        return PRECISION[choice.backend] if choice.backend != ONNX else "fp32"
+
+    def _maybe_switch(self, pending: int) -> None:
+        """On the ONNX export with the backend ``auto``: once `pending` (passages encoded on it so
+        far and those about to be) reaches the point where loading torch pays back, switch to the
+        measured choice if it is a torch backend (the first time: the record is read, or made)."""
+        with self._lock:
+            ld = self._loaded
+            if ld is None or ld.onnx is None or pending < self._switch_after:
+                return
+            try:
+                choice = self.choice or self._choose(ld.identity)
+            except SheafError as e:
+                self.backend_note = f"the embedding backend could not be measured ({e.message}); staying on onnx"
+                self._switch_after = float("inf")
+                return
+            if choice.backend == ONNX or choice.measurement is None:
+                self._switch_after = float("inf")
+                return
+            self._switch_after = break_even_passages(choice.measurement, choice.backend)
+            if pending < self._switch_after:
+                return
+            self._switch_after = float("inf")
+            try:
+                st = self._load_sentence_transformers()
+            except SheafError as e:
+                self.backend_note = f"{choice.backend} not loaded ({e.message}); staying on onnx"
+                return
+            if st.identity != ld.identity:  # the export is checked against the model files: never expected
+                self.backend_note = f"{choice.backend} loaded another model identity than the export's; staying on onnx"
+                return
+            st.precision = PRECISION[choice.backend]
+            self._loaded = st  # the ONNX session goes with the old one
 
     def _load_export(self) -> _Loaded | None:
         """The usable ONNX export of the configured model in `models_dir`, loaded; or None. With
@@ -361,7 +458,8 @@ class Embedder:
 
     @property
     def backend(self) -> str:
-        """``onnx`` or ``sentence-transformers``: what `encode` runs (loads the model)."""
+        """``onnx``, ``torch-fp32``, ``torch-bf16`` or ``torch-fp16``: what `encode` runs now (loads
+        the model; a build on ``auto`` may switch from the export to torch as it goes)."""
         return self.load().backend
 
     def _onnx_encode(self, enc: Any, texts: list[str]) -> np.ndarray:
@@ -382,19 +480,39 @@ class Embedder:
         return np.asarray(model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                        convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
 
+    def torch_encode(self, model: Any, texts: Sequence[str], precision: str = "fp32") -> np.ndarray:
+        """sentence-transformers' `encode` of `texts`, L2-normalized float32: in fp32 as the model
+        computes by default, or inside ``torch.autocast`` in bf16 / fp16 (normalized in fp32)."""
+        if precision == "fp32":
+            return np.asarray(model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                           convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+        import torch
+
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+        device_type = (self.resolved_device or "cpu").split(":")[0]
+        with torch.inference_mode(), torch.autocast(device_type, dtype=dtype):
+            v = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=False,
+                             convert_to_tensor=True, show_progress_bar=False)
+        v = v.float().cpu().numpy()
+        n = np.linalg.norm(v, axis=1, keepdims=True)
+        return (v / np.where(n > 0, n, 1.0)).astype(np.float32)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Encode texts with the model (no cache), L2-normalized float32; counts them."""
         ld = self.load()
         if not texts:
             return np.zeros((0, ld.identity.dimension), np.float32)
+        if ld.onnx is not None and self._onnx_passages + len(texts) >= self._switch_after:
+            self._maybe_switch(self._onnx_passages + len(texts))
+            ld = self.load()
         chunks = []
         for i in range(0, len(texts), _ENCODE_CHUNK):
             part = list(texts[i:i + _ENCODE_CHUNK])
             if ld.onnx is not None:
                 vecs = self._onnx_encode(ld.onnx, part)
+                self._onnx_passages += len(part)
             else:
-                vecs = ld.model.encode(part, batch_size=self.batch_size, normalize_embeddings=True,
-                                       convert_to_numpy=True, show_progress_bar=False)
+                vecs = self.torch_encode(ld.model, part, ld.precision)
             self.model_calls += 1
             self.encoded_count += len(part)
             chunks.append(np.asarray(vecs, dtype=np.float32))

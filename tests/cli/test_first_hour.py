@@ -193,7 +193,8 @@ def test_a_home_never_built_says_so_and_creates_nothing(tmp_path, validator):
 @pytest.mark.parametrize("var, value, allowed", [
     ("SHEAF_UNIT_TOKEN_CAP", "abc", "an integer"),
     ("SHEAF_UNIT_TOKEN_CAP", "-5", "an integer >= 1"),
-    ("SHEAF_EMBED_BACKEND", "foo", "one of onnx, sentence-transformers"),
+    ("SHEAF_EMBED_BACKEND", "foo", "one of auto, onnx, torch, sentence-transformers"),
+    ("SHEAF_EMBED_PRECISION", "fp8", "one of auto, fp32, bf16, fp16"),
     ("SHEAF_NIGHTLY_CRON", "bogus", "a cron expression of five fields"),
     ("SHEAF_NIGHTLY_CRON", "61 * * * *", "a cron expression of five fields"),
 ])

@@ -18,7 +18,7 @@ def test_defaults_and_paths():
     assert s == Settings()
     assert s.home == Path("data") and s.library == Path("data/sample-library")
     assert s.index_path == Path("data/index/sheaf.db") and s.artifacts_dir == Path("data/artifacts")
-    assert (s.unit_token_cap, s.embed_backend, s.nightly_cron) == (1000, "onnx", "0 2 * * *")
+    assert (s.unit_token_cap, s.embed_backend, s.nightly_cron) == (1000, "auto", "0 2 * * *")
 
 
 def test_environment_names_case_and_empty_values():
@@ -41,12 +41,24 @@ def test_overrides_win_and_are_checked_too():
         get_settings({}, no_such_setting=1)
 
 
+def test_a_reduced_precision_on_the_onnx_backend_is_bad_input():
+    """Each valid alone, together they contradict each other: the export computes in fp32."""
+    with pytest.raises(SheafError) as e:
+        get_settings({"SHEAF_EMBED_BACKEND": "onnx", "SHEAF_EMBED_PRECISION": "bf16"})
+    assert e.value.code == "BAD_INPUT" and "SHEAF_EMBED_PRECISION=bf16" in e.value.message
+    assert "ONNX" in e.value.message and e.value.details["variable"] == "SHEAF_EMBED_PRECISION"
+    for backend, precision in (("onnx", "fp32"), ("torch", "bf16"), ("auto", "fp16"), ("sentence-transformers", "auto")):
+        s = get_settings({"SHEAF_EMBED_BACKEND": backend, "SHEAF_EMBED_PRECISION": precision})
+        assert (s.embed_backend, s.embed_precision) == (backend, precision)
+
+
 @pytest.mark.parametrize("var,value,allowed", [
     ("SHEAF_UNIT_TOKEN_CAP", "abc", "an integer"),
     ("SHEAF_UNIT_TOKEN_CAP", "-5", "an integer >= 1"),
     ("SHEAF_EMBED_BATCH_SIZE", "0", "an integer >= 1"),
     ("SHEAF_SQLITE_BUSY_TIMEOUT_MS", "abc", "an integer"),
-    ("SHEAF_EMBED_BACKEND", "foo", "one of onnx, sentence-transformers"),
+    ("SHEAF_EMBED_BACKEND", "foo", "one of auto, onnx, torch, sentence-transformers"),
+    ("SHEAF_EMBED_PRECISION", "fp8", "one of auto, fp32, bf16, fp16"),
     ("SHEAF_NIGHTLY_CRON", "bogus", "a cron expression"),
     ("SHEAF_NIGHTLY_CRON", "0 25 * * *", "a cron expression"),
     ("SHEAF_NIGHTLY_CRON", "61 2 * * *", "a cron expression"),

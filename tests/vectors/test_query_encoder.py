@@ -289,9 +289,10 @@ def test_sentence_transformers_backend_setting(export):
     from sheaf.vectors.embedder import Embedder
 
     settings, _ = export
-    st = Embedder.from_settings(get_settings(home=settings.home, embed_backend="sentence-transformers"))
-    assert st.models_dir is None
-    with pytest.raises(Exception, match="SHEAF_EMBED_BACKEND must be one of onnx, sentence-transformers"):
+    st = Embedder.from_settings(get_settings(home=settings.home, embed_backend="sentence-transformers",
+                                             embed_precision="fp32"))
+    assert st.backend == "torch-fp32" and st.load().onnx is None
+    with pytest.raises(Exception, match="SHEAF_EMBED_BACKEND must be one of auto, onnx, torch, sentence-transformers"):
         get_settings(home=settings.home, embed_backend="tensorflow")
 
 

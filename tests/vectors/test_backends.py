@@ -1,0 +1,243 @@
+"""The build's embedding backend: measured once per machine with the real encoders, only backends whose
+vectors agree with fp32 qualify, the record is reused until the machine changes, the settings win,
+and a build whose backend changes re-embeds nothing."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sheaf.core.envelope import SheafError
+from sheaf.core.settings import get_settings
+from sheaf.vectors.backend_probe import encoders_of
+from sheaf.vectors.backends import (
+    AGREE_MIN_COSINE,
+    ONNX,
+    PROBE_TEXTS,
+    RECORD_FILE,
+    TORCH_BF16,
+    TORCH_FP32,
+    Measurement,
+    break_even_passages,
+    candidates_for,
+    choose,
+    load_record,
+    machine_facts,
+    measure,
+    resolve,
+)
+from sheaf.vectors.embedder import Embedder
+
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+
+BF16_HERE = TORCH_BF16 in candidates_for(machine_facts("x"))
+needs_bf16 = pytest.mark.skipif(not BF16_HERE, reason="this CPU has neither AMX nor AVX512-BF16")
+#: A few probes, short and passage-like: enough to compare vectors and rates, cheap on 2 busy cores.
+FEW = PROBE_TEXTS[5:15]
+
+
+def real_measurer(embedder: Embedder, models_dir: Path | None, calls: list, texts=FEW, load_s: float = 0.0):
+    """A measurement of this machine's real candidates (the session's torch model, the export in
+    `models_dir`) on `texts`, counting its calls. `load_s`: the start-up recorded for torch, which in
+    this process is already loaded (0: a switch pays at once)."""
+    def measurer(facts):
+        calls.append(facts)
+        trials = measure(encoders_of(embedder, candidates_for(facts), models_dir), texts, rounds=1)
+        return Measurement(facts, trials, choose(trials), load_s)
+    return measurer
+
+
+def perturbed(embedder: Embedder, scale: float = 0.02):
+    """A real encoder that disagrees a little: a copy of the model whose word embeddings carry noise
+    (vectors still close to fp32's, cosine ~0.99, but not the same)."""
+    model = copy.deepcopy(embedder.load().model)
+    hf = model[0].auto_model
+    import torch
+
+    with torch.no_grad():
+        w = hf.embeddings.word_embeddings.weight
+        w.add_(torch.randn(w.shape, generator=torch.Generator().manual_seed(3)) * w.std() * scale)
+    return lambda texts: embedder.torch_encode(model, texts, "bf16" if BF16_HERE else "fp32")
+
+
+def test_the_probe_set_is_fixed_short_and_long():
+    from sheaf.vectors.backends import _probe_texts
+
+    assert _probe_texts() == PROBE_TEXTS and len(PROBE_TEXTS) == 48
+    lengths = sorted(len(t.split()) for t in PROBE_TEXTS)
+    assert lengths[0] == 0 and lengths[-1] > 200  # empty to longer than the model's window
+    assert any("日本語" in t for t in PROBE_TEXTS) and any("±" in t for t in PROBE_TEXTS)
+
+
+def test_a_backend_that_disagrees_is_refused_however_fast(embedder, tmp_path):
+    """A perturbed model is measured like any backend: its vectors fall below the bound on some
+    probe, so it never qualifies, even when it is the fastest; forcing it is a clear error."""
+    encoders = {TORCH_FP32: lambda t: embedder.torch_encode(embedder.load().model, t), "perturbed": perturbed(embedder)}
+    trials = measure(encoders, FEW, rounds=1)
+    bad = trials["perturbed"]
+    assert not bad.agrees and bad.min_cosine < AGREE_MIN_COSINE and bad.mean_cosine > 0.9
+    assert trials[TORCH_FP32].agrees and trials[TORCH_FP32].min_cosine >= 0.9999999
+    fastest = {**trials, "perturbed": dataclasses.replace(bad, rate=1e9)}
+    assert choose(fastest) == TORCH_FP32
+    # the same refusal through the settings: SHEAF_EMBED_PRECISION=bf16 where bf16 disagrees
+    facts = machine_facts("m")
+    rec = Measurement(facts, {TORCH_FP32: trials[TORCH_FP32], TORCH_BF16: dataclasses.replace(bad, backend=TORCH_BF16)},
+                      TORCH_FP32)
+    with pytest.raises(SheafError) as e:
+        resolve("auto", "bf16", facts, tmp_path / RECORD_FILE, lambda: rec)
+    assert e.value.code == "BACKEND_UNAVAILABLE" and "disagree" in e.value.message
+    assert "SHEAF_EMBED_PRECISION" in e.value.message and "Traceback" not in e.value.message
+    # auto never picks it
+    assert resolve("auto", "auto", facts, tmp_path / "other.json", lambda: rec).backend == TORCH_FP32
+
+
+@needs_bf16
+def test_bf16_and_the_export_agree_with_fp32_on_every_probe(embedder, onnx_export):
+    calls: list = []
+    m = real_measurer(embedder, onnx_export.parent, calls, texts=PROBE_TEXTS)(machine_facts(embedder.identity.key))
+    assert set(m.trials) == {ONNX, TORCH_FP32, TORCH_BF16}
+    for t in m.trials.values():
+        assert t.agrees and t.min_cosine >= AGREE_MIN_COSINE and t.error is None, t
+
+
+def test_the_record_is_reused_and_measured_again_when_the_machine_changes(embedder, tmp_path):
+    calls: list = []
+    measurer = real_measurer(embedder, None, calls, texts=FEW[:3])
+    record = tmp_path / "models" / RECORD_FILE
+    cpuinfo = "model name\t: Some CPU\nflags\t\t: fpu avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile\n"
+    facts = machine_facts("k1", cpuinfo=cpuinfo)
+    assert facts.cpu == "Some CPU" and facts.cpu_flags == ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
+    first = resolve("torch", "auto", facts, record, lambda: measurer(facts))
+    assert len(calls) == 1 and first.measured_now and load_record(record).facts == facts
+    again = resolve("torch", "auto", facts, record, lambda: measurer(facts))
+    assert len(calls) == 1 and not again.measured_now and again.backend == first.backend
+    changed = [machine_facts("k1", cpuinfo=cpuinfo.replace(" avx512_bf16 amx_bf16", "")),  # other flags
+               machine_facts("k1", cpuinfo=cpuinfo.replace("Some CPU", "Another CPU")),  # other model
+               machine_facts("k1", cpuinfo=cpuinfo, versions=lambda name: "9.9" if name == "torch" else None),
+               machine_facts("k2", cpuinfo=cpuinfo)]  # another model identity
+    for i, other in enumerate(changed, start=2):
+        got = resolve("torch", "auto", other, record, lambda: measurer(other))
+        assert len(calls) == i and got.measured_now and load_record(record).facts == other
+    assert candidates_for(changed[0]) == [ONNX, TORCH_FP32]  # no bf16 without AMX / AVX512-BF16
+    record.write_text("{not json")  # a damaged record is measured again, not an error
+    assert resolve("torch", "auto", facts, record, lambda: measurer(facts)).measured_now and len(calls) == 6
+
+
+def test_the_settings_win_over_the_measurement(embedder, onnx_export, tmp_path):
+    from tests.conftest import link_onnx_export
+
+    calls: list = []
+    measurer = real_measurer(embedder, onnx_export.parent, calls)
+    facts = machine_facts(embedder.identity.key)
+    record = tmp_path / RECORD_FILE
+    never = lambda: pytest.fail("measured although the settings decide")  # noqa: E731
+    assert resolve("onnx", "auto", facts, record, never).backend == ONNX
+    assert resolve("torch", "fp32", facts, record, never).backend == TORCH_FP32
+    assert resolve("sentence-transformers", "fp32", facts, record, never).backend == TORCH_FP32
+    m = measurer(facts)
+    forced = dataclasses.replace(m, trials={**m.trials, TORCH_BF16: dataclasses.replace(
+        m.trials[TORCH_FP32], backend=TORCH_BF16, rate=1e9)} if BF16_HERE else m.trials)
+    assert resolve("auto", "fp32", facts, record, lambda: forced).backend in (ONNX, TORCH_FP32)
+    if BF16_HERE:
+        assert resolve("torch", "bf16", facts, record, never).backend == TORCH_BF16  # the record, reused
+        assert resolve("auto", "auto", facts, record, never).backend == TORCH_BF16
+    with pytest.raises(SheafError) as e:
+        resolve("onnx", "bf16", facts, record, never)
+    assert e.value.code == "BAD_INPUT"
+    # through the embedder: SHEAF_EMBED_BACKEND=onnx keeps the export however much it encodes
+    home = tmp_path / "home"
+    link_onnx_export(onnx_export, home)
+    emb = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": "onnx"}, home=home))
+    emb.measurer = measurer
+    emb.encode([f"passage {i} about bone density" for i in range(200)])
+    assert emb.backend == ONNX and len(calls) == 1 and emb.choice is None
+
+
+def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_export, tmp_path):
+    """SHEAF_EMBED_BACKEND=auto: a few passages stay on the export and measure nothing; a large
+    encode measures once (the record lands in the home) and moves to the chosen backend, with the
+    same identity and the same vectors; the next embedder of the home reuses the record."""
+    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
+    from tests.conftest import link_onnx_export
+
+    home = tmp_path / "home"
+    link_onnx_export(onnx_export, home)
+    calls: list = []
+    settings = get_settings(environ={"SHEAF_EMBED_BACKEND": "auto"}, home=home)
+    emb = Embedder.from_settings(settings)
+    emb.measurer = real_measurer(embedder, onnx_export.parent, calls)
+    few = [f"a short passage {i} on fracture risk" for i in range(8)]
+    emb.encode(few)
+    assert emb.backend == ONNX and calls == [] and not (home / "models" / RECORD_FILE).exists()
+    many = [f"passage {i}: denosumab withdrawal and vertebral fractures in a cohort of {i} patients"
+            for i in range(FIRST_SWITCH_PASSAGES)]
+    got = emb.encode(many)
+    assert len(calls) == 1 and (home / "models" / RECORD_FILE).exists()
+    chosen = emb.choice.backend
+    assert emb.backend == chosen  # break-even 0 here (torch is loaded): the switch pays at once
+    if BF16_HERE and chosen != TORCH_BF16:
+        pytest.skip(f"{chosen} measured faster than bf16 on this (busy) machine: {emb.choice.reason}")
+    assert emb.identity == embedder.identity
+    ref = embedder.encode(many)
+    assert float(np.sum(ref * got, axis=1).min()) >= AGREE_MIN_COSINE
+    nxt = Embedder.from_settings(settings)
+    nxt.measurer = emb.measurer
+    nxt.encode(many)
+    assert len(calls) == 1 and nxt.backend == chosen
+
+
+def test_break_even_of_a_switch(embedder):
+    facts = machine_facts("m")
+    t = measure({TORCH_FP32: lambda x: embedder.encode(list(x))}, FEW[:3], rounds=1)[TORCH_FP32]
+    m = Measurement(facts, {ONNX: dataclasses.replace(t, backend=ONNX, rate=20.0),
+                            TORCH_BF16: dataclasses.replace(t, backend=TORCH_BF16, rate=100.0)}, TORCH_BF16, 4.0)
+    assert break_even_passages(m, TORCH_BF16) == pytest.approx(4.0 / (1 / 20 - 1 / 100))  # 100 passages
+    assert break_even_passages(m, ONNX) == float("inf")
+
+
+def test_agreement_on_real_passages(embedder, onnx_export, shared_data):
+    """SciFact abstracts (title > text, as a paper's passages compose them): every backend this
+    machine may choose gives vectors within the bound of fp32's for each of them."""
+    lines = (shared_data / "scifact" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:48]
+    docs = [json.loads(x) for x in lines]
+    texts = [embedder.compose(d["title"], d["text"]) for d in docs]
+    calls: list = []
+    m = real_measurer(embedder, onnx_export.parent, calls, texts=texts)(machine_facts(embedder.identity.key))
+    assert ONNX in m.trials and (TORCH_BF16 in m.trials) == BF16_HERE
+    for t in m.trials.values():
+        assert t.agrees and t.min_cosine >= AGREE_MIN_COSINE, t
+
+
+def test_a_build_whose_backend_changes_re_embeds_nothing(embedder, onnx_export, tmp_path, monkeypatch):
+    """Built on the export, rebuilt in full on torch (bf16 where the CPU has it): every paper's
+    vector step runs again on the other backend and finds all its vectors in the cache (one
+    identity, one collection): nothing is encoded."""
+    from pipelines.state import latest_events
+    from tests.conftest import link_onnx_export
+    from tests.pipeline_kit import instance, new_home, run_cli
+
+    h = new_home(tmp_path, ("L2YSNC8V", "W6TB4YRS")).apply(monkeypatch)
+    link_onnx_export(onnx_export, h.home)
+    monkeypatch.setenv("SHEAF_EMBED_BACKEND", "onnx")
+    code, first = run_cli(["build", "--json"])
+    assert code == 0 and first["data"]["embeddings_computed"] > 0
+    precision = "bf16" if BF16_HERE else "fp32"
+    if BF16_HERE:  # this machine's record, measured here with the real encoders (no child)
+        facts = machine_facts(embedder.identity.key)
+        measurer = real_measurer(embedder, onnx_export.parent, [], load_s=5.0)
+        resolve("torch", "bf16", facts, h.home / "models" / RECORD_FILE, lambda: measurer(facts))
+    monkeypatch.setenv("SHEAF_EMBED_BACKEND", "torch")
+    monkeypatch.setenv("SHEAF_EMBED_PRECISION", precision)
+    code, second = run_cli(["build", "--full", "--json"])
+    assert code == 0, second
+    assert second["data"]["embeddings_computed"] == 0
+    assert {p["model_identity"] for p in second["data"]["papers"]} == {embedder.identity.key}
+    events = latest_events(instance(), "vector_collections", partitions=["L2YSNC8V", "W6TB4YRS"])
+    for key, ev in events.items():
+        md = ev.metadata
+        assert md["embed_backend"] == f"torch-{precision}" and md["embeddings_computed"] == 0, (key, md)
+        assert md["embeddings_reused"] == md["passages"] > 0
