@@ -16,6 +16,7 @@ from assets.resources import SheafConfig
 from assets.versions import CODE_VERSIONS
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
+from sheaf.core.progress import check_stop
 from sheaf.ingest.library import discover_library
 from sheaf.ingest.metadata import export_files_metadata, export_hash
 from sheaf.store.artifacts import table_title, table_to_body_units, table_to_object_units
@@ -129,7 +130,9 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embed
             group.append((key, passages))
             size += len(passages)
         t0 = time.perf_counter()
-        embedded = embedder.embed([p for _, ps in group for p in ps], index.embedding_cache())
+        # a stop asked for meanwhile ends the step between two batches: nothing of these papers written yet
+        embedded = embedder.embed([p for _, ps in group for p in ps], index.embedding_cache(),
+                                  between_batches=check_stop)
         encode_s = time.perf_counter() - t0
         credited: set[str] = set()
         for key, _ in group:

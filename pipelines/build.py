@@ -180,7 +180,9 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         live.flush()  # the counters a throttled write left out, to the last run
     if interrupted:
         progress("interrupted: the next `sheaf build` carries on with what is left")
-    if runs and not interrupted and report_due(instance, len(targets), len(ordered)):
+    # a stop that came after the last paper: the build is finished; the report is left to the
+    # automation sensor (`REPORT_CONDITION`) so the stop settles now
+    if runs and not interrupted and not stop_requested() and report_due(instance, len(targets), len(ordered)):
         res = defs.resolve_job_def("library_job").execute_in_process(
             instance=instance, raise_on_error=False, asset_selection=[AssetKey("library_report")],
             run_config=QUIET_RUN_CONFIG, tags=run_tags())
@@ -223,12 +225,13 @@ def _run_serially(instance: DagsterInstance, defs: Definitions, chain: Chain, pl
     """The planned runs one after another in this process (the default); appends to `runs`.
     Returns whether the build was interrupted."""
     try:
-        for first, keys in planned:
+        for i, (first, keys) in enumerate(planned):
             if stop_requested():  # asked before this run began: launch no run only to cancel it
                 return True
             live.new_run()
             runs.append(run_chain(instance, defs, keys, first, chain))
-            if stop_requested() or runs[-1]["interrupted"]:
+            if runs[-1]["interrupted"] or (stop_requested() and not (
+                    runs[-1]["success"] and i == len(planned) - 1)):  # a stop after the last paper: a finished build
                 if not runs[-1]["success"]:
                     instance.report_run_canceled(instance.get_run_by_id(runs[-1]["run_id"]),
                                                  message=f"sheaf build stopped by {stop_reason()} at a paper boundary")

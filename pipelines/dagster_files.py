@@ -145,6 +145,23 @@ class DagsterFiles:
         marks = ",".join("?" * len(_UNFINISHED))
         return int(self._rows(self._runs, f"SELECT count(*) FROM runs WHERE status IN ({marks})", _UNFINISHED)[0][0])
 
+    def runs_tagged(self, tags: dict[str, str]) -> list[dict[str, Any]]:
+        """Runs carrying any one of `tags` (key: value), oldest first: `{run_id, status, job,
+        created (epoch s, UTC), tags}` (what `DagsterInstance.get_run_records` gives)."""
+        if not tags:
+            return []
+        cond = " OR ".join("(key = ? AND value = ?)" for _ in tags)
+        args = tuple(x for kv in tags.items() for x in kv)
+        rows = self._rows(self._runs, "SELECT run_id, status, pipeline_name, "
+                          "(julianday(create_timestamp) - 2440587.5) * 86400.0 "
+                          f"FROM runs WHERE run_id IN (SELECT run_id FROM run_tags WHERE {cond}) ORDER BY id", args)
+        out = []
+        for run_id, status, job, created in rows:
+            tag_rows = self._rows(self._runs, "SELECT key, value FROM run_tags WHERE run_id = ? ORDER BY id", (run_id,))
+            out.append({"run_id": run_id, "status": status, "job": job, "created": float(created or 0),
+                        "tags": dict(tag_rows)})
+        return out
+
     def partitions(self, name: str) -> list[str]:
         """The dynamic partitions of `name`, in the order Dagster lists them."""
         return [r[0] for r in self._rows(

@@ -33,7 +33,8 @@ from typing import Any
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from pipelines.dagster_private import free_pool_slots
-from pipelines.reliability import _proc_start, idle_state, lock_holder, lock_path, process_alive
+from pipelines.reliability import STOP_TAG, _proc_start, idle_state, lock_holder, process_alive, running_state
+from pipelines.reliability import build_holder as _holder
 
 __all__ = ["BUILD_PID_TAG", "LiveProgress", "build_state", "dead_runs", "reap_dead_runs", "stop_build", "PROGRESS_TAGS"]
 
@@ -45,7 +46,6 @@ Events = Callable[[dict[str, Any]], None]
 PROGRESS_TAGS = ("sheaf/current", "sheaf/total", "sheaf/paper_id", "sheaf/stage", "sheaf/embedded")
 #: Seconds between two writes of the progress tags when no program reads the build's events.
 TAG_EVERY = 1.0
-STOP_TAG = "sheaf/stop_requested"
 #: The build process (the lock holder) a worker's run belongs to (`pipelines.workers`); its own
 #: `sheaf/pid` is the worker's.
 BUILD_PID_TAG = "sheaf/build_pid"
@@ -143,28 +143,6 @@ class LiveProgress:
 
 # --- reading the state of a build from any process ----------------------------------------------
 
-def _holder(home: Path) -> tuple[int | None, str | None, float | None]:
-    """(pid, its start ticks, when it took the lock) of the build holding the lock, else Nones."""
-    pid = lock_holder(home)
-    if pid is None:
-        return None, None, None
-    p = lock_path(home)
-    start: str | None = None
-    taken: float | None = None
-    for _ in range(10):  # the holder writes "pid start" right after taking the lock
-        try:
-            parts = p.read_text().split()
-            taken = p.stat().st_mtime
-        except OSError:
-            parts = []
-        if parts and parts[0].isdigit():
-            pid = int(parts[0])
-            start = parts[1] if len(parts) > 1 else None
-            break
-        time.sleep(0.05)
-    return (pid if pid and pid > 0 else None), start, taken
-
-
 def _build_runs(instance: DagsterInstance, pid: int, start: str | None, since: float | None) -> list[Any]:
     """The runs of the build process `pid` (oldest first), launched since it took the lock: its own
     and its workers' (`BUILD_PID_TAG`)."""
@@ -181,35 +159,18 @@ def _build_runs(instance: DagsterInstance, pid: int, start: str | None, since: f
     return sorted(out, key=lambda r: r.create_timestamp)
 
 
-def _int(v: str | None) -> int:
-    return int(v) if v and v.isdigit() else 0
-
-
 def build_state(settings: Any, instance: DagsterInstance) -> dict[str, Any]:
     """idle | running | stopping, with pid, run ids, started_at, current / total / paper_id
     (and stage, embeddings computed) of the running build; `dead_runs`: unfinished runs whose
     `sheaf build` process is gone (a build killed by kill -9 or a crash)."""
     pid, start, taken = _holder(Path(settings.home))
     dead = [{"run_id": run.run_id, "pid": p, "job": run.job_name} for run, p in dead_runs(instance)]
-    state = idle_state(dead)
     if pid is None:
-        return state
-    runs = _build_runs(instance, pid, start, taken)
-    state.update(status="running", pid=pid, run_ids=[r.dagster_run.run_id for r in runs], started_at=_iso(taken),
-                 stage="planning")
-    with_progress = [r for r in runs if "sheaf/current" in r.dagster_run.tags or "sheaf/stage" in r.dagster_run.tags]
-    if with_progress:
-        tags = with_progress[-1].dagster_run.tags
-        state.update(current=_int(tags.get("sheaf/current")), total=_int(tags.get("sheaf/total")),
-                     paper_id=tags.get("sheaf/paper_id") or None, stage=tags.get("sheaf/stage") or None,
-                     embeddings_computed=_int(tags.get("sheaf/embedded")))
-    elif runs:
-        state["stage"] = runs[-1].dagster_run.job_name
-    if runs and (any(STOP_TAG in r.dagster_run.tags for r in runs)
-                 or runs[-1].dagster_run.status == DagsterRunStatus.CANCELED):
-        state["status"] = "stopping"
-    state["runs"] = [{"run_id": r.dagster_run.run_id, "status": r.dagster_run.status.value,
-                      "job": r.dagster_run.job_name} for r in runs]
+        return idle_state(dead)
+    runs = [{"run_id": r.dagster_run.run_id, "status": r.dagster_run.status.value, "job": r.dagster_run.job_name,
+             "tags": r.dagster_run.tags} for r in _build_runs(instance, pid, start, taken)]
+    state = running_state(pid, _iso(taken), runs)
+    state["dead_runs"] = dead
     return state
 
 

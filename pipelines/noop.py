@@ -27,7 +27,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from assets.versions import chain_code_versions
 from pipelines.dagster_files import CannotTell, DagsterFiles
@@ -36,7 +38,7 @@ from pipelines.plan import (
     BuildReport, Events, PaperStatus, Record, SyncPlan, code_digest, current_versions, needs_build,
     record_from_json, with_warning_events,
 )
-from pipelines.reliability import build_lock, check_writable, lock_holder, sweep_leftovers
+from pipelines.reliability import build_holder, build_lock, check_writable, lock_holder, running_state, sweep_leftovers
 from sheaf.core.settings import Settings
 from sheaf.ingest.metadata import export_hash
 from sheaf.ingest.sources import SourceScan, scan_sources
@@ -166,6 +168,30 @@ def idle_without_dagster(settings: Settings) -> bool:
             return files.unfinished_runs() == 0
     except CannotTell:
         return False
+
+
+def running_without_dagster(settings: Settings) -> dict[str, Any] | None:
+    """The live state of the build running in `settings`' home (`pipelines.live.build_state`
+    without its `dead_runs`, which the running build reaped when it began), read from the
+    Dagster home's files without importing Dagster: what a program polling a build every few
+    seconds asks for (Dagster's import alone takes seconds on a busy machine). A build that has
+    not made its Dagster home yet is planning. None when no build runs or the files cannot tell."""
+    holder, start, taken = build_holder(settings.home)
+    if holder is None:
+        return None
+    taken_iso = None if taken is None else datetime.fromtimestamp(taken, timezone.utc).isoformat(timespec="seconds")
+    home = Path(settings.dagster_home)
+    if not (home / "history" / "runs.db").is_file():
+        return running_state(holder, taken_iso, [])
+    try:
+        with DagsterFiles(home) as files:
+            found = files.runs_tagged({"sheaf/pid": str(holder), "sheaf/build_pid": str(holder)})
+    except CannotTell:
+        return None
+    runs = [r for r in found
+            if (not start or r["tags"].get("sheaf/pid_start") in (None, start) or "sheaf/build_pid" in r["tags"])
+            and (taken is None or r["created"] >= taken - 1)]
+    return running_state(holder, taken_iso, runs)
 
 
 def quick_status(settings: Settings) -> Proof:

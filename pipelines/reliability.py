@@ -125,6 +125,57 @@ def idle_state(dead_runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
             "paper_id": None, "stage": None, "embeddings_computed": 0, "dead_runs": list(dead_runs or [])}
 
 
+def build_holder(home: Path) -> tuple[int | None, str | None, float | None]:
+    """(pid, its start ticks, when it took the lock) of the build holding the lock, else Nones."""
+    pid = lock_holder(home)
+    if pid is None:
+        return None, None, None
+    p = lock_path(home)
+    start: str | None = None
+    taken: float | None = None
+    for _ in range(10):  # the holder writes "pid start" right after taking the lock
+        try:
+            parts = p.read_text().split()
+            taken = p.stat().st_mtime
+        except OSError:
+            parts = []
+        if parts and parts[0].isdigit():
+            pid = int(parts[0])
+            start = parts[1] if len(parts) > 1 else None
+            break
+        time.sleep(0.05)
+    return (pid if pid and pid > 0 else None), start, taken
+
+
+#: The run tags a running build keeps current (`pipelines.live.LiveProgress`) and the stop mark.
+STOP_TAG = "sheaf/stop_requested"
+
+
+def running_state(pid: int, taken_iso: str | None, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The live state of a running build (`pipelines.live.build_state`, and its Dagster-free
+    reader `pipelines.noop.running_without_dagster`) from its runs, oldest first, each
+    `{run_id, status, job, tags}` (`status`: Dagster's run status name)."""
+    state = idle_state()
+    state.update(status="running", pid=pid, run_ids=[r["run_id"] for r in runs], started_at=taken_iso,
+                 stage="planning")
+    with_progress = [r for r in runs if "sheaf/current" in r["tags"] or "sheaf/stage" in r["tags"]]
+    if with_progress:
+        tags = with_progress[-1]["tags"]
+        state.update(current=_int(tags.get("sheaf/current")), total=_int(tags.get("sheaf/total")),
+                     paper_id=tags.get("sheaf/paper_id") or None, stage=tags.get("sheaf/stage") or None,
+                     embeddings_computed=_int(tags.get("sheaf/embedded")))
+    elif runs:
+        state["stage"] = runs[-1]["job"]
+    if runs and (any(STOP_TAG in r["tags"] for r in runs) or runs[-1]["status"] == "CANCELED"):
+        state["status"] = "stopping"
+    state["runs"] = [{"run_id": r["run_id"], "status": r["status"], "job": r["job"]} for r in runs]
+    return state
+
+
+def _int(v: str | None) -> int:
+    return int(v) if v and v.isdigit() else 0
+
+
 def _read_pid(p: Path) -> int | None:
     try:
         return int(p.read_text().split()[0])

@@ -1,14 +1,18 @@
-"""`python -m sheaf.paperforge --vault VAULT <command> ... --json`: the PaperForge plugin's argv,
+"""`python -m sheaf.paperforge [--vault VAULT] <command> ... [--json]`: the PaperForge plugin's argv,
 translated onto Sheaf's service functions (the same ones `sheaf` runs; no second
 implementation), answering with the payload shapes the plugin reads
 (`sheaf.service.paperforge`). See docs/paperforge.md.
 
 Commands: ``search QUERY``, ``retrieve QUERY [--deep]``, ``embed build [--resume|--force]``
-(always NDJSON events on stdout: start, progress, warning, then result or error),
-``embed status``, ``embed stop``, ``memory build``, ``memory status``. A line
-``PAPERFORGE_STOP`` on stdin stops a running ``embed build`` at the next paper boundary (the
-plugin's cooperative stop), as SIGTERM and ``embed stop`` do. Every error is an error envelope
-on stdout with a code, exit non-zero; stderr carries diagnostics only.
+(always the plugin's NDJSON stream on stdout: start, progress per paper, then result, error or
+cancelled), ``embed status``, ``embed stop``, ``memory build``, ``memory status``,
+``probe memory|all|MODULE`` (the plugin's capability envelope), ``doctor`` and
+``auth status embedding``. Without ``--vault`` the working folder is the vault when it is one
+(the plugin runs ``doctor`` that way). A line ``PAPERFORGE_STOP`` on stdin stops a running
+``embed build`` (the plugin's cooperative stop) between two embedding batches or two papers, as
+SIGTERM and ``embed stop`` do. Every error is an error envelope on stdout with a code, exit
+non-zero (``probe`` always exits 0: the plugin reads no answer of an exit code other than 0);
+stderr carries nothing but a failed build's reason.
 """
 from __future__ import annotations
 
@@ -16,13 +20,15 @@ import argparse
 import json
 import sys
 import threading
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
-from sheaf.cli.app import _answer, _local_retrievers
+from sheaf.cli.app import _local_retrievers
 from sheaf.cli.parser import UsageError, _Parser, _positive_int
-from sheaf.cli.progress_view import BuildView
+from sheaf.cli.progress_view import event_line
 from sheaf.core.defaults import DEFAULT_LIMIT
-from sheaf.core.envelope import SheafError, error, ok
+from sheaf.core.envelope import SheafError, emit, error, ok
 from sheaf.core.progress import request_stop
 from sheaf.service import paperforge as pf
 from sheaf.service.client import try_server
@@ -37,8 +43,9 @@ STOP_LINE = "PAPERFORGE_STOP"
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="python -m sheaf.paperforge", description="PaperForge's memory-layer commands, answered by Sheaf.")
-    ap.add_argument("--vault", required=True, help="the Obsidian vault (the library; its index lives in "
-                    "<vault>/System/PaperForge/sheaf unless SHEAF_HOME is set)")
+    ap.add_argument("--vault", default=None, help="the Obsidian vault (the library; its index lives in "
+                    "<vault>/System/PaperForge/sheaf unless SHEAF_HOME is set); default: the working folder "
+                    "when it is a vault")
     ap.add_argument("--json", action="store_true", dest="json_first")
     sub = ap.add_subparsers(dest="command", required=True)
     se = sub.add_parser("search")
@@ -66,13 +73,26 @@ def build_parser() -> argparse.ArgumentParser:
     mes = me.add_subparsers(dest="sub", required=True)
     mes.add_parser("build")
     mes.add_parser("status")
-    for p in (se, rt, *ems.choices.values(), *mes.choices.values()):
+    pr = sub.add_parser("probe", help="the plugin's capability envelope of a module (memory is Sheaf's)")
+    pr.add_argument("module", choices=("all", *pf.PROBE_MODULES))
+    pr.add_argument("--expected-version", default=None, help="accepted (the plugin's installation probe)")
+    pr.add_argument("--last-operation-exit-code", type=int, default=None, help="accepted (the library probe)")
+    doc = sub.add_parser("doctor", help="check the vault's index (`sheaf doctor`, read-only)")
+    au = sub.add_parser("auth")
+    aus = au.add_subparsers(dest="sub", required=True)
+    ast = aus.add_parser("status")
+    ast.add_argument("target", choices=("embedding",))
+    for p in (se, rt, *ems.choices.values(), *mes.choices.values(), pr, doc, ast):
         p.add_argument("--json", action="store_true")
     return ap
 
 
 def _name(args: argparse.Namespace) -> str:
     return f"{args.command} {args.sub}" if getattr(args, "sub", None) else args.command
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 # --- commands --------------------------------------------------------------------------------------
@@ -113,23 +133,48 @@ def _pipeline() -> Any:
     return pipeline
 
 
-def _build(args: argparse.Namespace, settings: Any, events: bool) -> Outcome:
-    pipeline = _pipeline()
-    full = bool(getattr(args, "force", False))
-    if events:
-        _stdin_stop()
-    with BuildView(events=events, json_only=not events, stdout=sys.stdout, stderr=sys.stderr) as view:
-        # stderr: warnings only (the plugin shows stderr text as a warning)
-        out = pipeline.build(settings, full=full, events=view.event if events else None, exact_progress=events,
-                             progress=lambda m: view.line(m) if m.startswith(("!", "✗")) else None)
+def _write_event(event: dict[str, Any]) -> None:
+    sys.stdout.write(event_line(event) + "\n")
+    sys.stdout.flush()
+
+
+def _embed_build(args: argparse.Namespace, settings: Any) -> int:
+    """`embed build`: the plugin's NDJSON stream on stdout, first to last; stderr stays empty
+    unless the build fails (then its reason, which the plugin shows). A paper that failed is a
+    warning of a published index (exit 0; the plugin shows "published with warning")."""
+    stream = pf.PluginStream(_write_event)
+    _stdin_stop()
+    try:
+        out = _pipeline().build(settings, full=bool(args.force), events=stream.event, exact_progress=True)
+        env, code = dict(out.envelope), out.exit_code
+    except SheafError as e:
+        env, code = error("embed build", e.code, e.message, e.details), 2
+    except Exception as e:  # noqa: BLE001 - never a traceback for the plugin; the event names the failure
+        env = error("embed build", "INTERNAL_ERROR", f"{type(e).__name__}: {e}",
+                    {"hint": "this is a bug in sheaf; please report it with the command you ran"})
+        code = 3
+    env["command"] = "embed build"
+    stopped = code == 130
+    if code == 1 and env.get("ok"):  # papers failed: the index is published without them
+        code = 0
+    stream.finish(env, stopped)
+    if code not in (0, 130):
+        err = env.get("error") or {}
+        print(f"{err.get('code', 'ERROR')}: {pf.plugin_text(str(err.get('message', 'the build failed')))}",
+              file=sys.stderr, flush=True)
+    return code
+
+
+def _memory_build(settings: Any) -> Outcome:
+    _stdin_stop()
+    out = _pipeline().build(settings, exact_progress=False)
     env = dict(out.envelope)
-    env["command"] = _name(args)
+    env["command"] = "memory build"
     return Outcome(env, out.exit_code, out.view)
 
 
 def _status(args: argparse.Namespace, settings: Any) -> Outcome:
     pipeline = _pipeline()
-
     if args.sub == "stop":
         out = pipeline.stop(settings, progress=lambda m: print(m, file=sys.stderr, flush=True))
         d = out.envelope["data"]
@@ -138,38 +183,109 @@ def _status(args: argparse.Namespace, settings: Any) -> Outcome:
                        out.exit_code)
     if args.command == "embed":
         data = pf.embed_status_data(settings, pipeline.index_probe(settings), pipeline.build_state(settings))
-        acts = [] if data["total_chunks"] else ["run `embed build`"]
+        acts = [] if data["total_chunks"] else ["run `sheaf build`"]
         return Outcome(ok("embed status", data, count=data["total_chunks"], next_actions=acts))
     st = pipeline.status(settings)
     data = pf.memory_status_data(st.envelope["data"])
     return Outcome(ok("memory status", data, count=data["paper_count_db"], next_actions=st.envelope["next_actions"]))
 
 
+def _memory_probe(settings: Any, now: str) -> dict[str, Any]:
+    try:
+        st = _pipeline().status(settings)
+    except SheafError as e:
+        return pf.memory_envelope(None, now, home=settings.home, failure=pf.plugin_text(e.message))
+    return pf.memory_envelope(st.envelope["data"], now, home=settings.home)
+
+
+def _probe(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+    """The plugin's envelope (not Sheaf's): `probe memory`, `probe all` ({module: "all", modules})."""
+    now = _now()
+    if args.module == "all":
+        return {"schema_version": pf.PROBE_SCHEMA_VERSION, "module": "all", "updated_at": now,
+                "modules": {m: _memory_probe(settings, now) if m == "memory" else pf.not_provided_envelope(m, now)
+                            for m in pf.PROBE_MODULES}}
+    if args.module == "memory":
+        return _memory_probe(settings, now)
+    return pf.not_provided_envelope(args.module, now)
+
+
+def _doctor(args: argparse.Namespace, settings: Any) -> Outcome:
+    out = _pipeline().doctor(settings)
+    return Outcome(out.envelope, out.exit_code)
+
+
 def _run(args: argparse.Namespace) -> Outcome:
-    settings = pf.vault_settings(args.vault)
+    vault = pf.vault_of(args.vault, Path.cwd())
+    settings = pf.vault_settings(vault)
     if args.command in ("search", "retrieve"):
         return _query(args, settings)
-    if args.sub == "build":
-        return _build(args, settings, events=args.command == "embed")
+    if args.command == "doctor":
+        return _doctor(args, settings)
+    if args.command == "auth":
+        data = {"target": "embedding", "credentials": [{
+            "id": "local", "state": "available", "required": False,
+            "detail": f"Sheaf embeds with {settings.embedding_model} on this machine: no API key is needed"}]}
+        return Outcome(ok("auth status", data, count=1))
+    if args.command == "memory" and args.sub == "build":
+        return _memory_build(settings)
     return _status(args, settings)
+
+
+def _doctor_text(env: dict[str, Any]) -> str:
+    """`doctor`'s answer for a person (the plugin runs it with the terminal's stdio)."""
+    if not env.get("ok"):
+        return f"error [{env['error']['code']}]: {env['error']['message']}"
+    issues = env["data"].get("issues") or []
+    lines = [f"{i.get('paper') + ': ' if i.get('paper') else ''}{i['kind']}: {i['detail']}" for i in issues]
+    return "\n".join(lines or ["no problems found"] + [f"next: {a}" for a in env.get("next_actions") or []])
+
+
+def _parse_failure(argv: list[str], e: UsageError) -> int:
+    streams = "embed" in argv and "build" in argv  # `embed build` always answers as events
+    values = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--vault"}
+    command = next((a for a in argv if not a.startswith("-") and a not in values), "paperforge")
+    env = error(command, "BAD_QUERY", str(e), {"hint": "see `python -m sheaf.paperforge --help`"})
+    if streams:
+        pf.PluginStream(_write_event).finish(env, stopped=False)
+        print(f"BAD_QUERY: {e}", file=sys.stderr)
+    elif "--json" in argv or (argv and argv[0] != "doctor"):
+        emit(env)
+    else:
+        print(f"error: {e}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    streams = "embed" in argv and "build" in argv  # `embed build` always answers as events
     try:
         args = build_parser().parse_args(argv)
     except UsageError as e:
-        values = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--vault"}
-        command = next((a for a in argv if not a.startswith("-") and a not in values), "paperforge")
-        if "--json" in argv or streams:
-            _answer(argparse.Namespace(events=streams), error(command, "BAD_QUERY", str(e),
-                                                                {"hint": "see `python -m sheaf.paperforge --help`"}))
-        else:
-            print(f"error: {e}", file=sys.stderr)
-        return 2
-    machine = args.json or args.json_first or (args.command == "embed" and args.sub == "build")
-    wrap = argparse.Namespace(events=args.command == "embed" and args.sub == "build")
+        return _parse_failure(argv, e)
+    if args.command == "embed" and args.sub == "build":
+        try:
+            settings = pf.vault_settings(pf.vault_of(args.vault, Path.cwd()))
+        except SheafError as e:
+            pf.PluginStream(_write_event).finish(error("embed build", e.code, e.message, e.details), stopped=False)
+            print(f"{e.code}: {e.message}", file=sys.stderr)
+            return 2
+        try:
+            return _embed_build(args, settings)
+        except BrokenPipeError:
+            return 141
+    if args.command == "probe":  # always exit 0 with the plugin's envelope: it reads no other answer
+        try:
+            settings = pf.vault_settings(pf.vault_of(args.vault, Path.cwd()))
+            emit(_probe(args, settings))
+        except SheafError as e:
+            now = _now()
+            home = Path(args.vault or ".") / pf.VAULT_HOME
+            fail = pf.memory_envelope(None, now, home=home, failure=e.message)
+            emit({"schema_version": pf.PROBE_SCHEMA_VERSION, "module": "all", "updated_at": now,
+                  "modules": {"memory": fail}} if args.module == "all" else
+                 fail if args.module == "memory" else pf.not_provided_envelope(args.module, now))
+        return 0
+    machine = args.json or args.json_first
     try:
         out = _run(args)
     except SheafError as e:
@@ -182,11 +298,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - never a traceback for the plugin; the envelope names the failure
         out = Outcome(error(_name(args), "INTERNAL_ERROR", f"{type(e).__name__}: {e}",
                             {"hint": "this is a bug in sheaf; please report it with the command you ran"}), 3)
+    env = pf.for_plugin(out.envelope)
     if machine:
-        _answer(wrap, out.envelope)
-    elif out.envelope.get("ok"):
-        print(json.dumps(out.envelope["data"], ensure_ascii=False, indent=1, default=str))
+        emit(env)
+    elif args.command == "doctor":
+        print(_doctor_text(env), flush=True)
+    elif env.get("ok"):
+        print(json.dumps(env["data"], ensure_ascii=False, indent=1, default=str))
     else:
-        err = out.envelope["error"]
+        err = env["error"]
         print(f"error [{err['code']}]: {err['message']}", file=sys.stderr)
     return out.exit_code

@@ -280,6 +280,10 @@ def _is_set(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     return _sheaf_env(os.environ if environ is None else environ).get(variable(name).lower())
 
 
+#: Where a PaperForge vault's Sheaf home lives, relative to the vault (`python -m sheaf.paperforge`).
+VAULT_HOME = Path("System/PaperForge/sheaf")
+
+
 def where(settings: Settings, what: str, environ: Mapping[str, str] | None = None) -> str:
     """Where `what` ("index", "home" or "library") was looked for and why, for error messages:
     the absolute path, and which variable (or default) gave it, relative to which folder.
@@ -298,6 +302,10 @@ def where(settings: Settings, what: str, environ: Mapping[str, str] | None = Non
                else f"SHEAF_LIBRARY is not set, so the library is ./data/sample-library{rel}")
     elif _is_set("home", environ):
         why = f"SHEAF_HOME={_is_set('home', environ)}{rel}"
+    elif Path(settings.home) == Path(settings.library) / VAULT_HOME:
+        why = f"the index home of the PaperForge vault {Path(settings.library).absolute()} (SHEAF_HOME is not set)"
+    elif Path(settings.home) != Path("data"):
+        why = f"the home this command was given (SHEAF_HOME is not set){rel}"
     else:
         why = f"SHEAF_HOME is not set, so the home is ./data{rel}"
     return f"{Path(path).absolute()}: {why}"

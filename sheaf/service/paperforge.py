@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import SheafError
-from sheaf.core.settings import get_settings
+from sheaf.core.settings import VAULT_HOME, get_settings
 from sheaf.store.select import open_backend
 
 __all__ = ["VAULT_HOME", "vault_settings", "with_plugin_fields", "note_paths", "embed_status_data",
            "memory_status_data"]
 
-#: Where a vault's Sheaf home (artifacts, index, Dagster home) lives unless SHEAF_HOME is set.
-VAULT_HOME = Path("System/PaperForge/sheaf")
 _SKIP_DIRS = {".obsidian", ".trash", ".git", "System"}
 _KEY_LINE = re.compile(r"^(?:zotero_key|zoteroKey|key)\s*:\s*['\"]?([A-Za-z0-9._-]+)['\"]?\s*$", re.M)
 
@@ -151,3 +149,191 @@ def memory_status_data(status_data: dict[str, Any]) -> dict[str, Any]:
             "fresh": bool(status_data.get("fresh")), "needs_rebuild": bool(status_data.get("needs_rebuild")),
             "verdict_reasons": status_data.get("verdict_reasons", []), "coverage": coverage,
             "build_state": status_data.get("build_state")}
+
+
+# --- the plugin's own commands -----------------------------------------------------------------
+
+#: Sheaf's commands in next actions and hints → what a PaperForge user does in the plugin.
+_PLUGIN_ACTIONS = (
+    ("`sheaf build --full`", "`embed build --force` (Build vector index in PaperForge's settings)"),
+    ("`sheaf build`", "`embed build --resume` (Resume vector build in PaperForge's settings)"),
+    ("`sheaf stop`", "`embed stop` (the Stop button)"),
+    ("`sheaf doctor --repair`", "`embed build --force` (Build vector index in PaperForge's settings)"),
+    ("`sheaf doctor`", "`doctor` (Run Doctor)"),
+    ("`sheaf status`", "`memory status`"),
+)
+
+
+def plugin_text(text: str) -> str:
+    """`text` with Sheaf's command names replaced by the plugin's actions."""
+    for sheaf_cmd, plugin in _PLUGIN_ACTIONS:
+        text = text.replace(sheaf_cmd, plugin)
+    return text
+
+
+def for_plugin(envelope: dict[str, Any]) -> dict[str, Any]:
+    """An envelope whose next actions and error hint name the plugin's commands."""
+    env = dict(envelope)
+    if env.get("next_actions"):
+        env["next_actions"] = [plugin_text(a) for a in env["next_actions"]]
+    if not env.get("ok") and isinstance(env.get("error"), dict):
+        err = dict(env["error"])
+        details = dict(err.get("details") or {})
+        if isinstance(details.get("hint"), str):
+            details["hint"] = plugin_text(details["hint"])
+        err["details"] = details
+        env["error"] = err
+    return env
+
+
+def vault_of(vault: str | None, cwd: Path) -> Path:
+    """The vault: `--vault`, else the working folder when it is a PaperForge vault (the plugin
+    runs `doctor`, `dashboard`, `status` in the vault without `--vault`)."""
+    if vault:
+        return Path(vault).expanduser()
+    if (cwd / "System" / "PaperForge").is_dir() or (cwd / ".obsidian").is_dir():
+        return cwd
+    raise SheafError("NOT_FOUND", f"no --vault given and the working folder {cwd} is not a PaperForge vault "
+                     "(no System/PaperForge/ or .obsidian/ in it)", {"cwd": str(cwd)},
+                     hint="pass --vault with the Obsidian vault's folder, or run it in the vault")
+
+
+# --- probe: the plugin's capability envelope (schema_version 2) ----------------------------------
+
+#: The plugin's `SCHEMA_VERSION` and modules (constants.ts): `probe` answers in that shape exactly.
+PROBE_SCHEMA_VERSION = 2
+PROBE_MODULES = ("installation", "library", "ocr", "memory", "maintenance", "help")
+PROBE_TTL_S = 60
+
+
+def _action(action_id: str, label: str, count: int) -> dict[str, Any]:
+    return {"action_id": action_id, "verb": "run", "label": label, "availability": "available",
+            "safety_class": "safe", "preservation_facts": ["papers already built stay searchable while it runs"],
+            "replacement_facts": [], "interruptible": True, "confirmation_required": False,
+            "confirmation_prompt": None, "scope": "memory", "scope_count": count}
+
+
+def _retry_action() -> dict[str, Any]:
+    return {"action_id": "memory.probe", "verb": "probe", "label": "Retry", "availability": "available",
+            "safety_class": "safe", "preservation_facts": [], "replacement_facts": [], "interruptible": True,
+            "confirmation_required": False, "confirmation_prompt": None, "scope": "memory", "scope_count": 1}
+
+
+def _envelope(module: str, *, capability: str, user: str, kind: str, severity: str, code: str, text: str,
+              action: dict[str, Any] | None, now: str, activity: dict[str, Any] | None = None,
+              impact: str | None = None, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "schema_version": PROBE_SCHEMA_VERSION, "module": module, "capability_state": capability,
+        "activity_state": "running" if activity else "idle",
+        "activity_label": activity["label"] if activity else None,
+        "activity_progress": {"current": activity["current"], "total": activity["total"]} if activity else None,
+        "user_state": user, "capability_kind": kind, "severity": severity, "maintenance_eligible": False,
+        "user_visible_failure": severity == "error", "user_impact": impact, "notices": [],
+        "reason": {"code": code, "text": text}, "action": {"primary": action}, "updated_at": now,
+        "ttl_seconds": PROBE_TTL_S, "details": details or {}}
+    if module == "maintenance":
+        env.update(items=[], orphan={"count": 0, "orphans": []})
+    return env
+
+
+def not_provided_envelope(module: str, now: str) -> dict[str, Any]:
+    """A module of PaperForge's that Sheaf does not serve (installation, library, OCR, ...)."""
+    return _envelope(module, capability="unavailable", user="not_enabled", kind="not_provided", severity="unknown",
+                     code=f"{module}.not_provided",
+                     text=f"Sheaf serves PaperForge's memory layer (search, deep retrieval, the vector index); "
+                          f"the {module} module is PaperForge's own", action=None, now=now)
+
+
+def memory_envelope(status: dict[str, Any] | None, now: str, *, home: Path, failure: str | None = None) -> dict[str, Any]:
+    """The memory module's probe envelope from `memory status`'s Sheaf status data (None with
+    `failure`: the status itself failed)."""
+    if status is None:
+        return _envelope("memory", capability="unknown", user="detection_failed", kind="local_index",
+                         severity="error", code="memory.probe_failed", text=failure or "the index could not be read",
+                         action=_retry_action(), now=now, details={"home": str(home)})
+    probe = status.get("index") or {}
+    live = status.get("build_state") or {}
+    coverage = status.get("coverage") or {}
+    states = status.get("states") or {}
+    papers = int(coverage.get("library", 0))
+    todo = sum(int(states.get(k, 0)) for k in ("missing", "stale", "removed", "failed"))
+    activity = None
+    if live.get("status") in ("running", "stopping"):
+        total = int(live.get("total") or 0)
+        activity = {"label": ("Stopping the vector build" if live["status"] == "stopping" else
+                              f"Building the vector index: {live.get('current', 0)}/{total} papers"),
+                    "current": int(live.get("current") or 0), "total": total}
+    details = {"home": str(home), "index_path": probe.get("path"), "build_state": live,
+               "api_key_configured": True,  # Sheaf embeds on this machine: no key to ask for
+               "api_key_required": False, "papers": papers, "papers_indexed": int(probe.get("indexed", 0)),
+               "papers_embedded": int(probe.get("embedded", 0)), "states": states,
+               "verdict_reasons": status.get("verdict_reasons", [])}
+    common = {"kind": "local_index", "now": now, "activity": activity, "details": details}
+    if not probe.get("exists"):
+        return _envelope("memory", capability="needs_action", user="action_required", severity="warning",
+                         code="memory.db_missing",
+                         text=f"No vector index yet in {home}: build it to search {papers} papers",
+                         impact="Search and @ deep retrieval need the index",
+                         action=_action("embed.build", "Build vector index", papers), **common)
+    if probe.get("problem"):
+        return _envelope("memory", capability="unavailable", user="action_required", severity="error",
+                         code="memory.db_corrupt",
+                         text=f"The index in {home} cannot be read ({probe['problem']}): rebuild it",
+                         impact="Search and @ deep retrieval are unavailable",
+                         action=_action("embed.build", "Rebuild vector index", papers), **common)
+    if status.get("fresh") and not status.get("needs_rebuild") and not todo:
+        return _envelope("memory", capability="ready", user="ready", severity="ok", code="memory.ready",
+                         text=f"{papers} papers indexed and searchable", action=None, **common)
+    what = ", ".join(f"{n} {k}" for k, n in states.items() if k != "built" and n)
+    return _envelope("memory", capability="limited", user="action_required", severity="warning",
+                     code="memory.index_stale",
+                     text=f"{int(states.get('built', 0))} of {papers} papers are indexed ({what}): resume the build",
+                     impact="Papers not built yet are missing from search results",
+                     action=_action("embed.resume", "Resume vector build", max(todo, 1)), **common)
+
+
+# --- embed build: the plugin's NDJSON stream ------------------------------------------------------
+
+class PluginStream:
+    """`embed build`'s events as the plugin's `NdjsonStreamParser` accepts them: each with
+    `schema_version` 1 and `operation`; only `start` and `progress` while it runs (warning
+    events are folded into the last event's `result.warnings`, which the build controller
+    reads); last exactly one `result`, `error` or, when stopped, `cancelled`."""
+
+    OPERATION = "embed build"
+
+    def __init__(self, write: Any) -> None:
+        self.write = write
+        self.warnings: list[str] = []
+        self.current = 0
+        self.total = 0
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        self.write({"schema_version": 1, "operation": self.OPERATION, **event})
+
+    def event(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "warning":
+            message = str(event.get("message") or "")
+            if message and message not in self.warnings:
+                self.warnings.append(message)
+            return
+        if kind == "start":
+            self.total = int(event.get("total") or 0)
+        elif kind == "progress":
+            self.current = int(event.get("current") or 0)
+        elif kind not in ("phase", "item_result"):
+            return  # not one the plugin knows
+        self._emit(event)
+
+    def finish(self, envelope: dict[str, Any], stopped: bool) -> None:
+        """The terminal event: `cancelled` for a stopped build, else `result` / `error`."""
+        env = for_plugin(envelope)
+        if env.get("ok"):
+            folded = [w for w in env.get("warnings") or []]
+            folded += [w for w in self.warnings if w not in folded and not any(w in f for f in folded)]
+            env["warnings"] = folded
+        if stopped and env.get("ok"):
+            self._emit({"event": "cancelled", "current": self.current, "total": self.total, "result": env})
+        else:
+            self._emit({"event": "result" if env.get("ok") else "error", "result": env})

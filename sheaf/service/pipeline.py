@@ -302,10 +302,16 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
 def build_state(settings: Any) -> dict[str, Any]:
     """The live state of the build of `settings`' home (`pipelines.live.build_state`), without
     loading the Definitions: what a program polling a running build asks for. Idle with no
-    unfinished run: answered without loading Dagster (`pipelines.noop.idle_without_dagster`)."""
+    unfinished run: answered without loading Dagster (`pipelines.noop.idle_without_dagster`), and
+    so is a running build (`pipelines.noop.running_without_dagster`); writes nothing."""
     light = _light()
     if light.noop.idle_without_dagster(settings):
         return light.reliability.idle_state()
+    running = light.noop.running_without_dagster(settings)
+    if running is not None:  # a running build, read from the Dagster home's files
+        return running
+    if not settings.dagster_home.is_dir() and light.reliability.lock_holder(settings.home) is None:
+        return light.reliability.idle_state()  # nothing ever ran here; and a reader makes no Dagster home
     pipelines = _pipelines()
 
     return pipelines.live.build_state(settings, pipelines.build.get_instance(settings))

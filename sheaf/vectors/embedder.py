@@ -462,13 +462,16 @@ class Embedder:
         the model; a build on ``auto`` may switch from the export to torch as it goes)."""
         return self.load().backend
 
-    def _onnx_encode(self, enc: Any, texts: list[str]) -> np.ndarray:
+    def _onnx_encode(self, enc: Any, texts: list[str], between_batches: Callable[[], None] | None = None) -> np.ndarray:
         """Batches of `batch_size` texts of similar length (as sentence-transformers sorts
-        them), so little padding; rows back in the input order."""
+        them), so little padding; rows back in the input order. `between_batches` is called
+        before each batch (a build's stop check: it raises to stop)."""
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.zeros((len(texts), enc.identity.dimension), np.float32)
         step = min(self.batch_size, _ONNX_BATCH)
         for i in range(0, len(order), step):
+            if between_batches is not None:
+                between_batches()
             idx = order[i:i + step]
             out[idx] = enc.encode_texts([texts[j] for j in idx])
         return out
@@ -497,8 +500,10 @@ class Embedder:
         n = np.linalg.norm(v, axis=1, keepdims=True)
         return (v / np.where(n > 0, n, 1.0)).astype(np.float32)
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Encode texts with the model (no cache), L2-normalized float32; counts them."""
+    def encode(self, texts: Sequence[str], between_batches: Callable[[], None] | None = None) -> np.ndarray:
+        """Encode texts with the model (no cache), L2-normalized float32; counts them.
+        `between_batches`: called before each batch of the model (ONNX) or each call of a few
+        batches (torch); it raises to stop the encoding there (a build's stop)."""
         ld = self.load()
         if not texts:
             return np.zeros((0, ld.identity.dimension), np.float32)
@@ -506,23 +511,28 @@ class Embedder:
             self._maybe_switch(self._onnx_passages + len(texts))
             ld = self.load()
         chunks = []
-        for i in range(0, len(texts), _ENCODE_CHUNK):
-            part = list(texts[i:i + _ENCODE_CHUNK])
+        size = _ENCODE_CHUNK if between_batches is None or ld.onnx is not None else 4 * self.batch_size
+        for i in range(0, len(texts), size):
+            part = list(texts[i:i + size])
             if ld.onnx is not None:
-                vecs = self._onnx_encode(ld.onnx, part)
+                vecs = self._onnx_encode(ld.onnx, part, between_batches)
                 self._onnx_passages += len(part)
             else:
+                if between_batches is not None:
+                    between_batches()
                 vecs = self.torch_encode(ld.model, part, ld.precision)
             self.model_calls += 1
             self.encoded_count += len(part)
             chunks.append(np.asarray(vecs, dtype=np.float32))
         return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
 
-    def embed(self, passages: Sequence[Passage], cache: EmbeddingCache | None = None) -> EmbeddedPassages:
+    def embed(self, passages: Sequence[Passage], cache: EmbeddingCache | None = None,
+              between_batches: Callable[[], None] | None = None) -> EmbeddedPassages:
         """Vectors for `passages`: from `cache` (content-addressed: model identity + sha256 of the
         passage text) where present, the rest encoded in one batched pass (duplicate texts once)
         and written back to it. The index's cache (`IndexBackend.embedding_cache()`) commits its
-        writes on its own: call this outside any write transaction of the index."""
+        writes on its own: call this outside any write transaction of the index.
+        `between_batches`: see `encode` (what it raises leaves the cache as it was)."""
         ident = self.identity
         passages = tuple(passages)
         shas = [p.text_sha256 for p in passages]
@@ -536,7 +546,7 @@ class Embedder:
         fresh: dict[str, np.ndarray] = {}
         if todo:
             keys = list(todo)
-            vecs = self.encode([todo[k] for k in keys])
+            vecs = self.encode([todo[k] for k in keys], between_batches)
             fresh = dict(zip(keys, vecs))
             if cache is not None:
                 cache.put(ident, fresh)

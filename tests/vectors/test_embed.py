@@ -350,3 +350,21 @@ def test_the_passages_of_several_papers_come_from_one_tokenizer_call(embedder):
         together = embedder.build_passages_of_papers(papers)
     assert together == alone and [len(ps) for ps in together][-1] == 0 and all(together[:4])
     assert [len(c) for c in calls] == [4 * 3 + 3]  # 12 unit texts, 3 distinct contexts
+
+
+def test_a_stop_between_batches_ends_the_encoding_there(embedder):
+    """A build's stop check runs before each batch: what it raises ends the encoding at once
+    (the PaperForge plugin kills a build 5 s after asking it to stop)."""
+    from sheaf.core.progress import StopRequested
+
+    calls: list[int] = []
+
+    def stop() -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise StopRequested("stopped between two batches")
+
+    before = embedder.encoded_count
+    with pytest.raises(StopRequested):
+        embedder.encode([f"passage number {i} about cartilage" for i in range(300)], between_batches=stop)
+    assert len(calls) == 2 and embedder.encoded_count - before < 300  # the batches after the stop never ran

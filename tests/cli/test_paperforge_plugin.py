@@ -1,0 +1,173 @@
+"""The PaperForge Obsidian plugin's own code (../shared/clients/paperforge-plugin/plugin-client.cjs,
+run with node) against `python -m sheaf.paperforge`, on a vault of the four real PaddleOCR-VL
+outputs and the real Better BibTeX export: what the plugin renders and which build events its
+NDJSON parser accepted. Skipped without node or ../shared. The tests of this module run in order
+on one vault: the settings card of an unbuilt vault, a build, search, retrieve, the card of the
+built vault, a stopped build on a fresh copy and its resume, the error cases.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SHARED_DATA
+
+pytestmark = [pytest.mark.slow, pytest.mark.realdata]
+
+CLIENT = SHARED_DATA.parent / "clients" / "paperforge-plugin" / "plugin-client.cjs"
+NODE = shutil.which("node")
+KEYS = ("37LK5T97", "5MAW65YD", "8CCATQE3", "VAMSAZMG")
+
+
+def _make_vault(dest: Path) -> Path:
+    """A PaperForge vault: the OCR outputs where PaperForge keeps them, the real 26-item export
+    with the four papers' Zotero records added (from their source_metadata.json), a note each."""
+    export = json.loads((SHARED_DATA / "zotero" / "bbt_zotero_26items.json").read_text(encoding="utf-8"))
+    notes = dest / "Literature" / "tissue-engineering"
+    notes.mkdir(parents=True)
+    for key in KEYS:
+        src = SHARED_DATA / "paddleocr_vl" / key
+        ocr = dest / "System" / "PaperForge" / "ocr" / key / "json"
+        ocr.mkdir(parents=True)
+        shutil.copyfile(src / "result.json", ocr / "result.json")
+        meta = json.loads((src / "source_metadata.json").read_text(encoding="utf-8"))
+        names = [a.rsplit(" ", 1) for a in meta.get("authors", [])]
+        export["items"].append({
+            "key": key, "itemType": "journalArticle", "title": meta["title"], "date": str(meta.get("year", "")),
+            "publicationTitle": meta.get("journal", ""), "DOI": meta.get("doi", ""),
+            "abstractNote": f"Abstract of {meta['title']}",
+            "creators": [{"creatorType": "author", "firstName": n[0], "lastName": n[-1]} for n in names]})
+        (notes / f"{key} note.md").write_text(f"---\nzotero_key: {key}\n---\n\n# Notes\n", encoding="utf-8")
+    exports = dest / "System" / "PaperForge" / "exports"
+    exports.mkdir(parents=True)
+    (exports / "tissue-engineering.json").write_text(json.dumps(export), encoding="utf-8")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory, onnx_export):
+    if NODE is None:
+        pytest.skip("node is not installed (the plugin's code runs under node)")
+    if not CLIENT.is_file():
+        pytest.skip(f"the PaperForge plugin client is not at {CLIENT}")
+    from tests.conftest import link_onnx_export
+
+    root = tmp_path_factory.mktemp("pf-plugin")
+    template = _make_vault(root / "template")
+    vault = root / "vault"
+    shutil.copytree(template, vault)
+    for v in (vault,):
+        link_onnx_export(onnx_export, v / "System" / "PaperForge" / "sheaf")  # no export in the build
+    return {"root": root, "template": template, "vault": vault, "onnx": onnx_export}
+
+
+def plugin(place: dict[str, Any], vault: Path, phase: str, *args: str, name: str = "out") -> dict[str, Any]:
+    """Run one phase of the plugin client; its OUT.json."""
+    out = place["root"] / f"{name}.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHEAF_", "DAGSTER_"))}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), PYTHONWARNINGS="ignore")
+    proc = subprocess.run([NODE, str(CLIENT), "--python", sys.executable, "--vault", str(vault), "--out", str(out),
+                           "--max-seconds", "600", "--full-output", phase, *args], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def step(out: dict[str, Any], label: str) -> dict[str, Any]:
+    return next(s for s in out["steps"] if label in s["label"])
+
+
+def build_step(out: dict[str, Any]) -> dict[str, Any]:
+    return next(s for s in out["steps"] if "final_state" in s)
+
+
+def accepted(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The build's events, every one accepted by the plugin's parser (its record cuts long lines:
+    the events are read from the build's whole stdout)."""
+    assert out["ndjson"] and all(n["verdict"] == "accepted" for n in out["ndjson"]), out["ndjson"]
+    build = next(p for p in out["processes"] if "build" in p["argv"])
+    events = [json.loads(line) for line in build["stdout"].splitlines() if line.strip()]
+    assert [e["event"] for e in events] == [n["event"] for n in out["ndjson"]]
+    return events
+
+
+def test_settings_of_an_unbuilt_vault_offer_build_and_write_nothing(place):
+    out = plugin(place, place["vault"], "settings", name="settings0")
+    text = "\n".join(line for s in out["steps"] for line in s.get("visible_text", []))
+    assert "Action Required" in text and "Build vector index" in text, text
+    assert "Detection Failed" not in text and "invalid" not in text
+    adv = step(out, "memory detail")["advanced_status"]
+    assert adv["Reason Code"] == "memory.db_missing" and adv["Capability State"] == "needs_action"
+    assert adv["Vector Model"] == "all-MiniLM-L6-v2" and adv["Build Status"] == "idle"
+    assert not out["problems"], out["problems"]
+    home = place["vault"] / "System" / "PaperForge" / "sheaf"
+    assert not (home / "dagster_home").exists() and not (home / "index").exists()
+
+
+def test_a_build_streams_per_paper_progress_the_plugin_accepts(place):
+    out = plugin(place, place["vault"], "build", "force", name="build")
+    b = build_step(out)
+    assert b["final_state"] == "success" and b["final_warning"] is None, b
+    events = accepted(out)
+    assert [e["event"] for e in events] == ["start"] + ["progress"] * len(KEYS) + ["result"]
+    assert all(e["schema_version"] == 1 and e["operation"] == "embed build" for e in events)
+    assert [e["current"] for e in events[1:-1]] == [1, 2, 3, 4] and events[0]["total"] == len(KEYS)
+    assert b["final_progress"]["current"] == b["final_progress"]["total"] == len(KEYS)
+    polls = b.get("polls") or []
+    assert all(p["exit"] == 0 and not p["killed_at_5s"] for p in polls), polls
+    assert not out["problems"], out["problems"]
+
+
+def test_search_and_deep_retrieve_render_cards_that_open_the_notes(place):
+    out = plugin(place, place["vault"], "search", "photoacoustic cartilage", name="search")
+    s = step(out, "search")
+    assert s["plugin_state"] == "results" and s["cards"], s
+    assert any(c.get("click_opens", "").startswith("Literature/tissue-engineering/") for c in s["cards"]), s["cards"]
+    out = plugin(place, place["vault"], "retrieve", "photoacoustic signal of cartilage", name="retrieve")
+    r = step(out, "retrieve")
+    assert r["plugin_state"] == "results" and r["cards"], r
+    assert any(p["argv"][-3:] == ["photoacoustic signal of cartilage", "--deep", "--json"] for p in out["processes"])
+
+
+def test_settings_of_a_built_vault_are_ready(place):
+    out = plugin(place, place["vault"], "settings", name="settings1")
+    adv = step(out, "memory detail")["advanced_status"]
+    assert adv["Reason Code"] == "memory.ready" and adv["Capability State"] == "ready", adv
+    assert adv["FTS5 Fresh"] == "Yes" and adv["Needs Rebuild"] == "No" and int(adv["Total Chunks"]) > 0
+    assert not out["problems"], out["problems"]
+
+
+def test_a_stop_settles_within_the_grace_and_the_resume_finishes(place):
+    vault = place["root"] / "stopped"
+    shutil.copytree(place["template"], vault)
+    from tests.conftest import link_onnx_export
+
+    link_onnx_export(place["onnx"], vault / "System" / "PaperForge" / "sheaf")
+    out = plugin(place, vault, "build", "force", "--stop-after-ms", "9000", name="stop")
+    b = build_step(out)
+    assert b["final_state"] == "cancelled", b
+    assert b["close_after_stop_ms"] is not None and b["close_after_stop_ms"] < 5000, b  # no hard kill
+    events = accepted(out)
+    assert events[0]["event"] == "start" and events[-1]["event"] == "cancelled"
+    build = next(p for p in out["processes"] if "build" in p["argv"])
+    assert build["exit_code"] == 130 and build["signal"] is None and build["stderr"] == ""
+    out = plugin(place, vault, "build", "resume", name="resume")
+    b = build_step(out)
+    assert b["final_state"] == "success" and b["final_warning"] is None, b  # nothing alarming
+    events = accepted(out)
+    assert events[-1]["event"] == "result" and not events[-1]["result"]["warnings"]
+    assert not out["problems"], out["problems"]
+
+
+def test_errors_the_plugin_can_show(place):
+    out = plugin(place, place["vault"], "errors", name="errors")
+    doctor = [p for p in out["processes"] if p["argv"][-1:] == ["doctor"]]
+    assert doctor and all(p["exit_code"] in (0, 1) and "Traceback" not in p["stderr"] for p in doctor)
+    for p in out["processes"]:
+        assert "Traceback" not in (p.get("stderr") or ""), p
