@@ -162,6 +162,15 @@ def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built):
                                      run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
         assert res.success
     assert isinstance(_schedule(built, inst), SkipReason)
+    # each check of each rebuilt paper is recorded under its partition (a one-paper range run's
+    # results were stored with none: the Partitions tab read them "Skipped")
+    from assets.checks import ALL_CHECKS
+    from pipelines.dagster_private import check_partition_statuses
+    from pipelines.partitions import papers_partitions
+
+    for ck in (ck for chk in ALL_CHECKS for ck in chk.check_keys):
+        assert check_partition_statuses(inst, ck.asset_key.path[-1], ck.name, papers_partitions) == {
+            "SUCCEEDED": sorted([*BASE_PAPERS, "D2LPA7XK"])}, ck
 
     # a code bump of body_units: every paper, one contiguous range, from body_units down
     reqs = _schedule(built, inst, definitions(code_versions={"body_units": "2"}))

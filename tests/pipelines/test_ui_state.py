@@ -136,3 +136,35 @@ def test_sheaf_build_runs_name_their_launcher_and_partitions(built):
     # `sheaf build --json` writes its progress tags at most once a second, and the last counts at the end
     last = max(runs, key=lambda r: int(r.tags["sheaf/current"]))
     assert last.tags["sheaf/current"] == last.tags["sheaf/total"] == str(len(BASE_PAPERS)), last.tags
+
+
+def _check_statuses(inst) -> dict[str, dict[str, list[str]]]:
+    from assets.checks import ALL_CHECKS
+
+    return {f"{ck.asset_key.path[-1]}/{ck.name}": _statuses(inst, ck.asset_key.path[-1], ck.name)
+            for chk in ALL_CHECKS for ck in chk.check_keys}
+
+
+def test_a_one_paper_range_run_records_every_check_under_its_partition(built):
+    """Backfills and the nightly schedule tag a run with a partition RANGE, also for one paper:
+    each check's result is still that paper's (it used to be stored with no partition, so the
+    rebuilt paper's checks read "Missing" in the Partitions tab: its new materialization had no
+    evaluation)."""
+    inst = instance()
+    job = definitions().resolve_job_def("paper_chain")
+    tags = {"dagster/asset_partition_range_start": EDITED, "dagster/asset_partition_range_end": EDITED}
+    assert job.execute_in_process(instance=inst, tags=tags, run_config={
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}}}).success
+    for check, statuses in _check_statuses(inst).items():
+        assert statuses == {"SUCCEEDED": sorted(BASE_PAPERS)}, check
+    run = inst.get_runs(limit=1)[0]
+    assert run.tags["dagster/asset_partition_range_start"] == EDITED
+    for check in _check_statuses(inst):
+        asset, name = check.split("/")
+        from dagster import AssetCheckKey
+
+        from pipelines.dagster_private import PartitionKeyFilter
+
+        (rec,) = inst.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(AssetKey(asset), name), limit=1, partition_filter=PartitionKeyFilter(key=EDITED))
+        assert rec.run_id == run.run_id, check
