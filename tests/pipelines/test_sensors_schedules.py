@@ -209,7 +209,8 @@ def test_sensors_and_nightly_schedule_run_whenever_the_daemon_runs():
 
     assert [s.default_status for s in defs.schedules] == [DefaultScheduleStatus.RUNNING]
     assert {s.name: s.default_status for s in defs.sensors} == {
-        "library_discovery_sensor": DefaultSensorStatus.RUNNING, "sheaf_automation": DefaultSensorStatus.RUNNING}
+        "library_discovery_sensor": DefaultSensorStatus.RUNNING, "sheaf_automation": DefaultSensorStatus.RUNNING,
+        "library_status_refresh_sensor": DefaultSensorStatus.RUNNING}
 
 
 def test_every_asset_has_its_own_description():

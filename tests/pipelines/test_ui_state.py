@@ -168,3 +168,38 @@ def test_a_one_paper_range_run_records_every_check_under_its_partition(built):
         (rec,) = inst.event_log_storage.get_asset_check_execution_history(
             AssetCheckKey(AssetKey(asset), name), limit=1, partition_filter=PartitionKeyFilter(key=EDITED))
         assert rec.run_id == run.run_id, check
+
+
+def _refresh_tick(inst):
+    from dagster import build_sensor_context
+
+    from pipelines.sensors import library_status_refresh_sensor
+
+    with build_sensor_context(instance=inst) as ctx:
+        return library_status_refresh_sensor(ctx)
+
+
+def test_library_status_is_refreshed_after_a_run_over_papers_whatever_launched_it(built):
+    """A rebuild with automation paused (here: no automation at all, a range run as a backfill
+    launches it) leaves library_status stale; the refresh sensor sees the finished run and
+    requests one refresh, named after the papers, then skips until another run finishes."""
+    from dagster import RunRequest, SkipReason
+
+    inst = instance()
+    defs = definitions()
+    assert isinstance(_refresh_tick(inst), SkipReason)  # `sheaf build` wrote the status after its runs
+    edit_markdown(built.papers / EDITED / "paper.md", "A new paragraph about lichen thalli.")
+    _discover(built, inst)
+    assert defs.resolve_job_def("library_status_job").execute_in_process(instance=inst).success
+    assert _status_table(inst)[EDITED]["state"] == "stale"
+    assert isinstance(_refresh_tick(inst), SkipReason)  # a status run is no run over papers
+
+    tags = {"dagster/asset_partition_range_start": EDITED, "dagster/asset_partition_range_end": EDITED}
+    assert defs.resolve_job_def("paper_chain").execute_in_process(instance=inst, tags=tags).success
+    assert _status_table(inst)[EDITED]["state"] == "stale"  # nothing refreshed it yet
+    req = _refresh_tick(inst)
+    assert isinstance(req, RunRequest) and EDITED in req.tags["sheaf/refresh_after"], req
+    assert req.run_key == _refresh_tick(inst).run_key  # one refresh however many ticks see the run
+    assert defs.resolve_job_def("library_status_job").execute_in_process(instance=inst, tags=req.tags).success
+    assert {r["state"] for r in _status_table(inst).values()} == {"built"}
+    assert isinstance(_refresh_tick(inst), SkipReason)
