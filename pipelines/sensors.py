@@ -67,7 +67,7 @@ def library_discovery_sensor(context: SensorEvaluationContext, sheaf: SheafConfi
               f"{len([k for k in plan.changed if k not in plan.added])} changed"
     return SensorResult(
         dynamic_partitions_requests=requests, asset_events=observations(plan, previous),
-        run_requests=[RunRequest(tags={"sheaf/discovery": summary})])
+        run_requests=[RunRequest(tags={"sheaf/discovery": summary, "sheaf/changes": "; ".join(lines)[:250]})])
 
 
 #: Runs whose end can change a paper's state: finished, one way or the other.

@@ -153,6 +153,8 @@ def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built):
     assert _ranges(reqs) == [("L2YSNC8V", "L2YSNC8V"), ("D2LPA7XK", "D2LPA7XK")]
     assert all(r.asset_selection is None for r in reqs)  # the whole chain
     assert len({r.run_key for r in reqs}) == 2
+    # the preview and the runs name their papers and why
+    assert [r.tags["sheaf/papers"] for r in reqs] == ["L2YSNC8V (OCR changed)", "D2LPA7XK (missing: never built)"]
 
     # the request is runnable as is: execute it in process, then nothing is left to do
     defs = definitions()

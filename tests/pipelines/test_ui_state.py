@@ -82,6 +82,7 @@ def test_an_edited_paper_is_red_with_its_reason_until_rebuilt(built):
     edit_markdown(built.papers / EDITED / "paper.md", "A new paragraph about lichen thalli.")
     res = _discover(built, inst)
     assert [r.tags["sheaf/discovery"] for r in res.run_requests] == ["0 added, 0 removed, 1 changed"]
+    assert res.run_requests[0].tags["sheaf/changes"].startswith(f"changed {EDITED}: OCR ")
     (obs,) = res.asset_events
     assert obs.partition == EDITED and obs.metadata["previous_ocr_result_hash"].value != obs.tags["dagster/data_version"]
 
