@@ -141,9 +141,11 @@ def evaluate(keys: list[str], wanted: set[str], *, read: Callable[[str, str], An
 def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedder: ResourceParam[Embedder],
                  chain: ResourceParam[Chain], artifacts: ResourceParam[PaperArtifactIOManager],
                  ) -> Iterator[AssetCheckResult]:
-    """Evaluate the selected checks for each paper of the run. A one-paper run records that
-    paper's results (partition-scoped); a multi-paper run records one evaluation per paper and
-    check, logged inside the run as one batch per check (each resolves its partition's planned
+    """Evaluate the selected checks for each paper of the run. A run of one partition (tagged
+    `dagster/partition`: the UI's partition picker, `sheaf build` of one paper) records that
+    paper's results, which Dagster files under the run's partition; a run of a partition range
+    (backfills and the nightly schedule, even of one paper: Dagster would file a plain result of
+    such a run under no partition) records one evaluation per paper and check, logged inside the run as one batch per check (each resolves its partition's planned
     check row, so status per partition is readable from the instance and the UI), plus each
     check's result for the step: a verdict over the run's papers, which Dagster records with no
     partition (it shows as "—" in the check's history and counts for no paper).
@@ -172,7 +174,7 @@ def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedd
     finally:
         if index is not None:
             index.close()
-    if len(keys) == 1:
+    if context.has_partition_key:  # a run of one partition (its tag): Dagster files each result under it
         for s in selected:
             o = outcomes[s.name][keys[0]]
             yield AssetCheckResult(asset_key=s.asset_key, check_name=s.name, passed=o.passed,

@@ -18,7 +18,7 @@ from io_managers import PaperArtifactIOManager
 from pipelines.partitions import papers_partitions
 from pipelines.planner import chain_of
 from pipelines.schedules import nightly_rebuild
-from pipelines.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor
+from pipelines.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor, library_status_refresh_sensor
 from sheaf.core.settings import get_settings
 
 PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.keys("library_metadata")
@@ -86,7 +86,7 @@ def build_definitions(home: str = "", library: str = "",
         assets=assets,
         asset_checks=ALL_CHECKS,
         jobs=[paper_chain_job, library_job, status_job],
-        sensors=[library_discovery_sensor, automation_sensor],
+        sensors=[library_discovery_sensor, automation_sensor, library_status_refresh_sensor],
         schedules=[nightly_rebuild],
         resources={**resources, "chain": ResourceDefinition.hardcoded_resource(
             chain, "The per-paper chain of these definitions, in order, with its code versions.")},

@@ -8,9 +8,16 @@ from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext
 
 from assets.resources import SheafConfig
 from pipelines.automation import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
+from pipelines.paper_view import verdict
 from pipelines.partitions import papers_partitions
 from pipelines.plan import needs_build
 from pipelines.planner import chain_of, chunk_targets, paper_statuses, selection_from
+
+
+def _describe(why: dict[str, str], limit: int = 250) -> str:
+    """'KEY (reason); …' for the papers a request rebuilds, cut to `limit` characters."""
+    text = "; ".join(f"{k} ({r})" for k, r in why.items())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 @schedule(cron_schedule=NIGHTLY_CRON, job_name="paper_chain", execution_timezone="UTC",
@@ -28,6 +35,8 @@ def nightly_rebuild(context: ScheduleEvaluationContext, sheaf: SheafConfig):
         RunRequest(
             run_key=f"nightly-{day}-{first}-{keys[0]}-{keys[-1]}",
             asset_selection=selection_from(chain, first),
-            tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]})
+            tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1],
+                  # what the preview and the run's tags show: which papers, and why each is rebuilt
+                  "sheaf/papers": _describe({k: verdict(statuses[k])[1] for k in keys if k in starts})})
         for first, keys in chunk_targets(chain, ordered, starts, MAX_PARTITIONS_PER_RUN)
     ]

@@ -1,14 +1,17 @@
 """Sensors: library discovery (partitions + run-less observations) and the automation sensor."""
 
+import datetime as dt
+
 from dagster import (
-    AssetSelection, AutomationConditionSensorDefinition, DefaultSensorStatus, RunRequest,
-    SensorEvaluationContext, SensorResult, SkipReason, sensor,
+    AssetKey, AssetSelection, AutomationConditionSensorDefinition, DagsterRunStatus, DefaultSensorStatus,
+    RunRequest, RunsFilter, SensorEvaluationContext, SensorResult, SkipReason, sensor,
 )
 
 from assets.resources import SheafConfig
 from pipelines.partitions import papers_partitions
 from pipelines.state import latest_observed_versions
 from pipelines.plan import SyncPlan
+from pipelines.record import STATUS_ASSET
 from pipelines.sync import observations, plan_sync, remove_paper_everywhere
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import get_settings
@@ -64,7 +67,49 @@ def library_discovery_sensor(context: SensorEvaluationContext, sheaf: SheafConfi
               f"{len([k for k in plan.changed if k not in plan.added])} changed"
     return SensorResult(
         dynamic_partitions_requests=requests, asset_events=observations(plan, previous),
-        run_requests=[RunRequest(tags={"sheaf/discovery": summary})])
+        run_requests=[RunRequest(tags={"sheaf/discovery": summary, "sheaf/changes": "; ".join(lines)[:250]})])
+
+
+#: Runs whose end can change a paper's state: finished, one way or the other.
+_FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+_PARTITION_TAGS = ("dagster/partition", "dagster/asset_partition_range_start")
+
+
+def papers_of_run(tags) -> str:
+    """The papers a run targets, as its tags name them ("" for a run of no paper)."""
+    if "dagster/partition" in tags:
+        return tags["dagster/partition"]
+    start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
+    return "" if start is None else start if start == end else f"{start}…{end}"
+
+
+def runs_since_status(instance) -> list:
+    """The runs over papers (a partition or a range of them: UI picker, backfill, nightly,
+    automation, `sheaf build`, `dagster asset materialize`) that finished after `library_status`
+    was last written, newest first: each may have changed a paper's state."""
+    ev = instance.get_latest_materialization_event(AssetKey(STATUS_ASSET))
+    since = dt.datetime.fromtimestamp(ev.timestamp if ev else 0, tz=dt.timezone.utc)
+    records = instance.get_run_records(RunsFilter(statuses=_FINISHED, updated_after=since), limit=1000)
+    return [r for r in records if r.dagster_run.job_name != STATUS_JOB
+            and any(t in r.dagster_run.tags for t in _PARTITION_TAGS)
+            and (r.end_time or r.update_timestamp.timestamp()) > since.timestamp()]
+
+
+@sensor(minimum_interval_seconds=get_settings().automation_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING, job_name=STATUS_JOB,
+        description="Refresh library_status after any run over papers finished since it was last written, "
+                    "whatever launched the run and whether automation is on or paused.")
+def library_status_refresh_sensor(context: SensorEvaluationContext):
+    runs = runs_since_status(context.instance)
+    if not runs:
+        return SkipReason("library_status is newer than every finished run over papers")
+    newest = runs[0].dagster_run
+    papers = sorted({papers_of_run(r.dagster_run.tags) for r in runs})
+    described = ", ".join(papers[:10]) + (f" and {len(papers) - 10} more" if len(papers) > 10 else "")
+    context.log.info(f"{len(runs)} run(s) over papers finished since library_status was refreshed: {described}")
+    # keyed by the newest run: one refresh for it, however many ticks see it before the refresh lands
+    return RunRequest(run_key=f"status-after-{newest.run_id}",
+                      tags={"sheaf/refresh_after": f"{len(runs)} run(s): {described}"[:200]})
 
 
 #: Runs the eager conditions of the chain (STOPPED by default in Dagster: we start it).

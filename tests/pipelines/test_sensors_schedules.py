@@ -153,6 +153,8 @@ def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built):
     assert _ranges(reqs) == [("L2YSNC8V", "L2YSNC8V"), ("D2LPA7XK", "D2LPA7XK")]
     assert all(r.asset_selection is None for r in reqs)  # the whole chain
     assert len({r.run_key for r in reqs}) == 2
+    # the preview and the runs name their papers and why
+    assert [r.tags["sheaf/papers"] for r in reqs] == ["L2YSNC8V (OCR changed)", "D2LPA7XK (missing: never built)"]
 
     # the request is runnable as is: execute it in process, then nothing is left to do
     defs = definitions()
@@ -162,6 +164,15 @@ def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built):
                                      run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
         assert res.success
     assert isinstance(_schedule(built, inst), SkipReason)
+    # each check of each rebuilt paper is recorded under its partition (a one-paper range run's
+    # results were stored with none: the Partitions tab read them "Skipped")
+    from assets.checks import ALL_CHECKS
+    from pipelines.dagster_private import check_partition_statuses
+    from pipelines.partitions import papers_partitions
+
+    for ck in (ck for chk in ALL_CHECKS for ck in chk.check_keys):
+        assert check_partition_statuses(inst, ck.asset_key.path[-1], ck.name, papers_partitions) == {
+            "SUCCEEDED": sorted([*BASE_PAPERS, "D2LPA7XK"])}, ck
 
     # a code bump of body_units: every paper, one contiguous range, from body_units down
     reqs = _schedule(built, inst, definitions(code_versions={"body_units": "2"}))
@@ -200,7 +211,8 @@ def test_sensors_and_nightly_schedule_run_whenever_the_daemon_runs():
 
     assert [s.default_status for s in defs.schedules] == [DefaultScheduleStatus.RUNNING]
     assert {s.name: s.default_status for s in defs.sensors} == {
-        "library_discovery_sensor": DefaultSensorStatus.RUNNING, "sheaf_automation": DefaultSensorStatus.RUNNING}
+        "library_discovery_sensor": DefaultSensorStatus.RUNNING, "sheaf_automation": DefaultSensorStatus.RUNNING,
+        "library_status_refresh_sensor": DefaultSensorStatus.RUNNING}
 
 
 def test_every_asset_has_its_own_description():

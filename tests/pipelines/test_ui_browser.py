@@ -28,7 +28,7 @@ from dagster import AssetKey
 
 from pipelines.dagster_private import check_partition_statuses
 from pipelines.partitions import papers_partitions
-from tests.pipeline_kit import BASE_PAPERS, ROOT, Home, built_base, clone, edit_markdown, env_for_subprocess
+from tests.pipeline_kit import BASE_PAPERS, CHAIN, ROOT, Home, built_base, clone, edit_markdown, env_for_subprocess
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 try:
@@ -62,6 +62,7 @@ class Servers:
     """The webserver and the daemon, each in its own process group (stopped by their ids)."""
 
     def __init__(self, home: Home, logs: Path) -> None:
+        self.home = home
         self.env = env_for_subprocess(home)
         self.env.update(PYTHONPATH=str(ROOT), SHEAF_DISCOVERY_INTERVAL_SECONDS="5",
                         SHEAF_AUTOMATION_INTERVAL_SECONDS="5", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -116,6 +117,24 @@ class Servers:
                            "... on PythonError { message } } }", {"p": params})
         assert res["launchRun"]["__typename"] == "LaunchRunSuccess", res
 
+    def launch_backfill(self, partitions: list[str]) -> None:
+        """A backfill of the chain's assets over `partitions`, as the asset graph's Materialize
+        does with several papers picked: runs over partition ranges (the backfill policy)."""
+        params = {"assetSelection": [{"path": [a]} for a in CHAIN], "partitionNames": partitions}
+        res = self.graphql("mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) "
+                           "{ __typename ... on PythonError { message } } }", {"p": params})
+        assert res["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", res
+
+    def launch_nightly_request(self, tags: dict[str, str]) -> None:
+        """Launch `paper_chain` with the tags of a nightly run request (a one-paper range)."""
+        params = {"selector": {"repositoryLocationName": "pipelines.definitions:defs",
+                               "repositoryName": "__repository__", "jobName": "paper_chain"},
+                  "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+                  "runConfigData": {}, "mode": "default"}
+        res = self.graphql("mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename "
+                           "... on PythonError { message } } }", {"p": params})
+        assert res["launchRun"]["__typename"] == "LaunchRunSuccess", res
+
     def stop(self) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -151,9 +170,10 @@ class Browser:
         self.page.goto(self.url + path)
         self.page.wait_for_load_state("networkidle")
 
-    def check_partitions(self) -> str:
-        """The paper_up_to_date check's Partitions tab (the check's own tab: the asset has one too)."""
-        self.open(f"/assets/{CHECK[0]}?view=checks&checkDetail={CHECK[1]}")
+    def check_partitions(self, check: str = CHECK[1]) -> str:
+        """A check of `vector_collections` (default paper_up_to_date): its Partitions tab (the
+        check's own tab: the asset has one too)."""
+        self.open(f"/assets/{CHECK[0]}?view=checks&checkDetail={check}")
         self.page.get_by_role("tab", name="Partitions").nth(1).click()
         self.page.get_by_text("Passed (").first.wait_for()
         return self.text()
@@ -272,3 +292,43 @@ def _browse(b: Browser, srv: Servers, inst, others: list[str]) -> None:
         b.page.get_by_text("papers_table").first.wait_for()
         assert "OCR changed" not in b.text()
         b.shot("library-status-built")
+
+        # Automation paused again: a backfill of two papers, then the nightly schedule's run of one
+        # (a one-paper range). Each leaves every check Passed per partition (their results used to be
+        # filed under no partition: "Skipped"), and library_status is refreshed after each run.
+        srv.set_sensor("sheaf_automation", running=False)
+        two = ["M3FJ9PLC", "W6TB4YRS"]  # MinerU papers, not adjacent: one one-paper range run each
+        _rebuild_while_paused(b, srv, inst, two, lambda: srv.launch_backfill(two))
+        _rebuild_while_paused(b, srv, inst, [EDITED], lambda: srv.launch_nightly_request(
+            {"dagster/asset_partition_range_start": EDITED, "dagster/asset_partition_range_end": EDITED}))
+
+
+def _all_checks(inst) -> dict[str, dict[str, list[str]]]:
+    from assets.checks import ALL_CHECKS
+
+    return {ck.name: check_partition_statuses(inst, ck.asset_key.path[-1], ck.name, papers_partitions)
+            for chk in ALL_CHECKS for ck in chk.check_keys}
+
+
+def _rebuild_while_paused(b: Browser, srv: Servers, inst, papers: list[str], launch) -> None:
+    for k in papers:
+        extra = f"An added paragraph of {k} about moss spores."
+        md, cl = srv.home.papers / k / "paper.md", srv.home.papers / k / "content_list.json"
+        if md.exists():
+            edit_markdown(md, extra)
+        else:
+            blocks = json.loads(cl.read_text(encoding="utf-8"))
+            near = blocks[len(blocks) // 2]
+            blocks.insert(len(blocks) // 2, {"type": "text", "text": extra,
+                                             "bbox": near.get("bbox", [0, 0, 1, 1]), "page_idx": near["page_idx"]})
+            cl.write_text(json.dumps(blocks), encoding="utf-8")
+    _wait("the edits seen", lambda: _statuses(inst).get("FAILED") == sorted(papers)
+          and {k for k, r in _status_rows(inst).items() if r["state"] == "stale"} == set(papers), 90, srv.logs)
+    launch()
+    everything = {"SUCCEEDED": sorted(BASE_PAPERS)}
+    _wait(f"the rebuild of {papers} and the status refresh (automation paused)",
+          lambda: all(v == everything for v in _all_checks(inst).values())
+          and {r["state"] for r in _status_rows(inst).values()} == {"built"}, 180, srv.logs)
+    for check in ("paper_up_to_date", "vectors_match_passages"):
+        text = b.check_partitions(check)
+        assert f"Passed ({len(BASE_PAPERS)})" in text and "Failed (0)" in text, (check, text[-800:])

@@ -82,6 +82,7 @@ def test_an_edited_paper_is_red_with_its_reason_until_rebuilt(built):
     edit_markdown(built.papers / EDITED / "paper.md", "A new paragraph about lichen thalli.")
     res = _discover(built, inst)
     assert [r.tags["sheaf/discovery"] for r in res.run_requests] == ["0 added, 0 removed, 1 changed"]
+    assert res.run_requests[0].tags["sheaf/changes"].startswith(f"changed {EDITED}: OCR ")
     (obs,) = res.asset_events
     assert obs.partition == EDITED and obs.metadata["previous_ocr_result_hash"].value != obs.tags["dagster/data_version"]
 
@@ -136,3 +137,70 @@ def test_sheaf_build_runs_name_their_launcher_and_partitions(built):
     # `sheaf build --json` writes its progress tags at most once a second, and the last counts at the end
     last = max(runs, key=lambda r: int(r.tags["sheaf/current"]))
     assert last.tags["sheaf/current"] == last.tags["sheaf/total"] == str(len(BASE_PAPERS)), last.tags
+
+
+def _check_statuses(inst) -> dict[str, dict[str, list[str]]]:
+    from assets.checks import ALL_CHECKS
+
+    return {f"{ck.asset_key.path[-1]}/{ck.name}": _statuses(inst, ck.asset_key.path[-1], ck.name)
+            for chk in ALL_CHECKS for ck in chk.check_keys}
+
+
+def test_a_one_paper_range_run_records_every_check_under_its_partition(built):
+    """Backfills and the nightly schedule tag a run with a partition RANGE, also for one paper:
+    each check's result is still that paper's (it used to be stored with no partition, so the
+    rebuilt paper's checks read "Missing" in the Partitions tab: its new materialization had no
+    evaluation)."""
+    inst = instance()
+    job = definitions().resolve_job_def("paper_chain")
+    tags = {"dagster/asset_partition_range_start": EDITED, "dagster/asset_partition_range_end": EDITED}
+    assert job.execute_in_process(instance=inst, tags=tags, run_config={
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}}}).success
+    for check, statuses in _check_statuses(inst).items():
+        assert statuses == {"SUCCEEDED": sorted(BASE_PAPERS)}, check
+    run = inst.get_runs(limit=1)[0]
+    assert run.tags["dagster/asset_partition_range_start"] == EDITED
+    for check in _check_statuses(inst):
+        asset, name = check.split("/")
+        from dagster import AssetCheckKey
+
+        from pipelines.dagster_private import PartitionKeyFilter
+
+        (rec,) = inst.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(AssetKey(asset), name), limit=1, partition_filter=PartitionKeyFilter(key=EDITED))
+        assert rec.run_id == run.run_id, check
+
+
+def _refresh_tick(inst):
+    from dagster import build_sensor_context
+
+    from pipelines.sensors import library_status_refresh_sensor
+
+    with build_sensor_context(instance=inst) as ctx:
+        return library_status_refresh_sensor(ctx)
+
+
+def test_library_status_is_refreshed_after_a_run_over_papers_whatever_launched_it(built):
+    """A rebuild with automation paused (here: no automation at all, a range run as a backfill
+    launches it) leaves library_status stale; the refresh sensor sees the finished run and
+    requests one refresh, named after the papers, then skips until another run finishes."""
+    from dagster import RunRequest, SkipReason
+
+    inst = instance()
+    defs = definitions()
+    assert isinstance(_refresh_tick(inst), SkipReason)  # `sheaf build` wrote the status after its runs
+    edit_markdown(built.papers / EDITED / "paper.md", "A new paragraph about lichen thalli.")
+    _discover(built, inst)
+    assert defs.resolve_job_def("library_status_job").execute_in_process(instance=inst).success
+    assert _status_table(inst)[EDITED]["state"] == "stale"
+    assert isinstance(_refresh_tick(inst), SkipReason)  # a status run is no run over papers
+
+    tags = {"dagster/asset_partition_range_start": EDITED, "dagster/asset_partition_range_end": EDITED}
+    assert defs.resolve_job_def("paper_chain").execute_in_process(instance=inst, tags=tags).success
+    assert _status_table(inst)[EDITED]["state"] == "stale"  # nothing refreshed it yet
+    req = _refresh_tick(inst)
+    assert isinstance(req, RunRequest) and EDITED in req.tags["sheaf/refresh_after"], req
+    assert req.run_key == _refresh_tick(inst).run_key  # one refresh however many ticks see the run
+    assert defs.resolve_job_def("library_status_job").execute_in_process(instance=inst, tags=req.tags).success
+    assert {r["state"] for r in _status_table(inst).values()} == {"built"}
+    assert isinstance(_refresh_tick(inst), SkipReason)
