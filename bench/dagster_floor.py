@@ -19,7 +19,7 @@ of `--rebuild` of them (the instance then holds the first build's history, as a 
 
     .venv/bin/python bench/dagster_floor.py [--papers 1000] [--rebuild 200] [--repeat 3] [--json out.json]
 
-docs/benchmarks.md, "Orchestration at scale", session 17.
+Results: docs/benchmarks.md, "Dagster's floor".
 """
 
 import argparse

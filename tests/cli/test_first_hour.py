@@ -1,4 +1,4 @@
-"""A newcomer's first hour (issue 19), run the way a user runs Sheaf: `python -m sheaf` in a
+"""A newcomer's first hour, run the way a user runs Sheaf: `python -m sheaf` in a
 fresh process, text and JSON.
 
 - a built library (the pipeline kit's base home, built once per process by `sheaf build`) and a

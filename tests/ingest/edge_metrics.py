@@ -1,4 +1,4 @@
-"""Heading recall and caption anchoring per real paper of ../shared/data (issue 18's table).
+"""Heading recall and caption anchoring per real paper of ../shared/data (docs/benchmarks.md, "Heading recall and caption anchoring").
 
 Heading recall: the format's own heading labels (PaddleOCR-VL `paragraph_title`, MinerU
 `text_level` items after the title, GROBID `div/head`, Docling `section_header`; for the
