@@ -16,6 +16,7 @@ from sheaf.ingest import find_input, parse_paper
 from sheaf.ingest.common import caption_label, clean_text
 from sheaf.ingest.paddleocr_vl import clean_inline, classify_front, html_table_text
 from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
+from tests.paperkit import cleaned
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 PADDLE = DATA / "paddleocr_vl"
@@ -42,8 +43,7 @@ def _parsed(folder: Path):
     return _CACHE[folder]
 
 
-def _norm(text: str) -> str:
-    return clean_text(" ".join(text.split()))
+_norm = cleaned
 
 
 def _paddle_pages(key: str) -> list[list[dict]]:
