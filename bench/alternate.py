@@ -1,8 +1,8 @@
 """Two code versions of Sheaf, alternated on one built home: edit → searchable, removal, no-op
-and `sheaf status`, each a fresh process (how session 13's by-hand rows in docs/benchmarks.md,
-"Orchestration at scale", were measured); with `--rebuild-papers N`, also `sheaf build --full`
+and `sheaf status`, each a fresh process (docs/benchmarks.md, "Two code versions side by
+side"); with `--rebuild-papers N`, also `sheaf build --full`
 of N papers (orchestration only: their embeddings are cached), wall and the runs' own seconds.
-`--rounds 0 --quick-rounds 0 --rebuild-papers 99` runs the rebuilds alone (session 14; 99 papers
+`--rounds 0 --quick-rounds 0 --rebuild-papers 99` runs the rebuilds alone (99 papers
 of 1,000 stay under the library report's 10% share).
 
 The home and library are used as they are and changed by the run: each round edits one paper

@@ -5,7 +5,7 @@ metadata, and what would be left with none (the floor of 13 Dagster events a pap
     .venv/bin/python bench/event_storage.py HOME [--papers N]
 
 HOME is a Sheaf home (its `dagster_home/history/event_log.db` is read, read-only); N defaults to
-the papers' partitions it holds. docs/benchmarks.md, "Orchestration at scale", session 14.
+the papers' partitions it holds. Results: docs/benchmarks.md, "Dagster's event storage".
 """
 from __future__ import annotations
 

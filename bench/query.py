@@ -636,7 +636,7 @@ def section(r: dict[str, Any]) -> str:
 
 
 def verdicts(S: dict[str, Any]) -> list[str]:
-    """The issue's three targets, each with its measured value (where its size was measured)."""
+    """The three targets, each with its measured value (where its size was measured)."""
     def get(n: str, key: str, pct: str) -> float | None:
         v = S.get(n, {}).get(key)
         return None if v is None else float(v[pct])

@@ -1,4 +1,4 @@
-"""Reliability: run the fault-injection tests (tests/test_reliability_*.py) and write their
+"""Reliability: run the fault-injection tests (tests/pipelines/test_reliability_*.py) and write their
 numbers to the "Reliability" section of docs/benchmarks.md.
 
 The tests inject the faults for real (kill -9 of `sheaf build` at random moments and chosen
@@ -40,9 +40,9 @@ def run() -> dict[str, Any]:
     env = dict(os.environ, SHEAF_RELIABILITY_REPORT_DIR=str(out_dir))
     t0 = time.perf_counter()
     r0 = os.times()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/test_reliability_fuzz.py",
-                           "tests/test_reliability_kill.py", "tests/test_reliability_concurrency.py",
-                           "tests/test_reliability_storage.py", "tests/test_reliability_doctor.py",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/pipelines/test_reliability_fuzz.py",
+                           "tests/pipelines/test_reliability_kill.py", "tests/pipelines/test_reliability_concurrency.py",
+                           "tests/pipelines/test_reliability_storage.py", "tests/pipelines/test_reliability_doctor.py",
                            "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
@@ -72,7 +72,7 @@ def render(r: dict[str, Any]) -> str:
     rep = r["reports"]
     kill = rep.get("kill", {})
     lines = [BEGIN, "## Reliability", "",
-             f"`bench/reliability.py` (runs `tests/test_reliability_*.py`, {r['date']}): "
+             f"`bench/reliability.py` (runs `tests/pipelines/test_reliability_*.py`, {r['date']}): "
              f"{sum(t['outcome'] == 'passed' for t in r['tests'])} of {len(r['tests'])} tests passed in "
              f"{r['wall_seconds']} s wall ({r['cpu_seconds']} s CPU over both cores; load average after: "
              f"{', '.join(map(str, r['loadavg_after']))}). Every fault is injected for real."]

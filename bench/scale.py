@@ -122,7 +122,7 @@ def in_build_encode_main() -> dict[str, Any]:
     """Child: the encode time inside the build, from the vector steps' own `embed_ms` metadata
     (every materialization that computed embeddings): the build's time over its own encode
     needs no second reading of the model, so the machine's speed drifting between two
-    readings (here 17.3 to 25.6 passages a second within one session) does not enter the ratio."""
+    readings (17.3 to 25.6 passages a second within one run here) does not enter the ratio."""
     from dagster import AssetKey, DagsterInstance
 
     inst = DagsterInstance.get()

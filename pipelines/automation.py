@@ -8,7 +8,7 @@ from sheaf.core.settings import get_settings
 #: Papers per run in backfills and `sheaf build`. A run costs ~0.45 s of its own whatever its size
 #: (its start and end, its steps' and planned events, the gaps between runs): 100 → 200 saved
 #: ~2.3 ms a paper (1,000-paper rebuild, 20.0-21.3 → 18.2-18.6 s), for ~15 MB more held by the
-#: run's IO manager; no growth past that up to 400 (docs/benchmarks.md, session 21).
+#: run's IO manager; no growth past that up to 400 (docs/benchmarks.md, Orchestration at scale).
 MAX_PARTITIONS_PER_RUN = 200
 BACKFILL_POLICY = BackfillPolicy.multi_run(max_partitions_per_run=MAX_PARTITIONS_PER_RUN)
 

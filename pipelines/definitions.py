@@ -15,28 +15,27 @@ from assets.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
 from assets.versions import chain_code_versions
 from io_managers import PaperArtifactIOManager
-from pipelines.partitions import papers_partitions
 from pipelines.planner import chain_of
 from pipelines.schedules import nightly_rebuild
 from pipelines.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor, library_status_refresh_sensor
 from sheaf.core.settings import get_settings
 
-PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.keys("library_metadata")
+PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.assets("library_metadata")
 
 #: Every per-paper asset from blocks to vectors, with their checks: what `sheaf build`,
 #: backfills and the nightly schedule run.
 paper_chain_job = define_asset_job(
-    "paper_chain", selection=PAPER_ASSETS, partitions_def=papers_partitions,
+    "paper_chain", selection=PAPER_ASSETS,  # partitioned as its assets are (papers_partitions)
     description="Rebuild the chosen papers through the whole chain (blocks → vectors).",
 )
 #: The unpartitioned library-wide assets.
 library_job = define_asset_job(
-    "library_job", selection=AssetSelection.keys("library_metadata", "library_report"),
+    "library_job", selection=AssetSelection.assets("library_metadata", "library_report"),
     description="Load library metadata and refresh the library report.",
 )
 #: The library's status: what the discovery sensor runs when papers changed.
 status_job = define_asset_job(
-    STATUS_JOB, selection=AssetSelection.keys("library_status"),
+    STATUS_JOB, selection=AssetSelection.assets("library_status"),
     description="Refresh library_status: every paper's state and why (and the paper_up_to_date check of the "
                 "papers whose state changed).",
 )

@@ -1,4 +1,4 @@
-"""The one JSON result envelope of every command (DESIGN §7) and its stable error codes."""
+"""The one JSON result envelope of every command (docs/result-envelope.schema.json) and its stable error codes."""
 from __future__ import annotations
 
 import json

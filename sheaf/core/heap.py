@@ -2,9 +2,8 @@
 
 Importing the Dagster side (`pipelines`, and Dagster with it) makes ~295,000 objects that live
 until the process ends: classes, functions, schemas. CPython's collector scans every one of them
-again at each full collection, and once more when the interpreter exits. Measured on a one-paper
-edit of a 10,000-paper library (`sheaf build`, session 15; docs/benchmarks.md "Orchestration at
-scale"): the collector took 0.8-0.9 s of `main`'s 3.6-4.4 s, and the exit after `main` returned
+again at each full collection, and once more when the interpreter exits. On a one-paper edit of a
+10,000-paper library the collector took 0.8-0.9 s of `sheaf build`'s 3.6-4.4 s, and the exit
 0.6 s more.
 
 Two remedies, both CPython's documented ones (`gc.freeze`):

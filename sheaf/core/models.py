@@ -1,7 +1,8 @@
 """Typed records shared by every stage: canonical blocks, parsed papers, units (the parse
 side's records live in `sheaf.core.parsed` and are loaded from here on first use).
 
-Field names follow ../shared/DESIGN.md §2-3 exactly; they are the data contract.
+Field names are the data contract: the artifacts, the index and the JSON output use them as
+written here.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ PAPER_KEY_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 def valid_paper_key(key: str) -> bool:
-    """True when `key` is a safe paper key (DESIGN §4): no path separators, no `..`."""
+    """True when `key` is a safe paper key (it names a folder and an artifact path): no path separators, no `..`."""
     return bool(PAPER_KEY_RE.fullmatch(key)) and ".." not in key and key not in {".", ""}
 
 
@@ -91,7 +92,7 @@ def __getattr__(name: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class BodyUnit:
-    """Section-level text unit (DESIGN §3)."""
+    """Section-level text unit: a section's own text (or one part of it) under its heading path."""
 
     unit_id: str  # {paper}:body:{node_id}[:backmatter][:part_NNN]
     short_id: str
@@ -116,7 +117,7 @@ class BodyUnit:
 
 @dataclass(frozen=True, slots=True)
 class ObjectUnit:
-    """A figure or table with its caption, text and citing paragraph (DESIGN §3)."""
+    """A figure or table with its caption, text and citing paragraph."""
 
     unit_id: str  # {paper}:{figure|table}:{block_id}
     short_id: str

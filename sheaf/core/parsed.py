@@ -3,7 +3,7 @@ the structure tree), kept apart from `sheaf.core.models` so that the query path,
 the units, does not pay for creating them (~6 ms of a cold `sheaf search`). Import them from
 `sheaf.core.models` as always: it loads this module on first use.
 
-Field names follow ../shared/DESIGN.md §2-3 exactly; they are the data contract.
+Field names are the data contract: the artifacts and the JSON output use them as written here.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ __all__ = ["Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """One canonical block of a paper (DESIGN §2)."""
+    """One canonical block of a paper: the same shape whatever the OCR or layout format."""
 
     paper_id: str
     block_id: str  # stable: p{page}:{n}

@@ -24,7 +24,7 @@ terms precomputed for the weights the server ranks with), and checked against FT
 rankings. It is valid for one state of the table: FTS5's structure and averages records, which
 every write changes, and the index's ``fts_epoch``, which every rebuild replaces. A query
 against any other state is declined (FTS5 answers) until the table has settled and the copy is
-reloaded. Tests compare this with FTS5 on about a thousand random queries (tests/test_bm25.py).
+reloaded. Tests compare this with FTS5 on about a thousand random queries (tests/search/test_bm25.py).
 """
 from __future__ import annotations
 

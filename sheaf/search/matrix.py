@@ -360,9 +360,8 @@ class _Matrix:
 
 def single_thread_blas() -> None:
     """One BLAS thread for the matrix scan (unless OPENBLAS_NUM_THREADS says otherwise).
-    OpenBLAS's worker threads busy-wait and meet at a barrier on every call: on the 2 shared
-    cores measured, a 2-thread ``X @ q`` was 3-12x slower than one thread (19k x 384: 24 vs
-    1.9 ms; 191k x 384: 72 vs 28 ms; load average ~7)."""
+    OpenBLAS's worker threads busy-wait and meet at a barrier on every call: on 2 shared cores a
+    2-thread ``X @ q`` was 3-12x slower than one thread."""
     import sys
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -1,4 +1,4 @@
-"""Retrieval over the index (DESIGN §7): the library API behind `sheaf search`, `retrieve`,
+"""Retrieval over the index (docs/retrieval.md): the library API behind `sheaf search`, `retrieve`,
 `get`, `timeline` and `grep`. Results are plain dicts (the envelope's `data`), so the CLI,
 a server and tests share them.
 

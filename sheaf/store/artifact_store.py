@@ -77,19 +77,12 @@ def _deserialize(suffix: str, data: bytes) -> pa.Table | dict:
 
 
 def read_parquet(source: str | Path | pa.NativeFile) -> pa.Table:
-    """One Parquet file as a table: `ParquetFile.read`, not `pq.read_table`, whose dataset layer
-    costs twice the read itself for a paper's small file (0.55 against 1.15 ms here; 13 reads a
-    paper in a build, the asset checks' included). The same table, schema metadata and all.
+    """One Parquet file as a table (schema metadata and all), by `ParquetFile.read`: the dataset
+    layer of `pq.read_table` costs twice the read of a paper's small file (0.55 against 1.15 ms).
 
-    Read on the calling thread (`use_threads=False`), never on Arrow's CPU pool: a pool worker
-    can drop the last reference to a reader over Python bytes (`pa.BufferReader`) after `read`
-    has returned, and when that happens as the interpreter exits, the worker's wait for the GIL
-    ends the thread inside a C++ destructor: `terminate called without an active exception`,
-    SIGABRT, after the command's output was printed (1 `sheaf doctor` in 160 on two loaded
-    cores; the core showed `arrow::py::PyBuffer::~PyBuffer` → `PyGILState_Ensure` on a pool
-    thread while the main thread finalized). A paper's file is small, and one thread reads it
-    faster too: 0.27 against 0.33 ms from bytes, 0.36 against 0.42 from a path (450 files of a
-    1,000-paper home, median of five alternated passes)."""
+    Read on the calling thread (`use_threads=False`): an Arrow pool thread that drops the last
+    reference to a reader over Python bytes while the interpreter exits aborts the process
+    (SIGABRT after the command's output); one thread is also faster for files this small."""
     return pq.ParquetFile(source).read(use_threads=False)
 
 

@@ -1,4 +1,4 @@
-"""OCR render: canonical blocks → Markdown plus the render-map (DESIGN §3).
+"""OCR render: canonical blocks → Markdown plus the render-map (docs/architecture.md, "Per-paper transforms in detail").
 
 The render-map records every heading event and every emitted block with its Markdown line
 range, so the structure tree is built from what was emitted, in emitted order. Page

@@ -1,6 +1,6 @@
 """Structure tree: sections nested by heading level, block intervals in emitted order.
 
-Built from the render-map alone (DESIGN §3): a stack on heading level gives nesting; a
+Built from the render-map alone: a stack on heading level gives nesting; a
 section spans from its heading to the next heading of the same or a shallower level; its
 `own_block_ids` are its span minus its children's spans minus the heading itself, minus
 figures/tables and their captions (those are objects, listed in `object_block_ids`).

@@ -21,6 +21,7 @@ import pytest
 from sheaf import __version__
 from sheaf.cli.app import STAGES, main
 from sheaf.core.models import Block
+from tests.paperkit import one_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "data" / "sample-library"
@@ -57,11 +58,7 @@ def run(mode: str, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int,
     return run_sub(*args) if mode == "subprocess" else run_main(capsys, *args)
 
 
-def envelope(stdout: str) -> dict[str, Any]:
-    """The one JSON object printed on stdout (exactly one line)."""
-    lines = [line for line in stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected one JSON line on stdout, got {len(lines)}: {stdout[:300]!r}"
-    return json.loads(lines[0])
+envelope = one_envelope
 
 
 def assert_ok_envelope(env: dict[str, Any], count: int | None = None) -> None:

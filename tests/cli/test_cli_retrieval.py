@@ -21,6 +21,7 @@ from sheaf import __version__
 from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
+from tests.paperkit import one_envelope
 
 pytestmark = pytest.mark.slow
 
@@ -55,10 +56,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def envelope(stdout: str) -> dict[str, Any]:
-    lines = [line for line in stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected one JSON line, got {len(lines)}: {stdout[:300]!r}"
-    return json.loads(lines[0])
+envelope = one_envelope
 
 
 def ok_json(capsys, *args: str) -> dict[str, Any]:

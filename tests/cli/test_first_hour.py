@@ -1,4 +1,4 @@
-"""A newcomer's first hour (issue 19), run the way a user runs Sheaf: `python -m sheaf` in a
+"""A newcomer's first hour, run the way a user runs Sheaf: `python -m sheaf` in a
 fresh process, text and JSON.
 
 - a built library (the pipeline kit's base home, built once per process by `sheaf build`) and a
@@ -26,6 +26,7 @@ import pytest
 
 from sheaf.core.settings import Settings, variable
 from tests.pipeline_kit import Home, built_base, clone, edit_markdown, env_for_subprocess, make_library
+from tests.paperkit import one_envelope
 
 pytestmark = pytest.mark.slow
 
@@ -42,9 +43,7 @@ def sheaf(env: dict[str, str], *argv: str, cwd: Path | None = None, columns: int
 
 
 def envelope(proc: subprocess.CompletedProcess) -> dict[str, Any]:
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return json.loads(lines[0])
+    return one_envelope(proc.stdout, proc.stderr)
 
 
 def files_under(root: Path) -> set[str]:

@@ -1,4 +1,4 @@
-"""Synthetic PaddleOCR-VL papers, one per class of issue 18 (the edges of a paper).
+"""Synthetic PaddleOCR-VL papers, one per class of a paper's edges (front and back matter).
 
 Each builder returns the `result.json` content (a list with one result line holding the
 pages); `write_all(folder)` writes them as `<folder>/<name>/result.json`. The committed copies

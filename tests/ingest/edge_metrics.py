@@ -1,4 +1,4 @@
-"""Heading recall and caption anchoring per real paper of ../shared/data (issue 18's table).
+"""Heading recall and caption anchoring per real paper of ../shared/data (docs/benchmarks.md, "Heading recall and caption anchoring").
 
 Heading recall: the format's own heading labels (PaddleOCR-VL `paragraph_title`, MinerU
 `text_level` items after the title, GROBID `div/head`, Docling `section_header`; for the
@@ -12,20 +12,18 @@ Run from the project root: `python -m tests.ingest.edge_metrics` (prints a Markd
 from __future__ import annotations
 
 import json
-import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from sheaf.core.models import CAPTION_ROLES, HEADING_ROLES
-from sheaf.ingest.common import clean_text
 from sheaf.ingest.paddleocr_vl import clean_inline
 from sheaf.transform.chain import process_paper
+from tests.paperkit import heading_key
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
-def _norm(text: str) -> str:
-    return clean_text(" ".join(re.sub(r"<[^>]+>", "", text).split())).lower()
+_norm = heading_key
 
 
 def _paddle_heads(path: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""The edges of a paper (issue 18): banners, repeated lines, cover pages, figure text,
+"""The edges of a paper: banners, repeated lines, cover pages, figure text,
 biographies, front-matter notes, classified as a careful reader would, each with its reason.
 
 One synthetic PaddleOCR-VL paper per class (`tests/ingest/fixtures/edge_roles/`, built by
@@ -239,8 +239,8 @@ def test_real_paddle_papers_keep_title_authors_and_give_reasons(key):
 
 # --- no regression: heading recall and caption anchoring on every real paper ----------------------
 
-#: (headings found, headings, captions anchored, captions) per real paper before issue 18
-#: (tests/ingest/edge_metrics.py at 447f96e); heading counts exclude nothing.
+#: (headings found, headings, captions anchored, captions) per real paper before the edge
+#: rules (tests/ingest/edge_metrics.py at 447f96e); heading counts exclude nothing.
 BEFORE = {
     "paddleocr-vl/37LK5T97": (12, 12, 9, 9), "paddleocr-vl/5MAW65YD": (7, 7, 5, 5),
     "paddleocr-vl/8CCATQE3": (14, 14, 5, 5), "paddleocr-vl/VAMSAZMG": (13, 13, 7, 7),
@@ -268,7 +268,7 @@ def test_heading_recall_and_caption_anchoring_do_not_regress(paper):
     key = f"{m['format']}/{m['paper']}"
     if m["headings"] is not None:
         found = BEFORE.get(key, (m["headings"],))[0]
-        # a heading label that issue 18 moved with its reason (a figure's label, "Keywords", a
+        # a heading label that the edge rules moved with its reason (a figure's label, "Keywords", a
         # repeated line) is no heading; every other heading found before is still found
         assert m["found"] + m["moved_headings"] >= found, m
     assert m["anchored"] == m["captions"], m

@@ -341,7 +341,7 @@ def test_docling_sample_parses_with_its_sections(path: Path) -> None:
         expected.remove(promoted)
         assert pp.title == promoted and pp.blocks[next(i for i, b in enumerate(pp.blocks) if b.role != "page_header")].role == "title"
     # a header inside a figure's area is figure text, a "Keywords" header opens front matter
-    # (issue 18): both say why
+    # (the edge rules): both say why
     moved = {b.text: b.role_reason for b in pp.blocks
              if b.raw_label == "section_header" and b.role not in HEADING_ROLES and b.role != "title"}
     assert all(r and (r.startswith("inside figure") or r == "keywords heading") for r in moved.values()), moved

@@ -16,6 +16,7 @@ from sheaf.ingest import find_input, parse_paper
 from sheaf.ingest.common import caption_label, clean_text
 from sheaf.ingest.paddleocr_vl import clean_inline, classify_front, html_table_text
 from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
+from tests.paperkit import cleaned
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 PADDLE = DATA / "paddleocr_vl"
@@ -42,8 +43,7 @@ def _parsed(folder: Path):
     return _CACHE[folder]
 
 
-def _norm(text: str) -> str:
-    return clean_text(" ".join(text.split()))
+_norm = cleaned
 
 
 def _paddle_pages(key: str) -> list[list[dict]]:
@@ -133,7 +133,7 @@ def test_paddle_headings_are_the_paragraph_titles(key):
         flow = sorted(pg, key=lambda b: (b["block_order"] is None, b["block_order"] or 0))
         expected += [_norm(b["block_content"]) for b in flow if b["block_label"] == "paragraph_title"]
     # a paragraph title inside a figure's area is figure text, "Keywords" opens front matter,
-    # a line repeated on many pages is furniture (issue 18): each says why
+    # a line repeated on many pages is furniture (the edge rules): each says why
     moved = {b.text: b.role_reason for b in p.blocks if b.raw_label == "paragraph_title" and b.role not in HEADING_ROLES}
     assert all(r and (r.startswith(("inside figure", "repeated on")) or r == "keywords heading")
                for r in moved.values()), moved

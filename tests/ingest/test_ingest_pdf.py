@@ -20,6 +20,7 @@ from sheaf.ingest import parse_paper
 from sheaf.ingest import pdf as pdf_adapter
 from sheaf.ingest.common import numbering_depth
 from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
+from tests.paperkit import alnum_key
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 NO_DATA = f"real sample data not found at {DATA} (a clone without ../shared)"
@@ -56,9 +57,7 @@ def _parsed(path: Path):
     return _CACHE[path]
 
 
-def _norm(text: str) -> str:
-    text = re.sub(r"<[^>]+>|\$[^$]*\$", "", text)
-    return re.sub(r"[^0-9a-z]+", "", text.lower())
+_norm = alnum_key
 
 
 def _ground_truth(key: str) -> list[dict]:

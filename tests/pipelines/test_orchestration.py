@@ -792,7 +792,7 @@ def test_the_chains_latest_events_read_as_stored_equal_dagsters_read(home):
 
 def test_the_chains_events_are_read_without_dagsters_deserializer(home, monkeypatch):
     """What makes the read cheap: Sheaf's own events are plain JSON to it. Dagster's deserializer
-    built every object of each event (~2 ms a paper for a status read, measured in session 15)."""
+    built every object of each event (~2 ms a paper for a status read)."""
     import dagster._core.storage.event_log.sql_event_log as sql_event_log
 
     import pipelines.state as state

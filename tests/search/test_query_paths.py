@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,25 +18,17 @@ from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.identity import ModelIdentity
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.fts import QUERY_STOPWORDS, build_match_query
-from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.search.retriever import Retriever
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.vectors.query_encoder import QueryEncoder
 from sheaf.core.settings import get_settings
+from tests.paperkit import body_unit, object_unit
 
 IDENT = ModelIdentity("test/paths", "e" * 64, 4, True, 128, "{text}")
 
 
-def body(paper: str, node: str, text: str) -> BodyUnit:
-    uid = f"{paper}:body:{node}"
-    return BodyUnit(uid, hashlib.sha1(uid.encode()).hexdigest()[:8], paper, node, ("Results",), 1, (1, 1),
-                    ("p1:0",), text, len(text.split()), "body", 0)
-
-
-def obj(paper: str, block: str, caption: str) -> ObjectUnit:
-    uid = f"{paper}:figure:{block}"
-    return ObjectUnit(uid, hashlib.sha1(uid.encode()).hexdigest()[:8], paper, "figure", "Figure 1", caption,
-                      "", "", "s1", ("Results",), 2, (block,))
+body = partial(body_unit, blocks=("p1:0",))
+obj = object_unit
 
 
 def open_r(path: Path, tmp_path: Path) -> Retriever:

@@ -8,9 +8,9 @@ against small planted indexes built here for exact ground truth (grep variants, 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,7 @@ from sheaf.search.grep import term_pattern
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever, reading_order
 from sheaf.search.snippets import make_snippet
 from sheaf.core.settings import get_settings
+from tests.paperkit import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
 
@@ -69,18 +70,8 @@ def code_of(excinfo) -> str:
     return excinfo.value.code
 
 
-def body(paper: str, node: str, text: str, path=("Results",), pages=(1, 1), blocks=None, kind="body") -> BodyUnit:
-    uid = f"{paper}:body:{node}"
-    blocks = blocks or tuple(f"p{pages[0]}:{i}" for i in range(len(text.split("\n\n"))))
-    return BodyUnit(uid, hashlib.sha1(uid.encode()).hexdigest()[:8], paper, node, tuple(path), len(path),
-                    pages, tuple(blocks), text, len(text.split()), kind, 0)
-
-
-def obj(paper: str, block: str, caption: str, table_text: str = "", kind: str = "table", page: int = 2,
-        node: str = "s1", nearby: str = "") -> ObjectUnit:
-    uid = f"{paper}:{kind}:{block}"
-    return ObjectUnit(uid, hashlib.sha1(uid.encode()).hexdigest()[:8], paper, kind, f"{kind.title()} 1",
-                      caption, table_text, nearby, node, ("Results",), page, (block,))
+body = body_unit
+obj = partial(object_unit, kind="table")
 
 
 # --- grep: the planted variant set -------------------------------------------------------------
@@ -124,7 +115,7 @@ def planted_index(tmp_path: Path) -> tuple[Path, list[tuple[str, str, int, int, 
                 truth.append((u.unit_id, "text", s + (off if p_i else 0), e + (off if p_i else 0), page))
         cap = "Table 1. Dose of SPG-302 and SPG3021 (control) and spg 302 in plasma."
         tab = "Group | SPG\u2011302 | XSPG302\nA | 1 | 2"
-        o = obj(pid, "p5:1", cap, tab, page=5, nearby="as shown, SPG302 works")
+        o = obj(pid, "p5:1", cap, table_text=tab, page=5, nearby="as shown, SPG302 works")
         objects[pid].append(o)
         for m in re.finditer(r"SPG-302|spg 302", cap):
             truth.append((o.unit_id, "caption", m.start(), m.end(), 5))

@@ -9,12 +9,12 @@ SQLite → Postgres → SQLite giving back the same index.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from sheaf.store.postgres.schema import SCHEMA_VERSION
 from sheaf.store.sqlite.fts import build_match_query
 from sheaf.store.sqlite.index import IndexSchemaError
 from sheaf.vectors.identity import ModelChangedError
+from tests.paperkit import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
 
@@ -35,15 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 WEIGHTS = {"body": (1.0, 1.0, 0.5), "object": (1.0, 0.5, 1.0, 0.5, 0.5), "papers": (2.0, 1.0, 1.0, 0.5, 0.5, 0.5)}
 
 
-def body(paper: str, node: str, text: str, path: tuple[str, ...] = ("Results",)) -> BodyUnit:
-    uid = f"{paper}:body:{node}"
-    return BodyUnit(uid, hashlib.sha1(uid.encode()).hexdigest()[:4], paper, node, path, len(path),
-                    (1, 2), (f"p1:{node}",), text, len(text.split()), "body", 0)
-
-
-def obj(paper: str, block: str, caption: str, kind: str = "figure", table_text: str = "") -> ObjectUnit:
-    return ObjectUnit(f"{paper}:{kind}:{block}", "", paper, kind, f"{kind.title()} 1", caption, table_text,
-                      "as shown in the figure", "s1", ("Results",), 2, (block,))
+body = partial(body_unit, short_id_len=4, pages=(1, 2), blocks="p1:{node}")
+obj = partial(object_unit, short_id_len=0, nearby="as shown in the figure")
 
 
 TEXTS = [

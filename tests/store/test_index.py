@@ -11,6 +11,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from functools import partial
 
 import numpy as np
 import pytest
@@ -25,21 +26,13 @@ from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.fts import build_match_query, fts_text
 from sheaf.core.models import PaperMeta
 from sheaf.core.models import BodyUnit, ObjectUnit
+from tests.paperkit import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
 
 
-def body(paper: str, node: str, text: str, path: tuple[str, ...] = ("Results",), part: int = 0) -> BodyUnit:
-    uid = f"{paper}:body:{node}" + (f":part_{part:03d}" if part else "")
-    import hashlib
-    return BodyUnit(uid, hashlib.sha1(uid.encode()).hexdigest()[:4], paper, node, path, len(path),
-                    (1, 2), (f"p1:{node}",), text, len(text.split()), "body", part)
-
-
-def obj(paper: str, block: str, caption: str, kind: str = "figure", table_text: str = "") -> ObjectUnit:
-    uid = f"{paper}:{kind}:{block}"
-    return ObjectUnit(uid, "", paper, kind, f"{kind.title()} 1", caption, table_text,
-                      "as shown in the figure", "s1", ("Results",), 2, (block,))
+body = partial(body_unit, short_id_len=4, pages=(1, 2), blocks="p1:{node}")
+obj = partial(object_unit, short_id_len=0, nearby="as shown in the figure")
 
 
 LONG = ("Synaptic density increased after treatment with the compound in aged mice, and the effect "

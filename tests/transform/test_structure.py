@@ -1,4 +1,4 @@
-"""The structure tree and units on hand-built papers: the twelve cases of issue 2."""
+"""The structure tree and units on hand-built papers: cases of nesting, splits and objects."""
 from __future__ import annotations
 
 from tests.paperkit import blk, make_paper, make_render_map

@@ -26,6 +26,7 @@ import pytest
 
 from sheaf.core.models import BACKMATTER_ROLES, BODY_ROLES, CAPTION_ROLES
 from sheaf.transform.chain import PaperOutputs, process_paper
+from tests.paperkit import squashed
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SAMPLE_LIBRARY = Path(__file__).resolve().parents[2] / "data" / "sample-library" / "papers"
@@ -86,8 +87,7 @@ def _run(paper_id: str, path: Path) -> PaperOutputs:
     return process_paper(path, paper_id=paper_id)
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split())
+_norm = squashed
 
 
 def furniture_strings(out: PaperOutputs) -> set[str]:

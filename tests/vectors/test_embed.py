@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 import pytest
@@ -17,7 +18,8 @@ from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import DEFAULT_MODEL, ModelChangedError, resolve_model_path, unit_embedding_text
-from sheaf.core.models import BodyUnit, ObjectUnit
+from sheaf.core.models import ObjectUnit
+from tests.paperkit import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +27,7 @@ WORDS = ("bone cartilage scaffold hypertrophic chondrocyte ossification collagen
          "invasion osteoblast mineralization growth plate endochondral regeneration").split()
 
 
-def body(paper: str, node: str, text: str, path=("Results",)) -> BodyUnit:
-    uid = f"{paper}:body:{node}"
-    return BodyUnit(uid, "", paper, node, tuple(path), len(path), (1, 1), ("p1:0",), text,
-                    len(text.split()), "body", 0)
+body = partial(body_unit, short_id_len=0, blocks=("p1:0",))
 
 
 def numbered_words(n: int) -> str:

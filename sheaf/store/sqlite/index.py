@@ -1,6 +1,6 @@
-"""The SQLite index (DESIGN §5): schema and migrations, atomic per-paper writes, reads.
+"""The SQLite index (docs/index.md): schema and migrations, atomic per-paper writes, reads.
 
-One file (``data/index/sheaf.db`` unless configured) opened only through `sheaf.db.connect`.
+One file (``data/index/sheaf.db`` unless configured) opened only through `sheaf.store.sqlite.db.connect`.
 
 Tables
 ------
