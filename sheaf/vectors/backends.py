@@ -404,10 +404,12 @@ MEASURE_TIMEOUT_S = 600
 
 
 def measure_in_child(model: str, models_dir: str | None, device: str = "cpu", threads: int | None = None,
-                     timeout: float = MEASURE_TIMEOUT_S) -> Measurement:
+                     timeout: float = MEASURE_TIMEOUT_S, poll: Callable[[], None] | None = None) -> Measurement:
     """`sheaf.vectors.backend_probe` in a process of its own (``python -m``): the measurement of
     this machine's candidates for `model` (the ONNX export from `models_dir`), so that the process
-    asking loads torch only when torch is chosen. `SheafError(BACKEND_UNAVAILABLE)` when it fails."""
+    asking loads torch only when torch is chosen. `SheafError(BACKEND_UNAVAILABLE)` when it fails.
+    `poll` is called while the child runs (a build's stop check): when it raises, the child is
+    ended and the exception goes on."""
     import subprocess
     import sys
 
@@ -418,10 +420,27 @@ def measure_in_child(model: str, models_dir: str | None, device: str = "cpu", th
     if threads:
         cmd += ["--threads", str(threads)]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    except OSError as e:
         raise SheafError("BACKEND_UNAVAILABLE", f"measuring the embedding backends of {model!r} failed: {e}",
                          {"model": model}) from e
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.25)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    raise SheafError("BACKEND_UNAVAILABLE", f"measuring the embedding backends of {model!r} "
+                                     f"took over {timeout:.0f} s", {"model": model}) from None
+                if poll is not None:
+                    poll()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    r = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     try:
         if r.returncode != 0:
             raise ValueError(r.returncode)

@@ -111,6 +111,31 @@ class _Loaded:
         return ONNX if self.onnx is not None else f"torch-{self.precision}"
 
 
+def _while_polled(load: Callable[[], Any], poll: Callable[[], None] | None) -> Any:
+    """`load()`, run on a thread of its own while `poll` is called every quarter second (a build's
+    stop check, which raises to stop: the load is then left to finish in the background and its
+    result dropped); without `poll`, plainly."""
+    if poll is None:
+        return load()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = load()
+        except BaseException as e:  # noqa: BLE001 - handed back to the waiting thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="sheaf-load-torch", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.25)
+        if t.is_alive():
+            poll()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def _context_text(title: str | None, section_path: Sequence[str]) -> str:
     """A unit's passage context before its cap: the paper's title and the unit's section path."""
     return CONTEXT_SEP.join(p.strip() for p in (title, *section_path) if p and p.strip())
@@ -227,15 +252,16 @@ class Embedder:
         """Where this machine's backend measurement is cached: ``<models_dir>/embed-backend.json``."""
         return Path(self.models_dir) / RECORD_FILE if self.models_dir is not None else None
 
-    def _measure(self, facts: MachineFacts) -> Measurement:
+    def _measure(self, facts: MachineFacts, poll: Callable[[], None] | None = None) -> Measurement:
         if self.measurer is not None:
             return self.measurer(facts)
-        return measure_in_child(self.model_name, self.models_dir, self.resolved_device or "cpu", self.threads)
+        return measure_in_child(self.model_name, self.models_dir, self.resolved_device or "cpu", self.threads,
+                                poll=poll)
 
-    def _choose(self, identity: ModelIdentity) -> Choice:
+    def _choose(self, identity: ModelIdentity, poll: Callable[[], None] | None = None) -> Choice:
         facts = machine_facts(identity.key, self.resolved_device or "cpu")
         setting = "torch" if self.backend_setting == "sentence-transformers" else self.backend_setting
-        self.choice = resolve(setting, self.precision, facts, self.record_path, lambda: self._measure(facts))
+        self.choice = resolve(setting, self.precision, facts, self.record_path, lambda: self._measure(facts, poll))
         return self.choice
 
     def _torch_precision(self, ld: _Loaded) -> str:
@@ -247,16 +273,17 @@ class Embedder:
         choice = self._choose(ld.identity)
         return PRECISION[choice.backend] if choice.backend != ONNX else "fp32"
 
-    def _maybe_switch(self, pending: int) -> None:
+    def _maybe_switch(self, pending: int, poll: Callable[[], None] | None = None) -> None:
         """On the ONNX export with the backend ``auto``: once `pending` (passages encoded on it so
         far and those about to be) reaches the point where loading torch pays back, switch to the
-        measured choice if it is a torch backend (the first time: the record is read, or made)."""
+        measured choice if it is a torch backend (the first time: the record is read, or made).
+        `poll` (a build's stop check) is called while measuring and loading; it raises to stop."""
         with self._lock:
             ld = self._loaded
             if ld is None or ld.onnx is None or pending < self._switch_after:
                 return
             try:
-                choice = self.choice or self._choose(ld.identity)
+                choice = self.choice or self._choose(ld.identity, poll)
             except SheafError as e:
                 self.backend_note = f"the embedding backend could not be measured ({e.message}); staying on onnx"
                 self._switch_after = float("inf")
@@ -269,7 +296,7 @@ class Embedder:
                 return
             self._switch_after = float("inf")
             try:
-                st = self._load_sentence_transformers()
+                st = _while_polled(self._load_sentence_transformers, poll)
             except SheafError as e:
                 self.backend_note = f"{choice.backend} not loaded ({e.message}); staying on onnx"
                 return
@@ -321,6 +348,11 @@ class Embedder:
             import torch
 
             torch.set_num_threads(self.threads)
+        # transformers draws a "Loading weights" bar on stderr, where a build's caller (the
+        # PaperForge plugin) reads any line as a warning
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
         try:
             model = SentenceTransformer(target, device=device)
         except Exception as e:
@@ -508,7 +540,7 @@ class Embedder:
         if not texts:
             return np.zeros((0, ld.identity.dimension), np.float32)
         if ld.onnx is not None and self._onnx_passages + len(texts) >= self._switch_after:
-            self._maybe_switch(self._onnx_passages + len(texts))
+            self._maybe_switch(self._onnx_passages + len(texts), between_batches)
             ld = self.load()
         chunks = []
         size = _ENCODE_CHUNK if between_batches is None or ld.onnx is not None else 4 * self.batch_size

@@ -241,3 +241,28 @@ def test_a_build_whose_backend_changes_re_embeds_nothing(embedder, onnx_export, 
         md = ev.metadata
         assert md["embed_backend"] == f"torch-{precision}" and md["embeddings_computed"] == 0, (key, md)
         assert md["embeddings_reused"] == md["passages"] > 0
+
+
+def test_a_stop_during_the_switch_to_torch_is_not_kept_waiting():
+    """The build's stop check runs while the backend is measured (a child process) and while torch
+    loads (a thread): a stop there ends the wait at once instead of after the load (5.5 s for the
+    PaperForge plugin's stop, past its 5 s grace, before)."""
+    import time
+
+    from sheaf.vectors.embedder import _while_polled
+
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def poll():
+        calls.append(1)
+        if len(calls) >= 2:
+            raise Stop
+
+    t0 = time.monotonic()
+    with pytest.raises(Stop):
+        _while_polled(lambda: time.sleep(5), poll)
+    assert time.monotonic() - t0 < 2
+    assert _while_polled(lambda: 42, poll=None) == 42
