@@ -277,6 +277,33 @@ def test_an_unchanged_database_is_not_read_again_and_unchanged_files_not_rehashe
     assert not [f for f in opened if f.endswith(".pdf")]
 
 
+def test_a_manifest_lost_from_the_mirror_is_written_again_on_an_unchanged_database(san7o, tmp_path):
+    mirror = tmp_path / "m"
+    d = _disc(san7o, mirror)
+    lost = d.papers[0].path
+    before = lost.read_bytes()
+    lost.unlink()
+    again = _disc(san7o, mirror)
+    assert again.papers[0].path == lost and lost.read_bytes() == before
+
+
+def test_items_sharing_an_author_and_tags_go_in_as_zotero_keeps_them(san7o, tmp_path):
+    with ZoteroDb(san7o) as z, z.transaction():
+        coll = z.add_collection("BENCHC01", "Bench", None)
+        for i, key in enumerate(("SAME2345", "SAME2346")):
+            iid = z.add_item(key, f"Shared author {i}", author=("Grace", "Hopper"))
+            z.add_tag(iid, "shared")
+            z.add_to_collection(coll, iid)
+            z.add_stored_file(iid, f"SAMEPDF{i}", "missing.pdf", ft_cache=f"Text of paper {i} on compilers.")
+    cat = {p.key: p for p in read_catalog(san7o).papers}
+    for key in ("SAME2345", "SAME2346"):
+        p = cat[key]
+        assert p.creators == [{"creatorType": "author", "firstName": "Grace", "lastName": "Hopper"}]
+        assert p.tags == ["shared"] and p.collections == ["Bench"]
+    d = _disc(san7o, tmp_path / "m")
+    assert {"SAME2345", "SAME2346"} <= {p.key for p in d.papers}
+
+
 def test_status_reads_never_write_the_home(san7o, tmp_path):
     mirror = tmp_path / "m"
     d = _disc(san7o, mirror, write=False)
