@@ -16,7 +16,9 @@ Measured per size, each a fresh process, one at a time:
   copy, the catalog read, every file hashed, every manifest written) and warm (nothing changed:
   3 times), timed inside the process and as the whole process;
 - the library side of a no-op build (discovery + the source scan + the metadata export's hash,
-  what `pipelines.noop` reads before the index), warm;
+  what `pipelines.noop` reads besides Dagster's files and the index), warm, side by side with
+  the same on a plain library of N papers (`bench/scale.py`'s corpus): their difference is what
+  a Zotero library adds to the no-op `bench/scale.py` measured on a plain one;
 - with `--build` sizes (default 1000): a full `sheaf build`, then the no-op `sheaf build` (3
   times), one new item with a stored PDF holding a unique word until `sheaf search` finds it,
   that item moved to the trash until `sheaf search` no longer does.
@@ -253,10 +255,21 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save) -> di
     s["discovery_cold"] = child(home, lib, "discover")
     s["discovery_warm"] = [child(home, lib, "discover") for _ in range(3)]
     s["library_side_noop"] = [child(home, lib, "library_side") for _ in range(3)]
+    # side by side: the same library side of a no-op on a plain library of N papers (bench/scale.py's)
+    import scale
+
+    plain, plain_home = work / f"plain-{n}", work / f"plain-home-{n}"
+    shutil.rmtree(plain, ignore_errors=True)
+    shutil.rmtree(plain_home, ignore_errors=True)
+    scale.make_library(plain, n)
+    s["plain_library_side_noop"] = [child(plain_home, plain, "library_side") for _ in range(3)][1:]
+    shutil.rmtree(plain, ignore_errors=True)
+    shutil.rmtree(plain_home, ignore_errors=True)
     s["mirror_mb"] = {"state_json": round((home / "artifacts" / "_zotero" / "state.json").stat().st_size / 1e6, 2),
                       "library_json": round((home / "artifacts" / "_zotero" / "library.json").stat().st_size / 1e6, 2)}
     say(f"{n}: discovery cold {s['discovery_cold']}, warm {[r['s'] for r in s['discovery_warm']]}, "
-        f"library side of a no-op {[r['s'] for r in s['library_side_noop']]}, mirror {s['mirror_mb']}")
+        f"library side of a no-op {[r['s'] for r in s['library_side_noop']]} "
+        f"(plain library {[r['s'] for r in s['plain_library_side_noop']]}), mirror {s['mirror_mb']}")
     save()
     if not full:
         return s
@@ -297,7 +310,7 @@ def render(r: dict[str, Any], out_name: str) -> str:
              "`.zotero-ft-cache` of one SciFact abstract). Every figure is a fresh process, one at a time; "
              f"measured {r['date']} on {where}. Rerun: "
              f"`python bench/zotero.py --sizes {' '.join(map(str, sizes))} --build {' '.join(map(str, r['build']))} "
-             f"--write-docs` (raw: `bench/results/{out_name}`).", "",
+             f"--write-docs` (raw: `bench/results/{out_name}`).".replace(" --build  ", " --build "), "",
              "| | " + " | ".join(f"{n} items" for n in sizes) + " | goal |", "|---|" + "---|" * (len(sizes) + 1)]
 
     def row(label, fn, goal=""):
@@ -310,6 +323,8 @@ def render(r: dict[str, Any], out_name: str) -> str:
     row("discovery, warm, whole process", lambda s: f"{min(x['process_s'] for x in s['discovery_warm'])} s")
     row("library side of a no-op build (scan + export hash)",
         lambda s: f"{min(x['s'] for x in s['library_side_noop'])} s")
+    row("the same on a plain library of N papers (`bench/scale.py`'s)",
+        lambda s: f"{min(x['s'] for x in s['plain_library_side_noop'])} s")
     row("mirror's state.json / library.json",
         lambda s: f"{s['mirror_mb']['state_json']} / {s['mirror_mb']['library_json']} MB")
     row("full `sheaf build`", lambda s: f"{s['full']['wall_s']} s ({s['full']['embeddings_computed']} passages)")
