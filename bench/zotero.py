@@ -75,11 +75,9 @@ def stand_in_pdfs() -> list[Path]:
 
 def make_zotero_dir(dest: Path, n: int) -> dict[str, Any]:
     """A Zotero data directory of the source's items plus `n` synthetic ones (see the module doc)."""
-    from tests.zotero_kit import ZoteroDb
+    from tests.zotero_kit import ZoteroDb, copy_zotero_dir
 
-    (dest / "storage").mkdir(parents=True)
-    shutil.copyfile(SOURCE_DIR / "zotero.sqlite", dest / "zotero.sqlite")
-    os.chmod(dest / "zotero.sqlite", 0o644)
+    copy_zotero_dir(SHARED, SOURCE_DIR.name, dest)  # its database and storage/, writable
     docs = [json.loads(line) for line in SCIFACT.open(encoding="utf-8")]
     docs = [d for d in docs if d.get("text") and d.get("title")]
     pdfs = stand_in_pdfs()

@@ -346,3 +346,25 @@ def test_a_damaged_pdf_falls_back_to_the_ft_cache(san7o, tmp_path):
     assert any(".zotero-ft-cache" in w for w in p.warnings)
     assert sum(b.role == "body" for b in p.blocks) > 10
     assert json.loads({x.key: x.path for x in d.papers}["YDQMNNXT"].read_text())["sources"][0]["sha256"]
+
+
+def test_the_benchmarks_synthetic_directory_reads_as_the_items_it_was_made_of(shared_data, tmp_path):
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("bench_zotero", root / "bench" / "zotero.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    made = bench.make_zotero_dir(tmp_path / "z", 401)
+    assert (made["items"], made["real_pdfs"]) == (401, 3)
+    d = _disc(tmp_path / "z", tmp_path / "m")
+    assert len(d.papers) == 15 + 401  # the source's own papers and every item made
+    first = json.loads(next(p.path for p in d.papers if p.key == bench.zkey("Q", 0)).read_bytes())
+    assert first["sources"][0]["path"].endswith(".pdf")  # item 0: a real PDF copied
+    other = json.loads(next(p.path for p in d.papers if p.key == bench.zkey("Q", 1)).read_bytes())
+    assert other["sources"][0]["ft_cache"] and "path" not in other["sources"][0]  # missing PDF, Zotero's text
+    cat = {p.key: p for p in read_catalog(tmp_path / "z").papers}
+    p = cat[bench.zkey("Q", 1)]
+    assert p.tags == ["field1", "tag1"] and p.collections == ["Topic 1"] and p.fields["DOI"] == "10.5555/bench.1"
+    assert p.creators == [{"creatorType": "author", "firstName": "Ann1", "lastName": "Author1"}]
+    assert cat[bench.zkey("Q", 5)].collections == ["Topic 1/Subtopic 1"]
