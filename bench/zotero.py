@@ -23,7 +23,7 @@ Measured per size, each a fresh process, one at a time:
   times), one new item with a stored PDF holding a unique word until `sheaf search` finds it,
   that item moved to the trash until `sheaf search` no longer does.
 
-Run from the project root (1,000 items with their full build: ~4 minutes on a quiet 2-core machine):
+Run from the project root (both sizes, the full build at 1,000: ~6 minutes on a 2-core machine):
     .venv/bin/python bench/zotero.py --sizes 1000 10000 --build 1000 --write-docs
     .venv/bin/python bench/zotero.py --sizes 1000 --build            # discovery only, prints only
 """
