@@ -44,7 +44,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def file_hash(file: Path, cache: dict[str, list], seen: dict[str, list]) -> list | None:
+def file_hash(file: Path | str, cache: dict[str, list], seen: dict[str, list]) -> list | None:
     """[size, mtime_ns, sha256] of a file, hashed only when its size or mtime moved since `cache`
     (`seen` collects what this reading used); None when it cannot be read."""
     key = str(file)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,12 @@ def discover_zotero(data_dir: Path, mirror: Path | None, *, base_dir: Path | Non
     papers: dict[str, Path] = {}
     metadata_only: dict[str, str] = {}
     written: dict[str, str] = {}
+    old_manifests = state.get("manifests") or {}
+    folder = mirror / "papers"
+    try:  # one listing instead of a stat per manifest
+        on_disk = set(os.listdir(folder))
+    except OSError:
+        on_disk = set()
     for key, entry in catalog["papers"].items():
         manifest, why = _manifest(entry, files, seen_files)
         if manifest is None:
@@ -69,8 +76,9 @@ def discover_zotero(data_dir: Path, mirror: Path | None, *, base_dir: Path | Non
             continue
         data = json.dumps(manifest, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
         sha = hashlib.sha256(data).hexdigest()
-        path = mirror / "papers" / f"{key}{SUFFIX}"
-        if (state.get("manifests") or {}).get(key) != sha or not path.exists():
+        name = f"{key}{SUFFIX}"
+        path = folder / name
+        if old_manifests.get(key) != sha or name not in on_disk:
             write_atomic(path, data)
         written[key] = sha
         papers[key] = path
@@ -158,11 +166,11 @@ def _input(a: dict[str, Any], files: dict[str, list], seen: dict[str, list]) -> 
 def _ft_cache(a: dict[str, Any], files: dict[str, list], seen: dict[str, list]) -> dict[str, Any] | None:
     if not a.get("storage"):
         return None
-    f = Path(a["storage"]) / FT_CACHE
+    f = os.path.join(a["storage"], FT_CACHE)  # a string: a Path a file costs more than the stat
     h = file_hash(f, files, seen)
     if h is None or h[0] == 0:
         return None
-    return {"path": str(f), "size": h[0], "sha256": h[2]}
+    return {"path": f, "size": h[0], "sha256": h[2]}
 
 
 # --- metadata export -----------------------------------------------------------------------------

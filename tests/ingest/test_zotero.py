@@ -277,6 +277,33 @@ def test_an_unchanged_database_is_not_read_again_and_unchanged_files_not_rehashe
     assert not [f for f in opened if f.endswith(".pdf")]
 
 
+def test_a_manifest_lost_from_the_mirror_is_written_again_on_an_unchanged_database(san7o, tmp_path):
+    mirror = tmp_path / "m"
+    d = _disc(san7o, mirror)
+    lost = d.papers[0].path
+    before = lost.read_bytes()
+    lost.unlink()
+    again = _disc(san7o, mirror)
+    assert again.papers[0].path == lost and lost.read_bytes() == before
+
+
+def test_items_sharing_an_author_and_tags_go_in_as_zotero_keeps_them(san7o, tmp_path):
+    with ZoteroDb(san7o) as z, z.transaction():
+        coll = z.add_collection("BENCHC01", "Bench", None)
+        for i, key in enumerate(("SAME2345", "SAME2346")):
+            iid = z.add_item(key, f"Shared author {i}", author=("Grace", "Hopper"))
+            z.add_tag(iid, "shared")
+            z.add_to_collection(coll, iid)
+            z.add_stored_file(iid, f"SAMEPDF{i}", "missing.pdf", ft_cache=f"Text of paper {i} on compilers.")
+    cat = {p.key: p for p in read_catalog(san7o).papers}
+    for key in ("SAME2345", "SAME2346"):
+        p = cat[key]
+        assert p.creators == [{"creatorType": "author", "firstName": "Grace", "lastName": "Hopper"}]
+        assert p.tags == ["shared"] and p.collections == ["Bench"]
+    d = _disc(san7o, tmp_path / "m")
+    assert {"SAME2345", "SAME2346"} <= {p.key for p in d.papers}
+
+
 def test_status_reads_never_write_the_home(san7o, tmp_path):
     mirror = tmp_path / "m"
     d = _disc(san7o, mirror, write=False)
@@ -319,3 +346,25 @@ def test_a_damaged_pdf_falls_back_to_the_ft_cache(san7o, tmp_path):
     assert any(".zotero-ft-cache" in w for w in p.warnings)
     assert sum(b.role == "body" for b in p.blocks) > 10
     assert json.loads({x.key: x.path for x in d.papers}["YDQMNNXT"].read_text())["sources"][0]["sha256"]
+
+
+def test_the_benchmarks_synthetic_directory_reads_as_the_items_it_was_made_of(shared_data, tmp_path):
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("bench_zotero", root / "bench" / "zotero.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    made = bench.make_zotero_dir(tmp_path / "z", 401)
+    assert (made["items"], made["real_pdfs"]) == (401, 3)
+    d = _disc(tmp_path / "z", tmp_path / "m")
+    assert len(d.papers) == 15 + 401  # the source's own papers and every item made
+    first = json.loads(next(p.path for p in d.papers if p.key == bench.zkey("Q", 0)).read_bytes())
+    assert first["sources"][0]["path"].endswith(".pdf")  # item 0: a real PDF copied
+    other = json.loads(next(p.path for p in d.papers if p.key == bench.zkey("Q", 1)).read_bytes())
+    assert other["sources"][0]["ft_cache"] and "path" not in other["sources"][0]  # missing PDF, Zotero's text
+    cat = {p.key: p for p in read_catalog(tmp_path / "z").papers}
+    p = cat[bench.zkey("Q", 1)]
+    assert p.tags == ["field1", "tag1"] and p.collections == ["Topic 1"] and p.fields["DOI"] == "10.5555/bench.1"
+    assert p.creators == [{"creatorType": "author", "firstName": "Ann1", "lastName": "Author1"}]
+    assert cat[bench.zkey("Q", 5)].collections == ["Topic 1/Subtopic 1"]

@@ -1,0 +1,379 @@
+"""Benchmark of a Zotero data directory as a library: discovery, the no-op build, one PDF added
+until it is searchable, one item trashed until it is gone, at 1,000 and 10,000 items.
+
+Corpus (needs `../shared/data/zotero_dirs/` and `../shared/data/scifact/corpus.jsonl`; skipped
+with a message without them): a copy of a real Zotero 6 database
+(`San7o__research-papers-collection`, its own 15 items kept) with N regular items added through
+Zotero's schema by name (`tests/zotero_kit.py`): a title, two authors, a date in Zotero's stored
+form, an abstract, a DOI, two tags, one of 20 collections (two levels), and one stored PDF
+attachment each. One item in 200 gets a real PDF copied from that directory's `storage/`
+(round robin); the others have their PDF missing, as in a library synced without its files,
+with a `.zotero-ft-cache` holding one SciFact abstract (Zotero's extracted text, which Sheaf
+then indexes): the database is real-sized, the embedding stays affordable.
+
+Measured per size, each a fresh process, one at a time:
+- discovery (`sheaf.ingest.library.discover` with its mirror): cold (no mirror: the snapshot
+  copy, the catalog read, every file hashed, every manifest written) and warm (nothing changed:
+  3 times), timed inside the process and as the whole process;
+- the library side of a no-op build (discovery + the source scan + the metadata export's hash,
+  what `pipelines.noop` reads besides Dagster's files and the index), warm, side by side with
+  the same on a plain library of N papers (`bench/scale.py`'s corpus): their difference is what
+  a Zotero library adds to the no-op `bench/scale.py` measured on a plain one;
+- with `--build` sizes (default 1000): a full `sheaf build`, then the no-op `sheaf build` (3
+  times), one new item with a stored PDF holding a unique word until `sheaf search` finds it,
+  that item moved to the trash until `sheaf search` no longer does.
+
+Run from the project root (both sizes, the full build at 1,000: ~6 minutes on a 2-core machine):
+    .venv/bin/python bench/zotero.py --sizes 1000 10000 --build 1000 --write-docs
+    .venv/bin/python bench/zotero.py --sizes 1000 --build            # discovery only, prints only
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _common import machine, write_docs_section  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+SOURCE_DIR = SHARED / "zotero_dirs" / "San7o__research-papers-collection"
+SCIFACT = SHARED / "scifact" / "corpus.jsonl"
+RESULTS = ROOT / "bench" / "results"
+BEGIN, END = "<!-- bench:zotero:begin -->", "<!-- bench:zotero:end -->"
+SHEAF = str(Path(sys.executable).parent / "sheaf")
+#: One item in this many has a real PDF (copied); the others a missing PDF with Zotero's ft-cache.
+PDF_EVERY = 200
+_KEY_CHARS = "23456789ABCDEFGHIJKLMNPQRSTUVWXYZ"  # Zotero's key alphabet
+
+
+def zkey(prefix: str, i: int) -> str:
+    """An 8-character Zotero-style key, `prefix` then `i` in Zotero's alphabet."""
+    out = ""
+    for _ in range(8 - len(prefix)):
+        i, r = divmod(i, len(_KEY_CHARS))
+        out = _KEY_CHARS[r] + out
+    return prefix + out
+
+
+def stand_in_pdfs() -> list[Path]:
+    """Small real PDFs of the source directory (under 400 KB), copied round robin."""
+    return sorted(p for p in (SOURCE_DIR / "storage").glob("*/*.pdf") if p.stat().st_size < 400_000)
+
+
+def make_zotero_dir(dest: Path, n: int) -> dict[str, Any]:
+    """A Zotero data directory of the source's items plus `n` synthetic ones (see the module doc)."""
+    from tests.zotero_kit import ZoteroDb, copy_zotero_dir
+
+    copy_zotero_dir(SHARED, SOURCE_DIR.name, dest)  # its database and storage/, writable
+    docs = [json.loads(line) for line in SCIFACT.open(encoding="utf-8")]
+    docs = [d for d in docs if d.get("text") and d.get("title")]
+    pdfs = stand_in_pdfs()
+    real = 0
+    with ZoteroDb(dest) as z, z.transaction():
+        top = [z.add_collection(zkey("C", i), f"Topic {i}") for i in range(4)]
+        subs = [z.add_collection(zkey("D", i), f"Subtopic {i}", top[i % 4]) for i in range(16)]
+        colls = top + subs
+        for i in range(n):
+            d = docs[i % len(docs)]
+            title = d["title"] if i < len(docs) else f"{d['title']} ({i // len(docs) + 1})"
+            year = 1990 + i % 35
+            iid = z.add_item(zkey("Q", i), title, author=(f"Ann{i % 97}", f"Author{i % 1009}"),
+                             date=f"{year}-{1 + i % 12:02d}-00 {year}-{1 + i % 12:02d}")
+            z.set_field(iid, "abstractNote", d["text"][:300])
+            z.set_field(iid, "DOI", f"10.5555/bench.{i}")
+            z.set_field(iid, "publicationTitle", f"Journal {i % 40}")
+            z.add_tag(iid, f"tag{i % 50}")
+            z.add_tag(iid, f"field{i % 7}")
+            z.add_to_collection(colls[i % len(colls)], iid)
+            if i % PDF_EVERY == 0 and pdfs:
+                pdf = pdfs[(i // PDF_EVERY) % len(pdfs)]
+                z.add_stored_file(iid, zkey("R", i), pdf.name, pdf=pdf)
+                real += 1
+            else:
+                z.add_stored_file(iid, zkey("R", i), f"Author{i % 1009} - {year} - paper.pdf",
+                                  ft_cache=f"{d['title']}\n\n{d['text']}\n")
+    return {"items": n, "real_pdfs": real, "ft_cache_only": n - real, "stand_in_pdfs": [p.name for p in pdfs]}
+
+
+def make_pdf(path: Path, lines: list[str]) -> Path:
+    """A one-page PDF with a text layer holding `lines` (pypdfium2, as the PDF adapter reads)."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as raw
+
+    doc = pdfium.PdfDocument.new()
+    page = doc.new_page(595, 842)
+    font = raw.FPDFText_LoadStandardFont(doc.raw, b"Helvetica")
+    for k, text in enumerate(lines):
+        obj = raw.FPDFPageObj_CreateTextObj(doc.raw, font, 14 if k == 0 else 10)
+        u16 = (text + "\0").encode("utf-16-le")
+        buf = ctypes.create_string_buffer(u16, len(u16))
+        raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
+        raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 60, 780 - 16 * k)
+        raw.FPDFPage_InsertObject(page.raw, obj)
+    raw.FPDFPage_GenerateContent(page.raw)
+    page.close()
+    doc.save(str(path))
+    doc.close()
+    return path
+
+
+# --- measuring --------------------------------------------------------------------------------------
+
+def _env(home: Path, lib: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SHEAF_INDEX_FILE", "PYTHONDONTWRITEBYTECODE")}
+    env.update(SHEAF_HOME=str(home), SHEAF_LIBRARY=str(lib), DAGSTER_HOME=str(home / "dagster_home"),
+               PYTHONWARNINGS="ignore", PYTHONPATH=str(ROOT))
+    return env
+
+
+def child(home: Path, lib: Path, what: str) -> dict[str, Any]:
+    """This script's `_<what>` in a fresh process: its own timings, and the whole process's wall."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, f"_{what}"], env=_env(home, lib), capture_output=True,
+                          text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise SystemExit(f"_{what} failed:\n{proc.stderr[-3000:]}")
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": round(wall, 3),
+            "load": round(os.getloadavg()[0], 2)}
+
+
+def discover_main() -> dict[str, Any]:
+    """Child: discovery of the settings' library through its mirror, timed in the process."""
+    from sheaf.core.settings import get_settings
+    from sheaf.ingest.library import discover_library
+
+    settings = get_settings()
+    t0 = time.perf_counter()
+    d = discover_library(settings)
+    s = time.perf_counter() - t0
+    return {"s": round(s, 3), "papers": len(d.papers), "metadata_only": len(d.metadata_only), "layout": d.layout}
+
+
+def library_side_main() -> dict[str, Any]:
+    """Child: what a no-op build reads of the library before the index (pipelines.noop): the
+    source scan (discovery + each manifest's stat) and the metadata export's hash."""
+    from sheaf.core.settings import get_settings
+    from sheaf.ingest.metadata import export_hash
+    from sheaf.ingest.sources import scan_sources
+
+    settings = get_settings()
+    t0 = time.perf_counter()
+    scan = scan_sources(settings, settings.artifacts_dir / "_source_stats.json")
+    t1 = time.perf_counter()
+    export_hash(scan.discovery.metadata_files)
+    t2 = time.perf_counter()
+    return {"s": round(t2 - t0, 3), "scan_s": round(t1 - t0, 3), "export_hash_s": round(t2 - t1, 3),
+            "papers": len(scan.discovery.papers)}
+
+
+def sheaf(home: Path, lib: Path, *argv: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([SHEAF, *argv, "--json"], env=_env(home, lib), capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    try:
+        env = json.loads(proc.stdout)
+    except ValueError:
+        raise SystemExit(f"sheaf {' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}") from None
+    if not env.get("ok"):
+        raise SystemExit(f"sheaf {' '.join(argv)}: {env.get('error')}")
+    return {"wall_s": round(wall, 2), "env": env, "load": round(os.getloadavg()[0], 2)}
+
+
+def build(home: Path, lib: Path) -> dict[str, Any]:
+    r = sheaf(home, lib, "build")
+    d = r.pop("env")["data"]
+    r.update(runs=len(d["runs"]), planned=len(d["planned"]), embeddings_computed=d["embeddings_computed"],
+             states=d["states"], plan=d.get("plan"))
+    return r
+
+
+def found(home: Path, lib: Path, word: str) -> list[str]:
+    return [m["zotero_key"] for m in sheaf(home, lib, "search", word)["env"]["data"]["matches"]]
+
+
+def add_pdf_until_searchable(home: Path, lib: Path, work: Path) -> dict[str, Any]:
+    from tests.zotero_kit import ZoteroDb
+
+    word = f"zqx{int(time.time())}zotero"
+    pdf = make_pdf(work / "added.pdf", [
+        "A paper attached while the library was indexed",
+        f"This stand-in paper names {word} once, in its only paragraph of body text.",
+        "Its other sentences are ordinary: the method, the data and the results are described",
+        "in enough words for a text layer that reads as a real page of a short paper.",
+    ])
+    with ZoteroDb(lib) as z, z.transaction():
+        iid = z.add_item("ADDED234", "A paper attached later")
+        z.add_stored_file(iid, "ADDEDPDF", "added.pdf", pdf=pdf)
+    t0 = time.perf_counter()
+    r = build(home, lib)
+    keys = found(home, lib, word)
+    r["searchable_s"] = round(time.perf_counter() - t0, 2)
+    r["searchable"] = keys[:1] == ["ADDED234"]
+    r["word"] = word
+    return r
+
+
+def trash_until_gone(home: Path, lib: Path, word: str) -> dict[str, Any]:
+    from tests.zotero_kit import ZoteroDb
+
+    with ZoteroDb(lib) as z:
+        z.trash(z.item_id("ADDED234"))
+    t0 = time.perf_counter()
+    r = build(home, lib)
+    keys = found(home, lib, word)
+    r["gone_s"] = round(time.perf_counter() - t0, 2)
+    r["gone"] = "ADDED234" not in keys
+    return r
+
+
+def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save) -> dict[str, Any]:
+    lib, home = work / f"zotero-{n}", work / f"home-{n}"
+    for p in (lib, home):
+        shutil.rmtree(p, ignore_errors=True)
+    t0 = time.perf_counter()
+    s["corpus"] = make_zotero_dir(lib, n)
+    s["corpus"]["generate_s"] = round(time.perf_counter() - t0, 1)
+    s["corpus"]["db_mb"] = round((lib / "zotero.sqlite").stat().st_size / 1e6, 1)
+    s["date"] = dt.date.today().isoformat()
+    say(f"{n}: corpus {s['corpus']}")
+    s["discovery_cold"] = child(home, lib, "discover")
+    s["discovery_warm"] = [child(home, lib, "discover") for _ in range(3)]
+    s["library_side_noop"] = [child(home, lib, "library_side") for _ in range(3)]
+    # side by side: the same library side of a no-op on a plain library of N papers (bench/scale.py's)
+    import scale
+
+    plain, plain_home = work / f"plain-{n}", work / f"plain-home-{n}"
+    shutil.rmtree(plain, ignore_errors=True)
+    shutil.rmtree(plain_home, ignore_errors=True)
+    scale.make_library(plain, n)
+    s["plain_library_side_noop"] = [child(plain_home, plain, "library_side") for _ in range(3)][1:]
+    shutil.rmtree(plain, ignore_errors=True)
+    shutil.rmtree(plain_home, ignore_errors=True)
+    s["mirror_mb"] = {"state_json": round((home / "library-mirror" / "zotero" / "state.json").stat().st_size / 1e6, 2),
+                      "library_json": round((home / "library-mirror" / "zotero" / "library.json").stat().st_size / 1e6, 2)}
+    say(f"{n}: discovery cold {s['discovery_cold']}, warm {[r['s'] for r in s['discovery_warm']]}, "
+        f"library side of a no-op {[r['s'] for r in s['library_side_noop']]} "
+        f"(plain library {[r['s'] for r in s['plain_library_side_noop']]}), mirror {s['mirror_mb']}")
+    save()
+    if not full:
+        return s
+    s["full"] = build(home, lib)
+    say(f"{n}: full build {s['full']}")
+    save()
+    s["noop"] = [build(home, lib) for _ in range(3)]
+    say(f"{n}: no-op {[r['wall_s'] for r in s['noop']]} ({s['noop'][0]['plan']})")
+    save()
+    s["add_pdf"] = add_pdf_until_searchable(home, lib, work)
+    say(f"{n}: one PDF added {s['add_pdf']}")
+    save()
+    s["trash"] = trash_until_gone(home, lib, s["add_pdf"]["word"])
+    say(f"{n}: one item trashed {s['trash']}")
+    s["noop_after"] = build(home, lib)
+    save()
+    return s
+
+
+# --- report -----------------------------------------------------------------------------------------
+
+def render(r: dict[str, Any], out_name: str) -> str:
+    m = r["machine"]
+    where = f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores, {m.get('memory', '?')}), Python {m.get('python', '?')}"
+    sizes = r["sizes"]
+
+    def cell(fn, s):
+        try:
+            return fn(s)
+        except (KeyError, TypeError, IndexError):
+            return "not measured"
+
+    lines = [BEGIN, "## Zotero library", "",
+             "`bench/zotero.py`: a synthetic Zotero data directory (a copy of the real Zotero 6 database "
+             "`San7o__research-papers-collection` of `../shared`, N items added through its schema by name: "
+             "title, authors, date, abstract, DOI, tags, nested collections, one stored PDF attachment each; "
+             f"one in {PDF_EVERY} a real PDF copied from that library, the others a missing PDF with a "
+             "`.zotero-ft-cache` of one SciFact abstract). Every figure is a fresh process, one at a time; "
+             f"measured {r['date']} on {where}. Rerun: "
+             f"`python bench/zotero.py --sizes {' '.join(map(str, sizes))} --build {' '.join(map(str, r['build']))} "
+             f"--write-docs` (raw: `bench/results/{out_name}`).".replace(" --build  ", " --build "), "",
+             "| | " + " | ".join(f"{n} items" for n in sizes) + " | goal |", "|---|" + "---|" * (len(sizes) + 1)]
+
+    def row(label, fn, goal=""):
+        lines.append(f"| {label} | " + " | ".join(cell(fn, r["results"][str(n)]) for n in sizes) + f" | {goal} |")
+
+    row("zotero.sqlite", lambda s: f"{s['corpus']['db_mb']} MB")
+    row("discovery, cold (snapshot, catalog, hash, manifests)", lambda s: f"{s['discovery_cold']['s']} s")
+    row("discovery, warm (nothing changed), in process", lambda s: f"{min(x['s'] for x in s['discovery_warm'])} s",
+        "≤ 1 s at 10,000")
+    row("discovery, warm, whole process", lambda s: f"{min(x['process_s'] for x in s['discovery_warm'])} s")
+    row("library side of a no-op build (scan + export hash)",
+        lambda s: f"{min(x['s'] for x in s['library_side_noop'])} s")
+    row("the same on a plain library of N papers (`bench/scale.py`'s)",
+        lambda s: f"{min(x['s'] for x in s['plain_library_side_noop'])} s")
+    row("mirror's state.json / library.json",
+        lambda s: f"{s['mirror_mb']['state_json']} / {s['mirror_mb']['library_json']} MB")
+    row("full `sheaf build`", lambda s: f"{s['full']['wall_s']} s ({s['full']['embeddings_computed']} passages)")
+    row("no-op `sheaf build` (fresh process)", lambda s: f"{min(x['wall_s'] for x in s['noop'])} s", "≤ 1 s at 10,000")
+    row("one PDF added → `sheaf search` finds it",
+        lambda s: f"{s['add_pdf']['searchable_s']} s" + ("" if s["add_pdf"]["searchable"] else " (NOT found)"),
+        "~3 s (one edit, plain library, 1,000)")
+    row("one item trashed → `sheaf search` no longer finds it",
+        lambda s: f"{s['trash']['gone_s']} s" + ("" if s["trash"]["gone"] else " (still found)"))
+    lines += ["", r.get("note", ""), END]
+    return "\n".join(x for x in lines if x is not None) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--build", type=int, nargs="*", default=[1000],
+                    help="sizes that also get the full build, no-op, add and trash (none: discovery only)")
+    ap.add_argument("--work", type=Path, default=None, help="keep the corpora and homes here (default: a temp dir)")
+    ap.add_argument("--write-docs", action="store_true")
+    ap.add_argument("--note", default="")
+    a = ap.parse_args()
+    if not (SOURCE_DIR / "zotero.sqlite").is_file() or not SCIFACT.is_file():
+        print(f"skipped: needs {SOURCE_DIR} and {SCIFACT}")
+        return
+    out_name = "zotero-" + "-".join(map(str, a.sizes)) + ".json"
+    out = RESULTS / out_name
+    r = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "sizes": a.sizes, "build": a.build,
+         "machine": machine(("dagster",)), "note": a.note, "results": {}}
+
+    def save() -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
+
+    work = a.work or Path(tempfile.mkdtemp(prefix="sheaf-zbench-"))
+    try:
+        for n in a.sizes:
+            r["results"][str(n)] = {}
+            run_size(work, n, n in a.build, lambda m: print(m, flush=True), r["results"][str(n)], save)
+            save()
+    finally:
+        if a.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(render(r, out_name))
+    if a.write_docs:
+        write_docs_section(render(r, out_name), BEGIN, END)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1].startswith("_"):
+        fn = {"_discover": discover_main, "_library_side": library_side_main}[sys.argv[1]]
+        print(json.dumps(fn()))
+    else:
+        main()
