@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sheaf.core.files import write_atomic
+
 _SCRATCH: dict[str, str] = {}
 
 
@@ -29,19 +31,6 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """`data` in `path`, whole or not at all (a temp file in the same folder, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def file_hash(file: Path | str, cache: dict[str, list], seen: dict[str, list]) -> list | None:

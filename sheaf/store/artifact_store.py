@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import SheafError
+from sheaf.core.files import write_atomic
 from sheaf.core.lazy import lazy_module
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import URL_SCHEME, redact_url
 
 # imported on first use: the Retriever reads a title from here on the cold query path (pyarrow),
 # and only a URL with a scheme needs fsspec (~170 ms)
-tempfile = lazy_module("tempfile")  # (and shutil, random, bz2, lzma with it): only a local write needs it
 pa = lazy_module("pyarrow")
 pq = lazy_module("pyarrow.parquet")
 fsspec = lazy_module("fsspec")
@@ -84,21 +84,6 @@ def read_parquet(source: str | Path | pa.NativeFile) -> pa.Table:
     reference to a reader over Python bytes while the interpreter exits aborts the process
     (SIGABRT after the command's output); one thread is also faster for files this small."""
     return pq.ParquetFile(source).read(use_threads=False)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """`data` to a temp file beside `path`, through the descriptor that created it, then the temp
-    file renamed over `path` (atomic on POSIX). The payload is serialized before the temp file
-    exists, so a failed serialization leaves nothing behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _holds(path: Path, data: bytes) -> bool:
@@ -253,7 +238,7 @@ class LocalArtifactStore(ArtifactStore):
 
     def _put(self, path: Path, data: bytes) -> None:  # type: ignore[override]
         if not _holds(path, data):  # the same bytes stay: a rebuild that changed nothing here writes nothing
-            _atomic_write(path, data)
+            write_atomic(path, data)
 
     def _get(self, path: Path) -> bytes | None:  # type: ignore[override]
         try:
