@@ -102,18 +102,19 @@ def snapshot(data_dir: Path) -> Iterator[tuple[sqlite3.Connection, bool]]:
         try:
             conn = sqlite3.connect(copy, isolation_level=None)
             conn.execute("PRAGMA query_only = 1")
-            version = _schema_check(conn, data_dir)
+            _schema_check(conn, data_dir)
         except sqlite3.DatabaseError as e:
             raise _error(data_dir, f"not a readable SQLite database ({e})",
                          "the file is damaged: restore it from Zotero's backup (zotero.sqlite.bak)") from None
-        del version
         try:
             yield conn, behind
         finally:
             conn.close()
 
 
-def _schema_check(conn: sqlite3.Connection, data_dir: Path) -> int | None:
+def _schema_check(conn: sqlite3.Connection, data_dir: Path) -> None:
+    """A database without the tables and columns the reader needs is refused (older than Zotero 5,
+    or not Zotero's), naming its `userdata` schema version."""
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
     version = None
     if "version" in tables:
@@ -126,7 +127,6 @@ def _schema_check(conn: sqlite3.Connection, data_dir: Path) -> int | None:
             raise _error(data_dir, f"a database older than Zotero 5 or not Zotero's ({what}; "
                          f"{table} lacks {', '.join(sorted(cols - have))})",
                          "open the library once in Zotero 5 or later, which upgrades the database")
-    return version
 
 
 # --- the catalog ---------------------------------------------------------------------------------
