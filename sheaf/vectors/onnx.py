@@ -7,7 +7,7 @@ runs it (onnxruntime + tokenizers + numpy; never torch nor sentence-transformers
 
 The build writes it (`sheaf.vectors.onnx_export`, torch); the build's embedder and the query
 encoder (`sheaf.vectors.query_encoder`) read it. Mean pooling and L2 normalization are inside
-the graph (DESIGN §6); a text longer than the window is split as `split_offsets` splits it.
+the graph (as sentence-transformers pools); a text longer than the window is split as `split_offsets` splits it.
 """
 from __future__ import annotations
 
