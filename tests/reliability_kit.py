@@ -126,7 +126,7 @@ def install(f):
         import sheaf.store.artifact_store as iop
         from pathlib import Path
         import tempfile
-        def aw(path, data):
+        def aw(path, data, prefix=None):
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
             with os.fdopen(fd, "wb") as f:
@@ -134,7 +134,7 @@ def install(f):
             seen[0] += 1
             if seen[0] == nth: die()
             os.replace(tmp, path)
-        iop._atomic_write = aw
+        iop.write_atomic = aw  # the name the artifact store writes through
     else:
         raise ValueError(kind)
 
