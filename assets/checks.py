@@ -17,13 +17,13 @@ from dagster import (
     MetadataValue, ResourceParam, multi_asset_check,
 )
 
-from assets.resources import SheafConfig
+from pipelines.resources import SheafConfig
 from io_managers import PaperArtifactIOManager
-from pipelines.dagster_private import check_target, log_check_evaluations
-from pipelines.paper_view import verdict
+from pipelines.dagster_internals.private import check_target, log_check_evaluations
+from pipelines.planning.paper_view import verdict
 from pipelines.partitions import papers_partitions
-from pipelines.planner import Chain, chain_events, statuses_of
-from pipelines.state import latest_events
+from pipelines.planning.statuses import Chain, chain_events, statuses_of
+from pipelines.planning.events import latest_events
 from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.store.select import open_backend
 from sheaf.transform.checks import (

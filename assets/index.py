@@ -12,8 +12,8 @@ from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataV
 
 from assets._batch import run_per_paper
 from assets.paper import COMMON
-from assets.resources import SheafConfig
-from assets.versions import CODE_VERSIONS
+from pipelines.resources import SheafConfig
+from pipelines.planning.versions import CODE_VERSIONS
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
 from sheaf.core.progress import check_stop
@@ -26,7 +26,7 @@ from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.onnx_export import ensure_onnx_export
 
 INDEX_POOL = "sheaf_index"
-#: vector_collections' own code version (`assets.versions`); the definitions add the configured
+#: vector_collections' own code version (`pipelines.planning.versions`); the definitions add the configured
 #: embedding model to it (`sheaf.vectors.identity.model_code_version`), so a model change is a code
 #: change to Dagster.
 VECTOR_CODE_VERSION = CODE_VERSIONS["vector_collections"]

@@ -4,7 +4,7 @@ Each asset is a thin wrapper over one stage of `sheaf.transform.chain` (the same
 `process_paper` composes), run for every partition of the run (`context.partition_keys`):
 read its inputs, call the stage, return `{paper_key: artifact}` with small per-paper
 metadata. Assets stored as per-paper files declare their suffix (`sheaf/artifact`
-definition metadata): `pipelines.planner` reads the chain's artifacts from it.
+definition metadata): `pipelines.planning.statuses` reads the chain's artifacts from it.
 """
 
 from typing import Any
@@ -12,12 +12,12 @@ from typing import Any
 from dagster import AssetExecutionContext, AssetIn, AssetOut, asset, multi_asset
 
 from assets._batch import run_per_paper
-from assets.resources import SheafConfig
-from assets.versions import CODE_VERSIONS
-from pipelines.automation import BACKFILL_POLICY, CHAIN_CONDITION
-from pipelines.paper_view import identities, identity_metadata
+from pipelines.resources import SheafConfig
+from pipelines.planning.versions import CODE_VERSIONS
+from pipelines.planning.policy import BACKFILL_POLICY, CHAIN_CONDITION
+from pipelines.planning.paper_view import identities, identity_metadata
 from pipelines.partitions import papers_partitions
-from pipelines.planner import ARTIFACT_METADATA
+from pipelines.planning.statuses import ARTIFACT_METADATA
 from sheaf.core.models import IngestError
 from sheaf.ingest.library import discover_library
 from sheaf.store.artifacts import (

@@ -3,14 +3,14 @@ library's status (every paper's state and why, as a table, plus the build's reco
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ResourceParam, asset
 
 from assets.checks import UP_TO_DATE_CHECK, paper_evaluations
-from assets.resources import SheafConfig
-from pipelines.automation import REPORT_CONDITION, STATUS_CONDITION
-from pipelines.dagster_private import check_partition_statuses, log_check_evaluations
-from pipelines.paper_view import identities, status_table, verdict
+from pipelines.resources import SheafConfig
+from pipelines.planning.policy import REPORT_CONDITION, STATUS_CONDITION
+from pipelines.dagster_internals.private import check_partition_statuses, log_check_evaluations
+from pipelines.planning.paper_view import identities, status_table, verdict
 from pipelines.partitions import papers_partitions
-from pipelines.planner import Chain
-from pipelines.record import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
-from pipelines.state import latest_events, latest_observed_versions
+from pipelines.planning.statuses import Chain
+from pipelines.planning.record import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
+from pipelines.planning.events import latest_events, latest_observed_versions
 from sheaf.ingest.library import discover_library
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.report import library_report_data, report_markdown

@@ -2,7 +2,7 @@
 
 from dagster import DataVersion, DataVersionsByPartition, observable_source_asset
 
-from assets.resources import SheafConfig
+from pipelines.resources import SheafConfig
 from pipelines.partitions import papers_partitions
 from sheaf.ingest import source_hash
 from sheaf.ingest.library import discover_library

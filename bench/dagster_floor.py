@@ -43,12 +43,12 @@ from dagster import (  # noqa: E402
 
 from assets._batch import run_per_paper  # noqa: E402
 from assets.checks import SPECS, _evaluations  # noqa: E402
-from pipelines.automation import MAX_PARTITIONS_PER_RUN  # noqa: E402
-from pipelines.dagster_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE, dagster_yaml  # noqa: E402
-from pipelines.dagster_private import log_check_evaluations, partitions_snapshot  # noqa: E402
+from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN  # noqa: E402
+from pipelines.dagster_internals.home_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE, dagster_yaml  # noqa: E402
+from pipelines.dagster_internals.private import log_check_evaluations, partitions_snapshot  # noqa: E402
 from pipelines.partitions import papers_partitions  # noqa: E402
-from pipelines.runs import QUIET_RUN_CONFIG  # noqa: E402
-from pipelines.state import latest_events  # noqa: E402
+from pipelines.build.runs import QUIET_RUN_CONFIG  # noqa: E402
+from pipelines.planning.events import latest_events  # noqa: E402
 from sheaf.transform.checks import CheckOutcome  # noqa: E402
 
 HASH = "adf44f083c3de38b5b74ce3067ef3493b2a1c0d9e8f7a6b5c4d3e2f1a0b9c8d7"

@@ -188,7 +188,7 @@ def child(mode: str, home: Path, lib: Path, *args: str, url: str | None = None) 
 
 def _passage_texts(home: Path) -> tuple[list[str], int]:
     """The distinct passage texts of every built paper, as the build composed them."""
-    from assets.resources import SheafConfig
+    from pipelines.resources import SheafConfig
     from io_managers.parquet import read_artifact
     from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 
@@ -212,7 +212,7 @@ def _passage_texts(home: Path) -> tuple[list[str], int]:
 def bare_main(home: Path, fraction: float) -> dict[str, Any]:
     """Child: model import+load time, then the bare encode time of the build's passages."""
     t0 = time.perf_counter()
-    from assets.resources import SheafConfig
+    from pipelines.resources import SheafConfig
 
     emb = SheafConfig().embedder()
     emb.load()
@@ -242,7 +242,7 @@ def bare_main(home: Path, fraction: float) -> dict[str, Any]:
 
 def _work_seconds(inst, keys: list[str]) -> float:
     """Σ per-paper time inside the assets' functions (duration_ms) for the latest build of `keys`."""
-    from pipelines.state import latest_events
+    from pipelines.planning.events import latest_events
 
     total = 0.0
     for a in STEP_ASSETS:
@@ -256,7 +256,7 @@ def alternatives_main(home: Path, lib: Path, sizes: list[int], one_per_run: int)
     import warnings
 
     warnings.filterwarnings("ignore")
-    import pipelines.build as pb
+    import pipelines.build.command as pb
     from pipelines.definitions import build_definitions
     from sheaf.core.settings import get_settings
 
@@ -264,7 +264,7 @@ def alternatives_main(home: Path, lib: Path, sizes: list[int], one_per_run: int)
     defs = build_definitions(home=str(home), library=str(lib))
     inst = pb.get_instance(settings)
     keys = list(inst.get_dynamic_partitions("papers"))
-    from assets.resources import SheafConfig
+    from pipelines.resources import SheafConfig
 
     embedder = SheafConfig().embedder()
     embedder.load()  # the model load is not Dagster's: every build below reuses it
@@ -356,7 +356,7 @@ def run_breakdown(home: Path, lib: Path) -> dict[str, Any]:
             elif de.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and de.step_key in start:
                 name = de.step_key if de.step_key in STEP_COLS else "checks"
                 steps[name] = steps.get(name, 0.0) + e.timestamp - start[de.step_key]
-    from pipelines.state import latest_events
+    from pipelines.planning.events import latest_events
 
     work = {}
     for step, asset in (("ocr_blocks", "ocr_blocks"), ("ocr_render", "render_map"), ("structure_tree", "structure_tree"),
@@ -550,8 +550,8 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
 
 def work_main(home: Path, lib: Path) -> dict[str, Any]:
     """Child: Σ per-paper work inside the assets, and the papers, of the home's latest build."""
-    from pipelines.runs import get_instance
-    from pipelines.state import latest_events
+    from pipelines.build.runs import get_instance
+    from pipelines.planning.events import latest_events
     from sheaf.core.settings import get_settings
 
     settings = get_settings()

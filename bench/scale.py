@@ -102,7 +102,7 @@ def bare_main(home: Path, fraction: float) -> dict[str, Any]:
     """Child: the build's embedder loaded, then the bare encode of the build's passages."""
     import pipeline as P  # bench/pipeline.py: the passages as the build composed them
 
-    from assets.resources import SheafConfig
+    from pipelines.resources import SheafConfig
 
     t0 = time.perf_counter()
     emb = SheafConfig().embedder()
@@ -154,7 +154,7 @@ def in_build_encode_main() -> dict[str, Any]:
 def dagster_way_main(command: str) -> dict[str, Any]:
     """Child: `sheaf build` / `sheaf status` forced the Dagster way (no no-op proof), in-process,
     for the side-by-side row; the caller times the whole process."""
-    from pipelines import noop
+    from pipelines.planning import noop
     from sheaf.core.settings import get_settings
     from sheaf.service import pipeline
 
@@ -230,7 +230,7 @@ def run_size(work: Path, n: int, fraction: float, say, s: dict[str, Any] | None 
     st = timed(home, lib, "status")
     st.pop("env")
     s["status"] = st
-    # side by side: the same no-op and status the Dagster way (pipelines.noop not asked)
+    # side by side: the same no-op and status the Dagster way (pipelines.planning.noop not asked)
     s["noop_dagster_way"] = dagster_way(home, lib, "build")
     s["noop_again"] = build(home, lib)
     s["status_dagster_way"] = dagster_way(home, lib, "status")

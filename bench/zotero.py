@@ -16,7 +16,7 @@ Measured per size, each a fresh process, one at a time:
   copy, the catalog read, every file hashed, every manifest written) and warm (nothing changed:
   3 times), timed inside the process and as the whole process;
 - the library side of a no-op build (discovery + the source scan + the metadata export's hash,
-  what `pipelines.noop` reads besides Dagster's files and the index), warm, side by side with
+  what `pipelines.planning.noop` reads besides Dagster's files and the index), warm, side by side with
   the same on a plain library of N papers (`bench/scale.py`'s corpus): their difference is what
   a Zotero library adds to the no-op `bench/scale.py` measured on a plain one;
 - with `--build` sizes (default 1000): a full `sheaf build`, then the no-op `sheaf build` (3
@@ -164,7 +164,7 @@ def discover_main() -> dict[str, Any]:
 
 
 def library_side_main() -> dict[str, Any]:
-    """Child: what a no-op build reads of the library before the index (pipelines.noop): the
+    """Child: what a no-op build reads of the library before the index (pipelines.planning.noop): the
     source scan (discovery + each manifest's stat) and the metadata export's hash."""
     from sheaf.core.settings import get_settings
     from sheaf.ingest.metadata import export_hash

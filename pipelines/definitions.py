@@ -11,13 +11,13 @@ from assets.checks import ALL_CHECKS
 from assets.index import fts_tables, library_metadata, vector_collections
 from assets.paper import ocr_blocks, ocr_render, retrieval_units, structure_tree
 from assets.report import library_report, library_status
-from assets.resources import SheafConfig, embedder_resource
+from pipelines.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
-from assets.versions import chain_code_versions
+from pipelines.planning.versions import chain_code_versions
 from io_managers import PaperArtifactIOManager
-from pipelines.planner import chain_of
-from pipelines.schedules import nightly_rebuild
-from pipelines.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor, library_status_refresh_sensor
+from pipelines.planning.statuses import chain_of
+from pipelines.automation.schedules import nightly_rebuild
+from pipelines.automation.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor, library_status_refresh_sensor
 from sheaf.core.settings import get_settings
 
 PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.assets("library_metadata")
@@ -61,8 +61,8 @@ def build_definitions(home: str = "", library: str = "",
                       executor: ExecutorDefinition | None = None) -> Definitions:
     """Definitions for a Sheaf home and library (defaults: the SHEAF_* settings);
     `code_versions` overrides assets' code versions (see `with_code_versions`); `executor`
-    replaces the in-process executor (the code locations for many machines: `pipelines.cluster_k8s`,
-    `pipelines.cluster_celery`).
+    replaces the in-process executor (the code locations for many machines: `pipelines.locations.k8s`,
+    `pipelines.locations.celery`).
 
     `vector_collections`' code version carries the configured embedding model
     (`model_code_version`: its name and a fingerprint of its files, read without loading it),
@@ -70,7 +70,7 @@ def build_definitions(home: str = "", library: str = "",
     settings = get_settings(**({"home": home} if home else {}), **({"library": library} if library else {}))
     assets = [ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
               vector_collections, library_metadata, library_report, library_status]
-    # every chain asset's code version as `assets.versions` says now (what the no-op proof reads)
+    # every chain asset's code version as `pipelines.planning.versions` says now (what the no-op proof reads)
     versions = {**chain_code_versions(settings.embedding_model), **(code_versions or {})}
     assets = with_code_versions(assets, versions)
     resources = {

@@ -1,14 +1,14 @@
 """The one entry of the CLI into the Dagster side (`sheaf build/status/doctor`).
 
-Importing this module defines no asset yet (nor does `pipelines.build`): Dagster's own
+Importing this module defines no asset yet (nor does `pipelines.build.command`): Dagster's own
 warnings are silenced first, then the definitions are imported and built.
 """
 from __future__ import annotations
 
 from dagster import DagsterInstance, Definitions
 
-from pipelines.runs import dagster_env, ensure_dagster_home
-from pipelines.dagster_private import quiet_dagster_warnings
+from pipelines.build.runs import dagster_env, ensure_dagster_home
+from pipelines.dagster_internals.private import quiet_dagster_warnings
 from sheaf.core.settings import Settings
 
 

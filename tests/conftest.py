@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.dagster_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE
+from pipelines.dagster_internals.home_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE
 from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.core.settings import get_settings
 from sheaf.vectors.query_encoder import QueryEncoder

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 
 import pipelines.definitions
-from pipelines.dagster_private import check_status
-from pipelines.planner import chain_of
+from pipelines.dagster_internals.private import check_status
+from pipelines.planning.statuses import chain_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample-library"
 #: Small papers of four formats (Markdown without headings, MinerU, born-digital PDF): ~50 passages.
 BASE_PAPERS = ("L2YSNC8V", "M3FJ9PLC", "P9KE3UHB", "W6TB4YRS")
-#: The per-paper chain, as the Definitions' asset graph defines it (`pipelines.planner`).
+#: The per-paper chain, as the Definitions' asset graph defines it (`pipelines.planning.statuses`).
 CHAIN = chain_of(pipelines.definitions.defs).assets
 
 

@@ -43,7 +43,7 @@ import warnings; warnings.filterwarnings("ignore")
 import torch, sentence_transformers, tokenizers, pyarrow, pyarrow.parquet, duckdb  # noqa: F401
 import dagster  # noqa: F401
 import sheaf.cli.app, sheaf.store.sqlite.index, sheaf.store.sqlite.writer, sheaf.vectors.embedder, sheaf.search.retriever  # noqa: F401
-import pipelines.build, pipelines.doctor, pipelines.definitions, assets.index, io_managers.parquet  # noqa: F401
+import pipelines.build.command, pipelines.build.doctor, pipelines.definitions, assets.index, io_managers.parquet  # noqa: F401
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)

@@ -2,7 +2,7 @@
 
 Each function imports `pipelines` (and so Dagster) when it needs it, the Dagster side being
 reached only inside these commands: `sheaf search` never loads it. `sheaf build` and `sheaf
-status` first ask the no-op proof (`pipelines.noop`, which loads no Dagster) whether nothing
+status` first ask the no-op proof (`pipelines.planning.noop`, which loads no Dagster) whether nothing
 changed since the last recorded plan; when it proves so they answer without loading Dagster at
 all, with the same envelope.
 """
@@ -36,16 +36,16 @@ def _pipelines() -> Any:
     """The Dagster side (`pipelines`), imported when one of these commands runs, never before
     (as objects the process keeps: `sheaf.core.heap`)."""
     with long_lived_imports():
-        import pipelines.build, pipelines.doctor, pipelines.entry, pipelines.live, pipelines.planner, pipelines.record, pipelines.state, pipelines.sync  # noqa: E401,E501
+        import pipelines.build.command, pipelines.build.doctor, pipelines.entry, pipelines.build.live, pipelines.planning.statuses, pipelines.planning.record, pipelines.planning.events, pipelines.build.sync  # noqa: E401,E501
 
     return pipelines
 
 
 def _light() -> Any:
-    """The Dagster-free part of the Dagster side: the no-op proof (`pipelines.noop`) and the plain
+    """The Dagster-free part of the Dagster side: the no-op proof (`pipelines.planning.noop`) and the plain
     types and crash-safety helpers it uses, imported when build, status or build_state runs,
     before they know whether they need Dagster at all."""
-    import pipelines.noop, pipelines.plan, pipelines.reliability  # noqa: E401
+    import pipelines.planning.noop, pipelines.planning.model, pipelines.build_lock  # noqa: E401
 
     return pipelines
 
@@ -69,21 +69,21 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
           progress: Progress = _quiet, events: Events | None = None, exact_progress: bool = True) -> Outcome:
     """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
     when interrupted, 1 when a paper failed). `events`: the structured progress
-    (`pipelines.live`: start, progress per paper, warnings). SIGTERM (`sheaf stop`) stops it
+    (`pipelines.build.live`: start, progress per paper, warnings). SIGTERM (`sheaf stop`) stops it
     at the next paper boundary, as the first Ctrl-C does. `defs`: the Definitions to build
     with (default: `definitions(settings)`, made only when the no-op proof does not hold).
     `exact_progress`: a program reads `events`, so the progress another process polls
     (`sheaf status`) is written before each event; False (a person or one envelope): at most
     once a second, which saves a run-storage write a paper."""
     _require_library(settings)
-    _light().reliability.check_workers(settings, settings.build_workers)  # before the no-op proof answers
+    _light().build_lock.check_workers(settings, settings.build_workers)  # before the no-op proof answers
     with stop_on_sigterm():
         quick = defs is None and not papers and not full
-        rep, proof = _light().noop.quick_build(settings, progress, events) if quick else (None, None)
+        rep, proof = _light().planning.noop.quick_build(settings, progress, events) if quick else (None, None)
         why = proof.why if proof is not None else ""
         if rep is None:
             pipelines = _pipelines()
-            rep = pipelines.build.build(settings, defs if defs is not None else definitions(settings),
+            rep = pipelines.build.command.build(settings, defs if defs is not None else definitions(settings),
                                         papers=papers or None, full=full, progress=progress, events=events,
                                         workers=settings.build_workers, scan=proof.scan if proof else None,
                                         record=proof.record if proof else None, exact_progress=exact_progress)
@@ -146,27 +146,27 @@ def status(settings: Any) -> Outcome:
     every paper is missing ("no build yet")."""
     _require_library(settings)
     light = _light()
-    proof = light.noop.quick_status(settings)
+    proof = light.planning.noop.quick_status(settings)
     if proof.unchanged:  # nothing changed since the last recorded plan: no Dagster needed
         plan, built_before = proof.plan, True
         present = [p.key for p in plan.scan.discovery.papers]
         statuses = {k: proof.statuses[k] for k in present}  # in the library's order, as below
-        live: dict[str, Any] = light.reliability.idle_state()
+        live: dict[str, Any] = light.build_lock.idle_state()
         how = {"record": "current", "papers_read": 0, "dagster": False}
     else:
         pipelines = _pipelines()
         defs, instance, built_before = pipelines.entry.read_side(settings)
-        chain = pipelines.planner.chain_of(defs)
-        # The last build's record, while current (pipelines/record.py): no paper's events are read
+        chain = pipelines.planning.statuses.chain_of(defs)
+        # The last build's record, while current (pipelines/planning/record.py): no paper's events are read
         # for the papers whose OCR hash it holds; edited and new papers are read from their events.
-        record = pipelines.record.load_record(instance, chain, proof.record) if built_before else None
-        plan = pipelines.sync.plan_sync(instance, settings, observed=record.versions if record is not None else None,
+        record = pipelines.planning.record.load_record(instance, chain, proof.record) if built_before else None
+        plan = pipelines.build.sync.plan_sync(instance, settings, observed=record.versions if record is not None else None,
                                         write_cache=False, scan=proof.scan)
         present = [p.key for p in plan.scan.discovery.papers]
-        statuses, read = pipelines.record.statuses_from(instance, chain, present, plan.versions, record)
+        statuses, read = pipelines.planning.record.statuses_from(instance, chain, present, plan.versions, record)
         # Index rows or artifacts that disagree with the event log: stale, as the next build plans them.
-        pipelines.planner.apply_index_drift(settings, instance, statuses, chain)
-        live = pipelines.live.build_state(settings, instance)
+        pipelines.planning.statuses.apply_index_drift(settings, instance, statuses, chain)
+        live = pipelines.build.live.build_state(settings, instance)
         how = {"record": "current" if record is not None else "none or stale", "papers_read": read, "dagster": True,
                "no_op_proof": proof.why}
     for key, problem in plan.errors.items():  # the build will fail it: say why now
@@ -177,7 +177,7 @@ def status(settings: Any) -> Outcome:
                 problem = problem.split("): ", 1)[1]
             st.reasons.append(f"cannot be read: {problem}")
     for key in plan.removed:
-        statuses[key] = light.plan.PaperStatus(
+        statuses[key] = light.planning.model.PaperStatus(
             key, "removed", ["removed from the library (run `sheaf build` to drop it from the index)"])
     skipped = [{"folder": name, "reason": f"not a valid paper key: {paper_key_problem(name)}"}
                for name in plan.invalid_keys]
@@ -282,15 +282,15 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
 
     if repair:
         defs = definitions(settings)
-        instance = pipelines.build.get_instance(settings)
+        instance = pipelines.build.command.get_instance(settings)
     else:
         defs, instance, _ = pipelines.entry.read_side(settings)
-    found = pipelines.doctor.diagnose(settings, defs, instance)
+    found = pipelines.build.doctor.diagnose(settings, defs, instance)
     data: dict[str, Any] = {"library": str(settings.library), "before": found.to_dict()}
     final = found
     if repair and found.issues:
-        data["repaired"] = pipelines.doctor.repair(settings, defs, instance, found, progress=progress)
-        final = pipelines.doctor.diagnose(settings, defs, instance)
+        data["repaired"] = pipelines.build.doctor.repair(settings, defs, instance, found, progress=progress)
+        final = pipelines.build.doctor.diagnose(settings, defs, instance)
         data["after"] = final.to_dict()
     remaining = [i for i in final.issues if i.kind not in ("invalid_key", "build_running")]
     env = ok("doctor", {**data, "issues": [i.to_dict() for i in final.issues]}, count=len(final.issues),
@@ -300,21 +300,21 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
 
 
 def build_state(settings: Any) -> dict[str, Any]:
-    """The live state of the build of `settings`' home (`pipelines.live.build_state`), without
+    """The live state of the build of `settings`' home (`pipelines.build.live.build_state`), without
     loading the Definitions: what a program polling a running build asks for. Idle with no
-    unfinished run: answered without loading Dagster (`pipelines.noop.idle_without_dagster`), and
-    so is a running build (`pipelines.noop.running_without_dagster`); writes nothing."""
+    unfinished run: answered without loading Dagster (`pipelines.planning.noop.idle_without_dagster`), and
+    so is a running build (`pipelines.planning.noop.running_without_dagster`); writes nothing."""
     light = _light()
-    if light.noop.idle_without_dagster(settings):
-        return light.reliability.idle_state()
-    running = light.noop.running_without_dagster(settings)
+    if light.planning.noop.idle_without_dagster(settings):
+        return light.build_lock.idle_state()
+    running = light.planning.noop.running_without_dagster(settings)
     if running is not None:  # a running build, read from the Dagster home's files
         return running
-    if not settings.dagster_home.is_dir() and light.reliability.lock_holder(settings.home) is None:
-        return light.reliability.idle_state()  # nothing ever ran here; and a reader makes no Dagster home
+    if not settings.dagster_home.is_dir() and light.build_lock.lock_holder(settings.home) is None:
+        return light.build_lock.idle_state()  # nothing ever ran here; and a reader makes no Dagster home
     pipelines = _pipelines()
 
-    return pipelines.live.build_state(settings, pipelines.build.get_instance(settings))
+    return pipelines.build.live.build_state(settings, pipelines.build.command.get_instance(settings))
 
 
 def stop(settings: Any, *, timeout: float = 300.0, progress: Progress = _quiet) -> Outcome:
@@ -323,9 +323,9 @@ def stop(settings: Any, *, timeout: float = 300.0, progress: Progress = _quiet) 
     build that died: its runs marked failed; still running after `timeout`: TIMEOUT."""
     pipelines = _pipelines()
 
-    instance = pipelines.build.get_instance(settings)
+    instance = pipelines.build.command.get_instance(settings)
     try:
-        res = pipelines.live.stop_build(settings, instance, timeout=timeout, say=progress)
+        res = pipelines.build.live.stop_build(settings, instance, timeout=timeout, say=progress)
     except PermissionError as e:
         raise SheafError("BACKEND_UNAVAILABLE", f"not allowed to signal the build process: {e}",
                          {"home": str(settings.home)}, hint="run `sheaf stop` as the user who started the build")
@@ -339,6 +339,6 @@ def stop(settings: Any, *, timeout: float = 300.0, progress: Progress = _quiet) 
                 "died": f"no build is running; the runs of a build that died (pid {res['pid']}) were marked failed",
                 "stopped": f"the build (pid {res['pid']}) stopped at a paper boundary"}
     data = {**res, "stopped": res["outcome"] == "stopped", "message": messages[res["outcome"]],
-            "build_state": pipelines.live.build_state(settings, instance)}
+            "build_state": pipelines.build.live.build_state(settings, instance)}
     nxt = ["run `sheaf build` to carry on with what is left"] if res["outcome"] in ("stopped", "died") else []
     return Outcome(ok("stop", data, count=len(res["runs"]), next_actions=nxt), 0, res)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.dagster_private import executor_config_errors, instance_config_errors
+from pipelines.dagster_internals.private import executor_config_errors, instance_config_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -59,19 +59,19 @@ def test_the_k8s_executor_config_and_code_location():
     run_config = yaml.safe_load((DEPLOY / "k8s" / "run_config.yaml").read_text())
     assert executor_config_errors(dagster_k8s.k8s_job_executor, run_config["execution"]["config"]) == []
     assert executor_config_errors(dagster_k8s.k8s_job_executor, {"max_concurent": 2})  # a typo is caught
-    import pipelines.cluster_k8s
+    import pipelines.locations.k8s
 
-    assert pipelines.cluster_k8s.defs.executor.name == dagster_k8s.k8s_job_executor.name
+    assert pipelines.locations.k8s.defs.executor.name == dagster_k8s.k8s_job_executor.name
 
 
 def test_the_celery_worker_config_equals_the_executor_of_the_code_location():
     dagster_celery = pytest.importorskip("dagster_celery")
     worker = yaml.safe_load((DEPLOY / "celery" / "worker.yaml").read_text())["execution"]["config"]
     assert executor_config_errors(dagster_celery.celery_executor, worker) == []
-    import pipelines.cluster_celery
+    import pipelines.locations.celery
 
-    assert pipelines.cluster_celery.CELERY_CONFIG == worker
-    assert pipelines.cluster_celery.defs.executor.name == "sheaf_celery_executor"
+    assert pipelines.locations.celery.CELERY_CONFIG == worker
+    assert pipelines.locations.celery.defs.executor.name == "sheaf_celery_executor"
 
 
 def test_the_workspace_names_a_grpc_code_server():

@@ -1,4 +1,4 @@
-"""The running build's progress tags (`pipelines.live.LiveProgress`) on a real instance: written
+"""The running build's progress tags (`pipelines.build.live.LiveProgress`) on a real instance: written
 before each paper's event when a program reads the events, at most once a `TAG_EVERY` otherwise,
 and never left behind: what a throttled write skipped is written when the run ends."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import uuid
 import pytest
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus
 
-import pipelines.live as live
-from pipelines.live import LiveProgress
+import pipelines.build.live as live
+from pipelines.build.live import LiveProgress
 
 LAST = "vector_collections"
 

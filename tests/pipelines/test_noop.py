@@ -1,4 +1,4 @@
-"""The no-op proof (`pipelines.noop`): `sheaf build` and `sheaf status` answer "nothing changed"
+"""The no-op proof (`pipelines.planning.noop`): `sheaf build` and `sheaf status` answer "nothing changed"
 without loading Dagster, from Dagster's own record read straight from its files, and only while
 that record provably holds; every change sends them the Dagster way.
 
@@ -41,7 +41,7 @@ def home(base, tmp_path, monkeypatch) -> Home:
 
 
 def _proof(home: Home, **kw):
-    from pipelines.noop import prove_unchanged
+    from pipelines.planning.noop import prove_unchanged
 
     return prove_unchanged(home.settings(), **kw)
 
@@ -61,11 +61,11 @@ def _fresh(home: Home, *argv: str) -> tuple[dict, set[str]]:
 def test_the_files_answer_what_dagsters_api_answers(home):
     from dagster import AssetKey, DagsterRunStatus, RunsFilter
 
-    from pipelines.dagster_files import DagsterFiles
+    from pipelines.dagster_internals.home_files import DagsterFiles
     from pipelines.definitions import build_definitions
     from pipelines.partitions import papers_partitions
-    from pipelines.planner import chain_of
-    from pipelines.record import chain_cursor, observation_cursor
+    from pipelines.planning.statuses import chain_of
+    from pipelines.planning.record import chain_cursor, observation_cursor
 
     inst = instance()
     chain = chain_of(build_definitions())
@@ -83,14 +83,14 @@ def test_the_files_answer_what_dagsters_api_answers(home):
 
 
 def test_the_chain_code_versions_are_the_ones_the_definitions_give(home):
-    """`assets.versions` is where every chain asset's code version comes from: the chain Dagster
+    """`pipelines.planning.versions` is where every chain asset's code version comes from: the chain Dagster
     sees has exactly these assets and versions (the model's fingerprint in vector_collections')."""
-    from assets.versions import chain_code_versions
-    from pipelines import noop
+    from pipelines.planning.versions import chain_code_versions
+    from pipelines.planning import noop
     from pipelines.definitions import build_definitions
     from pipelines.partitions import papers_partitions
-    from pipelines.planner import chain_of
-    from pipelines.record import STATUS_ASSET
+    from pipelines.planning.statuses import chain_of
+    from pipelines.planning.record import STATUS_ASSET
 
     chain = chain_of(build_definitions())
     assert dict(chain.code_versions) == chain_code_versions(home.settings().embedding_model)
@@ -126,7 +126,7 @@ def test_a_no_op_build_and_status_load_no_dagster_and_answer_as_the_dagster_way(
 
 
 def test_status_without_dagster_is_the_status_the_dagster_way_gives(home, monkeypatch):
-    from pipelines import noop
+    from pipelines.planning import noop
     from sheaf.service import pipeline
 
     settings = home.settings()
@@ -224,7 +224,7 @@ def _metadata_export(home: Home) -> None:
 
 
 def _code(home: Home, monkeypatch) -> None:
-    from assets import versions
+    from pipelines.planning import versions
 
     monkeypatch.setitem(versions.CODE_VERSIONS, "structure_tree", "2")
 
@@ -236,8 +236,8 @@ def _yaml(home: Home) -> None:
 
 def _work_left(home: Home) -> None:  # a build whose run failed whole recorded papers still to build
     from pipelines.definitions import build_definitions
-    from pipelines.planner import chain_of
-    from pipelines.record import chain_cursor, load_record, write_record
+    from pipelines.planning.statuses import chain_of
+    from pipelines.planning.record import chain_cursor, load_record, write_record
 
     inst, chain = instance(), chain_of(build_definitions())
     rec = load_record(inst, chain)
@@ -287,12 +287,12 @@ def test_the_dagster_way_then_builds_what_changed_and_records_again(home):
 
 
 def test_status_goes_the_dagster_way_while_a_build_holds_the_lock(home):
-    from pipelines.noop import quick_status
-    from pipelines.reliability import build_lock
+    from pipelines.planning.noop import quick_status
+    from pipelines.build_lock import build_lock
 
     settings = home.settings()
     assert quick_status(settings).unchanged
-    proc = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pipelines.reliability import build_lock\n"
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pipelines.build_lock import build_lock\n"
                              "with build_lock(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)",
                              str(settings.home)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
@@ -332,7 +332,8 @@ def test_status_says_stale_for_what_the_next_build_would_rebuild(home, change):
 def test_a_build_after_a_change_scans_the_library_once(home, monkeypatch):
     """The no-op proof's scan (a stat per OCR file: ~1.4 s at 10,000 papers) is the one the build
     then plans with, when the proof fails; so is `sheaf status`'s."""
-    from pipelines import noop, sync
+    from pipelines.planning import noop
+    from pipelines.build import sync
     from sheaf.service import pipeline
 
     calls = []
@@ -360,7 +361,7 @@ def test_the_record_packs_its_papers_and_reads_the_older_form():
     import json
     import zlib
 
-    from pipelines.plan import PaperStatus, record_from_json, record_json
+    from pipelines.planning.model import PaperStatus, record_from_json, record_json
 
     statuses = {f"P{i:04d}": PaperStatus(f"P{i:04d}", "built", [], None, {"passages": i, "model": "m"})
                 for i in range(2000)}
@@ -382,8 +383,8 @@ def test_statuses_compare_as_the_record_holds_them_and_stop_at_the_first_differe
     """`same_statuses`: the statuses read back from a record equal the ones it was written from
     (a tuple read back as a list); any paper added, removed or changed differs; a removal's
     statuses (one key fewer) are told apart without writing any paper's status out."""
-    import pipelines.record as record
-    from pipelines.plan import PaperStatus, record_from_json, record_json
+    import pipelines.planning.record as record
+    from pipelines.planning.model import PaperStatus, record_from_json, record_json
 
     statuses = {f"P{i:04d}": PaperStatus(f"P{i:04d}", "built", [], None, {"passages": i, "model": "m"})
                 for i in range(500)}

@@ -78,7 +78,7 @@ def test_no_op_build_launches_no_run_and_reads_no_papers_events(home):
     runs_before = len(inst.get_runs())
     code, env = run_cli(["build", "--json"])
     assert code == 0 and env["data"]["runs"] == [] and env["data"]["states"] == {"built": len(BASE_PAPERS)}
-    assert env["data"]["plan"] == {"record": "current", "papers_read": 0, "dagster": False}  # pipelines.noop
+    assert env["data"]["plan"] == {"record": "current", "papers_read": 0, "dagster": False}  # pipelines.planning.noop
     assert len(inst.get_runs()) == runs_before
     # status reads the same record: every paper's state without reading its events
     code, st = run_cli(["status", "--json"])
@@ -109,8 +109,8 @@ def test_one_paper_edited_reads_and_writes_that_paper_only(home):
 def test_a_full_build_reads_each_papers_status_once_after_its_runs(home, monkeypatch):
     """`--full` rebuilds every paper whatever its status: the statuses are read after the runs
     only (they were also read before, for nothing), and the build reports and records them."""
-    import pipelines.build as build
-    import pipelines.record as record
+    import pipelines.build.command as build
+    import pipelines.planning.record as record
 
     reads: list[list[str]] = []
     real = build.paper_statuses
@@ -149,7 +149,7 @@ def _index_rows(home: Home) -> dict[str, list[tuple]]:
 def test_a_full_rebuild_of_an_unchanged_library_rewrites_no_index_row(home):
     """Every paper runs again, and each step finds the index already holding exactly its rows:
     none is deleted and written again (the FTS step says so in its metadata), nothing is embedded."""
-    from pipelines.state import latest_events
+    from pipelines.planning.events import latest_events
 
     before = _index_rows(home)
     assert before["body_units"] and any(k.startswith("passages_") and v for k, v in before.items())
@@ -162,7 +162,7 @@ def test_a_full_rebuild_of_an_unchanged_library_rewrites_no_index_row(home):
 
 
 def test_a_full_build_stopped_before_its_first_run_reports_the_papers_statuses(home, monkeypatch):
-    import pipelines.build as build
+    import pipelines.build.command as build
 
     monkeypatch.setattr(build, "stop_requested", lambda: True)
     code, env = run_cli(["build", "--full", "--json"])
@@ -173,18 +173,18 @@ def test_a_full_build_stopped_before_its_first_run_reports_the_papers_statuses(h
 def test_an_edit_unpacks_the_record_once(home, monkeypatch):
     """The no-op proof read and checked the record before it saw the edit: the Dagster way takes
     it from the proof (checked current again, not read and unpacked again)."""
-    import pipelines.noop
-    import pipelines.record
+    import pipelines.planning.noop
+    import pipelines.planning.record
 
     unpacked = []
-    real = pipelines.record.record_from_json
+    real = pipelines.planning.record.record_from_json
 
     def counted(raw):
         unpacked.append(1)
         return real(raw)
 
-    monkeypatch.setattr(pipelines.noop, "record_from_json", counted)
-    monkeypatch.setattr(pipelines.record, "record_from_json", counted)
+    monkeypatch.setattr(pipelines.planning.noop, "record_from_json", counted)
+    monkeypatch.setattr(pipelines.planning.record, "record_from_json", counted)
     md = next((home.papers / BASE_PAPERS[0]).glob("*.md"), None) or next((home.papers / BASE_PAPERS[0]).iterdir())
     md.write_text(md.read_text(encoding="utf-8") + "\n\nAn added paragraph about wombats.\n", encoding="utf-8")
     code, env = run_cli(["build", "--json"])
@@ -211,14 +211,14 @@ def test_a_run_the_record_did_not_see_makes_the_next_plan_read_every_paper(home)
 
 def test_a_code_change_is_seen_through_the_record(home):
     """The record holds the chain's code versions: a bump makes it stale, the papers stale."""
-    from pipelines.build import build
+    from pipelines.build.command import build
     from pipelines.definitions import build_definitions
 
     defs = build_definitions(code_versions={"structure_tree": "2"})
     settings = home.settings()
-    from pipelines.build import get_instance
-    from pipelines.planner import chain_of
-    from pipelines.record import load_record
+    from pipelines.build.command import get_instance
+    from pipelines.planning.statuses import chain_of
+    from pipelines.planning.record import load_record
 
     assert load_record(get_instance(settings), chain_of(build_definitions())) is not None
     assert load_record(get_instance(settings), chain_of(defs)) is None
@@ -232,7 +232,7 @@ def test_a_home_with_dagsters_per_run_layout_keeps_it_and_its_history(tmp_path, 
     """A home built before Sheaf chose the consolidated file (Dagster's default storage: a
     database per run and an index) is switched to Sheaf's storage of that same layout, and its
     build history is kept: the next build has nothing to do."""
-    from pipelines.dagster_files import YAML_HEADER
+    from pipelines.dagster_internals.home_files import YAML_HEADER
 
     h = new_home(tmp_path / "old", keys=(BASE_PAPERS[0],)).apply(monkeypatch)
     (h.dagster_home / "dagster.yaml").write_text("concurrency:\n  pools:\n    default_limit: 1\n")  # Dagster's own
@@ -264,7 +264,7 @@ def test_a_new_events_database_packs_its_events_in_large_pages(base):
     A new home's events database is made with 16 KiB pages, and its event rows fill them."""
     import sqlite3
 
-    from pipelines.dagster_private import EVENTS_PAGE_SIZE
+    from pipelines.dagster_internals.private import EVENTS_PAGE_SIZE
 
     h, _ = base
     db = h.dagster_home / "history" / "event_log.db"
@@ -320,7 +320,7 @@ def test_a_small_change_leaves_the_report_to_the_automation_sensor(home):
     library does not refresh it; the automation sensor does (after any run, UI ones too)."""
     import dagster as dg
 
-    from pipelines.build import report_due
+    from pipelines.build.command import report_due
     from pipelines.definitions import build_definitions
 
     inst = instance()
@@ -366,8 +366,8 @@ def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, 
         define_asset_job,
     )
 
-    import pipelines.dagster_private as private
-    from pipelines.runs import ensure_dagster_home
+    import pipelines.dagster_internals.private as private
+    from pipelines.build.runs import ensure_dagster_home
     from sheaf.core.settings import get_settings
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))  # ensure_dagster_home sets it: restored after
@@ -414,9 +414,9 @@ def test_a_syncs_observations_of_many_papers_are_stored_as_one_batch(home, monke
     observation recorded with its data version, and the newest observation the last one written."""
     from dagster import AssetKey, DagsterEventType
 
-    import pipelines.dagster_private as private
-    from pipelines.state import latest_observed_versions
-    from pipelines.sync import apply_sync, plan_sync
+    import pipelines.dagster_internals.private as private
+    from pipelines.planning.events import latest_observed_versions
+    from pipelines.build.sync import apply_sync, plan_sync
 
     changed = ("D2LPA7XK", "F7RZ4JDB", "QX7HK2MA")  # papers new to the library: an observation each
     for key in changed:
@@ -461,10 +461,10 @@ def test_a_run_reads_the_papers_partitions_once(home, monkeypatch):
     """Dagster turns a run's range of papers into keys by reading every paper's partition, again
     at each step, input and output (68 reads of the whole library for one run of the chain: a
     cost per paper that grew with the library, ~22 ms a paper at 10,000 papers); a run now
-    resolves its range against one read (`dagster_private.partitions_snapshot`)."""
+    resolves its range against one read (`dagster_internals.private.partitions_snapshot`)."""
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
-    from pipelines.runs import run_chain
+    from pipelines.build.runs import run_chain
 
     reads: list[str] = []
     real = SqlEventLogStorage.get_dynamic_partitions
@@ -492,7 +492,7 @@ def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monke
     now reach the storage as one batch, stored in one transaction, and read as before."""
     from dagster import DagsterEventType
 
-    import pipelines.dagster_private as private
+    import pipelines.dagster_internals.private as private
     from assets.checks import ALL_CHECKS
     from pipelines.partitions import papers_partitions
 
@@ -540,7 +540,7 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
     from dagster_shared import serdes
     from sqlalchemy import select
 
-    import pipelines.dagster_private as private
+    import pipelines.dagster_internals.private as private
 
     serialised: list[int] = []
     real = serdes.serialize_value
@@ -612,7 +612,7 @@ def test_a_batch_that_fails_part_way_writes_nothing_and_is_stored_event_by_event
     from dagster import AssetCheckKey, AssetKey, DagsterEventType, deserialize_value
     from sqlalchemy import text
 
-    import pipelines.dagster_private as private
+    import pipelines.dagster_internals.private as private
     from assets.checks import ALL_CHECKS
 
     real_insert, real_batch = private.SheafEventLogStorage._sheaf_insert_rows, private.SheafEventLogStorage.store_event_batch
@@ -661,8 +661,8 @@ def test_a_run_from_the_middle_of_the_chain_evaluates_only_the_checks_of_its_ass
     not rebuilt), each result targeting the paper's new materialization."""
     from dagster import DagsterEventType
 
-    from pipelines.runs import run_chain
-    from pipelines.state import latest_events
+    from pipelines.build.runs import run_chain
+    from pipelines.planning.events import latest_events
 
     inst = instance()
     defs = _chain_defs(home)
@@ -687,8 +687,8 @@ def test_each_event_of_a_batch_keeps_its_own_id_and_tags(home):
     of the batch (each row carries its event's own timestamp: they agree for every event)."""
     import sqlite3
 
-    from pipelines.runs import run_chain
-    from pipelines.state import latest_events
+    from pipelines.build.runs import run_chain
+    from pipelines.planning.events import latest_events
 
     inst = instance()
     defs = _chain_defs(home)
@@ -708,7 +708,7 @@ def test_each_event_of_a_batch_keeps_its_own_id_and_tags(home):
 
 def _chain_defs(home: Home):
     """The home's Definitions with the tests' shared embedder (what `sheaf build` runs)."""
-    from pipelines.runs import with_embedder
+    from pipelines.build.runs import with_embedder
     from tests.pipeline_kit import definitions, shared_embedder
 
     return with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
@@ -717,8 +717,8 @@ def _chain_defs(home: Home):
 def _run_with_storage(home: Home, monkeypatch, **methods):
     """One run of the whole chain over every paper, with `methods` of Sheaf's event log storage
     replaced: (instance, papers, run result)."""
-    import pipelines.dagster_private as private
-    from pipelines.runs import run_chain
+    import pipelines.dagster_internals.private as private
+    from pipelines.build.runs import run_chain
 
     inst = instance()
     defs = _chain_defs(home)
@@ -733,9 +733,9 @@ def test_the_check_step_reads_each_assets_latest_events_once(home, monkeypatch):
     (a paper's status); the evaluations' targets are the same events, no longer read again."""
     from collections import Counter
 
-    import pipelines.planner as planner
-    import pipelines.state as state
-    from pipelines.runs import run_chain
+    import pipelines.planning.statuses as planner
+    import pipelines.planning.events as state
+    from pipelines.build.runs import run_chain
 
     reads: Counter[tuple[str, str]] = Counter()
     real = state.latest_events
@@ -762,8 +762,8 @@ def dagsters_read(inst, asset: str, kind: str, partitions: list[str]) -> dict:
     `latest_events` read before it read the stored JSON), in `EventInfo`s."""
     from dagster import AssetKey, AssetRecordsFilter, DagsterEventType
 
-    from pipelines.dagster_private import latest_storage_ids
-    from pipelines.state import EventInfo
+    from pipelines.dagster_internals.private import latest_storage_ids
+    from pipelines.planning.events import EventInfo
 
     key = AssetKey(asset)
     et = DagsterEventType.ASSET_MATERIALIZATION if kind == "materialization" else DagsterEventType.ASSET_OBSERVATION
@@ -779,7 +779,7 @@ def dagsters_read(inst, asset: str, kind: str, partitions: list[str]) -> dict:
 
 
 def test_the_chains_latest_events_read_as_stored_equal_dagsters_read(home):
-    from pipelines.state import latest_events
+    from pipelines.planning.events import latest_events
 
     inst = instance()
     keys = list(inst.get_dynamic_partitions("papers"))
@@ -795,7 +795,7 @@ def test_the_chains_events_are_read_without_dagsters_deserializer(home, monkeypa
     built every object of each event (~2 ms a paper for a status read)."""
     import dagster._core.storage.event_log.sql_event_log as sql_event_log
 
-    import pipelines.state as state
+    import pipelines.planning.events as state
 
     def refuse(*a, **kw):
         raise AssertionError("an event went through Dagster's deserializer")
@@ -818,8 +818,8 @@ def test_every_kind_of_metadata_value_reads_as_dagster_reads_it(home):
         TableSchema, asset, materialize,
     )
 
-    from pipelines.dagster_private import plain_asset_event, stored_events
-    from pipelines.state import latest_events
+    from pipelines.dagster_internals.private import plain_asset_event, stored_events
+    from pipelines.planning.events import latest_events
 
     inst = instance()
     keys = list(inst.get_dynamic_partitions("papers"))[:2]
@@ -882,7 +882,7 @@ def test_a_run_reads_the_tables_it_wrote_from_memory_not_their_files(home, monke
     the run did not write are read from their files, and every check passes as before."""
     from dagster import DagsterEventType
 
-    from pipelines.runs import run_chain
+    from pipelines.build.runs import run_chain
 
     inst = instance()
     defs = _chain_defs(home)

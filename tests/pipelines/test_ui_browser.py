@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey
 
-from pipelines.dagster_private import check_partition_statuses
+from pipelines.dagster_internals.private import check_partition_statuses
 from pipelines.partitions import papers_partitions
 from tests.pipeline_kit import BASE_PAPERS, CHAIN, ROOT, Home, built_base, clone, edit_markdown, env_for_subprocess
 

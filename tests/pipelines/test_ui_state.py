@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from dagster import AssetKey, SensorResult, build_sensor_context
 
-from pipelines.dagster_private import check_partition_statuses
+from pipelines.dagster_internals.private import check_partition_statuses
 from pipelines.partitions import papers_partitions
 from tests.pipeline_kit import BASE_PAPERS, Home, built_base, clone, definitions, edit_markdown, instance, run_cli
 
@@ -20,14 +20,14 @@ def built(tmp_path_factory, tmp_path, monkeypatch) -> Home:
 
 
 def _sheaf(h: Home):
-    from assets.resources import SheafConfig
+    from pipelines.resources import SheafConfig
 
     return SheafConfig(home=str(h.home), library=str(h.library))
 
 
 def _discover(h: Home, inst) -> SensorResult:
     """One tick of the discovery sensor, applied as the daemon does (partitions, then events)."""
-    from pipelines.sensors import library_discovery_sensor
+    from pipelines.automation.sensors import library_discovery_sensor
 
     with build_sensor_context(instance=inst, resources={"sheaf": _sheaf(h)}) as ctx:  # closed: test_sensors_schedules
         res = library_discovery_sensor(ctx)
@@ -56,7 +56,7 @@ def _status_table(inst) -> dict[str, dict]:
 def _description(inst, partition: str) -> str:
     from dagster import AssetCheckKey
 
-    from pipelines.dagster_private import PartitionKeyFilter
+    from pipelines.dagster_internals.private import PartitionKeyFilter
 
     hist = inst.event_log_storage.get_asset_check_execution_history(
         AssetCheckKey(AssetKey("vector_collections"), "paper_up_to_date"), limit=1,
@@ -105,7 +105,7 @@ def test_an_edited_paper_is_red_with_its_reason_until_rebuilt(built):
 
 
 def test_each_paper_materialization_names_the_paper(built):
-    from pipelines.state import latest_events
+    from pipelines.planning.events import latest_events
 
     evs = latest_events(instance(), "ocr_blocks")
     assert set(evs) == set(BASE_PAPERS)
@@ -164,7 +164,7 @@ def test_a_one_paper_range_run_records_every_check_under_its_partition(built):
         asset, name = check.split("/")
         from dagster import AssetCheckKey
 
-        from pipelines.dagster_private import PartitionKeyFilter
+        from pipelines.dagster_internals.private import PartitionKeyFilter
 
         (rec,) = inst.event_log_storage.get_asset_check_execution_history(
             AssetCheckKey(AssetKey(asset), name), limit=1, partition_filter=PartitionKeyFilter(key=EDITED))
@@ -174,7 +174,7 @@ def test_a_one_paper_range_run_records_every_check_under_its_partition(built):
 def _refresh_tick(inst):
     from dagster import build_sensor_context
 
-    from pipelines.sensors import library_status_refresh_sensor
+    from pipelines.automation.sensors import library_status_refresh_sensor
 
     with build_sensor_context(instance=inst) as ctx:
         return library_status_refresh_sensor(ctx)

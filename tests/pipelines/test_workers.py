@@ -224,7 +224,7 @@ def test_a_worker_killed_and_a_stop_mid_build_then_two_builds_at_once(builds, pg
 def test_a_build_of_another_home_waits_for_the_postgres_lock(pg_server, tmp_path):
     """Two homes on one Postgres index (and so one Dagster instance): a build waits while another
     holds the index's advisory lock, and says who holds it (then it would plan afresh)."""
-    from pipelines.reliability import index_lock
+    from pipelines.build_lock import index_lock
     from sheaf.core.settings import get_settings
 
     url = pg_server.database("workers_lock")
@@ -257,7 +257,7 @@ def test_workers_on_sqlite_are_refused(tmp_path):
 
 
 def test_chunks_shrink_as_the_queue_empties_and_cover_every_paper_once():
-    from pipelines.workers import MAX_CHUNK, chunk_sizes, chunks_for_workers
+    from pipelines.build.workers import MAX_CHUNK, chunk_sizes, chunks_for_workers
 
     assert chunk_sizes(200, 2) == [50, 38, 28, 21, 16, 12, 9, 7, 5, 4, 4, 4, 2]
     assert chunk_sizes(4, 2) == [2, 2] and chunk_sizes(1, 4) == [1]
@@ -273,7 +273,7 @@ def test_the_postgres_dagster_yaml_names_no_url_and_loads_in_dagster(tmp_path, m
     """The file holds `env: SHEAF_INDEX_URL`, never the URL or a password; Dagster's own config
     validation loads it into our pooled psycopg2 storages; a postgres:// URL is given to Dagster
     as postgresql://; without dagster-postgres the build says what to install."""
-    import pipelines.runs
+    import pipelines.build.runs
     import sqlalchemy
     from dagster import DagsterInstance
     from sheaf.core.envelope import SheafError
@@ -283,7 +283,7 @@ def test_the_postgres_dagster_yaml_names_no_url_and_loads_in_dagster(tmp_path, m
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
     monkeypatch.setenv("SHEAF_INDEX_URL", "restored after the test")  # ensure_dagster_home sets it
     settings = get_settings(home=tmp_path, index_url="postgres://" + url[len("postgresql://"):])
-    home = pipelines.runs.ensure_dagster_home(settings)
+    home = pipelines.build.runs.ensure_dagster_home(settings)
     text = (home / "dagster.yaml").read_text()
     assert "env: SHEAF_INDEX_URL" in text and "postgresql://" not in text and "host=" not in text
     assert os.environ["SHEAF_INDEX_URL"] == url
@@ -302,16 +302,16 @@ def test_the_postgres_dagster_yaml_names_no_url_and_loads_in_dagster(tmp_path, m
     sqlalchemy.event.listen(storage._engine, "before_cursor_execute", lambda *a: statements.append(1))
     assert storage.has_table("event_logs") and statements == []  # asked on every asset event: known
     inst.dispose()
-    monkeypatch.setattr(pipelines.runs, "find_spec", lambda name: None)
+    monkeypatch.setattr(pipelines.build.runs, "find_spec", lambda name: None)
     with pytest.raises(SheafError) as e:
-        pipelines.runs.dagster_env(settings)
+        pipelines.build.runs.dagster_env(settings)
     assert e.value.code == "BAD_INPUT" and "sheaf[postgres]" in e.value.details["hint"]
 
 
 def test_each_worker_gets_its_share_of_the_cores(monkeypatch):
     """N workers each run their encoder on cores / N threads (at least one), unless
     SHEAF_EMBED_THREADS says how many: N runtimes each spreading over every core fight for them."""
-    from pipelines.workers import threads_per_worker
+    from pipelines.build.workers import threads_per_worker
     from sheaf.core.settings import get_settings
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))

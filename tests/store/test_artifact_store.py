@@ -242,7 +242,7 @@ def test_the_local_store_imports_neither_fsspec_nor_pyarrow_until_used():
 def test_the_drift_check_lists_a_memory_store(tmp_path):
     from types import SimpleNamespace
 
-    from pipelines.drift import artifact_index_drift
+    from pipelines.planning.drift import artifact_index_drift
 
     url = memory_url()
     s = get_settings({"SHEAF_ARTIFACTS_URL": url, "SHEAF_HOME": str(tmp_path)})
@@ -261,7 +261,7 @@ def test_the_drift_check_of_a_few_papers_looks_their_files_up(tmp_path, monkeypa
     """An edit's one paper: its files are looked up, not every paper's listed."""
     from types import SimpleNamespace
 
-    from pipelines.drift import artifact_index_drift
+    from pipelines.planning.drift import artifact_index_drift
 
     s = get_settings({"SHEAF_ARTIFACTS_URL": memory_url(), "SHEAF_HOME": str(tmp_path)})
     store = open_artifacts(s)

@@ -216,7 +216,7 @@ def test_a_build_whose_backend_changes_re_embeds_nothing(embedder, onnx_export, 
     """Built on the export, rebuilt in full on torch (bf16 where the CPU has it): every paper's
     vector step runs again on the other backend and finds all its vectors in the cache (one
     identity, one collection): nothing is encoded."""
-    from pipelines.state import latest_events
+    from pipelines.planning.events import latest_events
     from tests.conftest import link_onnx_export
     from tests.pipeline_kit import instance, new_home, run_cli
 

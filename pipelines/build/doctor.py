@@ -4,7 +4,7 @@ index rows (units, FTS, vectors of the current model) ↔ the latest materializa
 affected papers and removes orphans.
 
 The cheap part of the cross-check (counts only), which `sheaf build` also runs when it plans,
-is `pipelines.planner.index_drift`: a paper whose index rows or artifacts disagree with its
+is `pipelines.planning.statuses.index_drift`: a paper whose index rows or artifacts disagree with its
 materializations is rebuilt from the first asset that drifted, whatever Dagster's event log
 says. That is what makes a build killed between an index commit and Dagster's record of it
 (or an index moved aside) come back whole.
@@ -19,14 +19,14 @@ from typing import Any
 import pyarrow as pa
 from dagster import AssetKey, DagsterInstance, Definitions
 
-from pipelines.build import build
-from pipelines.drift import metadata_missing, open_index_readonly
-from pipelines.live import dead_runs, reap_dead_runs
+from pipelines.build.command import build
+from pipelines.planning.drift import metadata_missing, open_index_readonly
+from pipelines.build.live import dead_runs, reap_dead_runs
 from pipelines.partitions import papers_partitions
-from pipelines.planner import chain_of, paper_statuses
-from pipelines.reliability import build_lock, lock_holder, prepare_index, sweep_leftovers
-from pipelines.state import latest_events, latest_observed_versions
-from pipelines.sync import remove_paper_everywhere
+from pipelines.planning.statuses import chain_of, paper_statuses
+from pipelines.build_lock import build_lock, lock_holder, prepare_index, sweep_leftovers
+from pipelines.planning.events import latest_events, latest_observed_versions
+from pipelines.build.sync import remove_paper_everywhere
 from sheaf.core.models import paper_key_problem, valid_paper_key
 from sheaf.ingest.library import discover_library
 from sheaf.store.artifact_store import SUFFIXES, ArtifactStore, open_artifacts

@@ -26,15 +26,15 @@ from typing import Any
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue
 
-from pipelines.plan import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
-from pipelines.planner import Chain, paper_statuses
+from pipelines.planning.model import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
+from pipelines.planning.statuses import Chain, paper_statuses
 
 STATUS_ASSET = "library_status"
 #: Papers listed by name in the record's table for the UI (all of them are in `record`).
 TABLE_ROWS = 200
 
 def chain_digest(chain: Chain) -> str:
-    """`pipelines.plan.code_digest` of `chain`."""
+    """`pipelines.planning.model.code_digest` of `chain`."""
     return code_digest(chain.assets, chain.code_versions)
 
 
@@ -52,7 +52,7 @@ def observation_cursor(instance: DagsterInstance) -> int:
 
 def load_record(instance: DagsterInstance, chain: Chain, known: Record | None = None) -> Record | None:
     """The last record, when it is still current (see the module doc); else None. `known`: the
-    record the no-op proof read from this home's files moments before (`pipelines.noop`), checked
+    record the no-op proof read from this home's files moments before (`pipelines.planning.noop`), checked
     here as current and not read and unpacked a second time (~0.16 s at 10,000 papers); when it
     is no longer current (another build recorded since), the latest record is read."""
     if known is not None and _current(instance, chain, known):

@@ -1,8 +1,8 @@
-"""`sheaf build` on the Dagster side: plan from materialization metadata (`pipelines.planner`),
+"""`sheaf build` on the Dagster side: plan from materialization metadata (`pipelines.planning.statuses`),
 then materialize missing and stale papers in chunked in-process runs.
 
 The embedding model is loaded at most once per build: the build makes one embedder and
-hands it to each of its runs as the `embedder` resource (`assets.resources`).
+hands it to each of its runs as the `embedder` resource (`pipelines.resources`).
 """
 from __future__ import annotations
 
@@ -12,21 +12,21 @@ from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions
 
-from pipelines.automation import MAX_PARTITIONS_PER_RUN
-from pipelines.drift import metadata_missing
-from pipelines.live import Events, LiveProgress, reap_dead_runs
+from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
+from pipelines.planning.drift import metadata_missing
+from pipelines.build.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
-from pipelines.plan import BuildReport, Record, needs_build, with_warning_events
-from pipelines.planner import (
+from pipelines.planning.model import BuildReport, Record, needs_build, with_warning_events
+from pipelines.planning.statuses import (
     Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, paper_statuses,
 )
-from pipelines.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
-from pipelines.reliability import (
+from pipelines.planning.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
+from pipelines.build_lock import (
     build_lock, check_workers, check_writable, index_lock, prepare_index, run_tags, storage_error, sweep_leftovers,
 )
-from pipelines.runs import QUIET_RUN_CONFIG, cancel_running, ensure_dagster_home, get_instance, run_chain, with_embedder
-from pipelines.sync import SyncPlan, apply_sync, plan_sync
-from pipelines.workers import chunks_for_workers, run_parallel
+from pipelines.build.runs import QUIET_RUN_CONFIG, cancel_running, ensure_dagster_home, get_instance, run_chain, with_embedder
+from pipelines.build.sync import SyncPlan, apply_sync, plan_sync
+from pipelines.build.workers import chunks_for_workers, run_parallel
 from sheaf.core.envelope import SheafError
 from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
@@ -49,7 +49,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
           record: Record | None = None, exact_progress: bool = True) -> BuildReport:
     """Discover, then materialize missing and stale papers (all of them with `full`).
 
-    Crash safety (`pipelines/reliability.py`): one build at a time per SHEAF_HOME (a second
+    Crash safety (`pipelines/build_lock.py`): one build at a time per SHEAF_HOME (a second
     one waits); runs of a build that died are marked failed; temp files it left are swept; a
     read-only or full disk, or a damaged index, is a clear error naming the path (a damaged
     index is moved aside and rebuilt from the artifacts).
@@ -57,19 +57,19 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     `embedder`: the model for every run of this build (default: one made here, loaded on the
     first passage to embed); the runs get it as their `embedder` resource (`with_embedder`).
 
-    `events`: structured progress for programs (`sheaf build --events`, `pipelines.live`):
+    `events`: structured progress for programs (`sheaf build --events`, `pipelines.build.live`):
     `start` once planned, `progress` per paper done, `warning` per problem (each "! ..." line
     of `progress` too).
 
-    `workers`: more than 1 builds the planned papers in that many processes (`pipelines.workers`;
+    `workers`: more than 1 builds the planned papers in that many processes (`pipelines.build.workers`;
     only with the index on Postgres); each builds the home's own Definitions with its own model,
     so `defs` and `embedder` then serve this process only (library metadata and report).
 
     `scan`, `record`: the library scan and the last recorded plan the no-op proof read moments
-    before (`pipelines.noop`), reused instead of made again (the record still checked current).
+    before (`pipelines.planning.noop`), reused instead of made again (the record still checked current).
 
     `exact_progress`: a program reads `events`, so the running run's progress tags are written
-    before each paper's event; False: at most once a second (`pipelines.live.TAG_EVERY`)."""
+    before each paper's event; False: at most once a second (`pipelines.build.live.TAG_EVERY`)."""
     check_workers(settings, workers)
     progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
@@ -106,7 +106,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
            exact_progress: bool = True) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
-    # The last build's record, while provably current (pipelines/record.py): papers whose OCR
+    # The last build's record, while provably current (pipelines/planning/record.py): papers whose OCR
     # hash it holds keep its status, and no paper's events are read for them.
     record = None if full else load_record(instance, chain, known)
     plan = plan_sync(instance, settings, observed=record.versions if record is not None else None, scan=scan)

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 
 from dagster import AssetObservation, DagsterInstance
 
-from pipelines.dagster_private import report_runless_observations
+from pipelines.dagster_internals.private import report_runless_observations
 from pipelines.partitions import papers_partitions
-from pipelines.plan import SyncPlan, current_versions
-from pipelines.state import latest_observed_versions
+from pipelines.planning.model import SyncPlan, current_versions
+from pipelines.planning.events import latest_observed_versions
 from sheaf.core.settings import Settings
 from sheaf.ingest.sources import SourceScan, scan_sources
 from sheaf.store.artifact_store import open_artifacts
@@ -36,9 +36,9 @@ def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[s
               write_cache: bool = True, scan: SourceScan | None = None) -> SyncPlan:
     """Compare the library folder with the instance's partitions and last observations
     (`observed`: those versions, when the caller knows them from a current record,
-    `pipelines.record`; else every paper's latest observation is read; `write_cache=False`:
+    `pipelines.planning.record`; else every paper's latest observation is read; `write_cache=False`:
     read-only, for `sheaf status`; `scan`: the library's scan, made moments ago by the no-op
-    proof, `pipelines.noop`)."""
+    proof, `pipelines.planning.noop`)."""
     if scan is None:
         scan = scan_sources(settings, settings.artifacts_dir / "_source_stats.json", write_cache=write_cache)
     existing = set(instance.get_dynamic_partitions(papers_partitions.name))

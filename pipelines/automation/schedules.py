@@ -6,12 +6,12 @@ The chain and its code versions come from the code location the schedule is eval
 
 from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
-from assets.resources import SheafConfig
-from pipelines.automation import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
-from pipelines.paper_view import verdict
+from pipelines.resources import SheafConfig
+from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
+from pipelines.planning.paper_view import verdict
 from pipelines.partitions import papers_partitions
-from pipelines.plan import needs_build
-from pipelines.planner import chain_of, chunk_targets, paper_statuses, selection_from
+from pipelines.planning.model import needs_build
+from pipelines.planning.statuses import chain_of, chunk_targets, paper_statuses, selection_from
 
 
 def _describe(why: dict[str, str], limit: int = 250) -> str:

@@ -1,5 +1,5 @@
 """One in-process run of the paper chain, and the Dagster home and instance it runs on: what a
-`sheaf build` and each of its worker processes (`pipelines.workers`) share.
+`sheaf build` and each of its worker processes (`pipelines.build.workers`) share.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
 
-from pipelines.dagster_files import (
+from pipelines.dagster_internals.home_files import (
     EVENT_BATCH_ENV,
     EVENT_BATCH_SIZE,
     POSTGRES_URL_ENV,
@@ -19,9 +19,9 @@ from pipelines.dagster_files import (
     dagster_yaml,
     postgres_dagster_yaml,
 )
-from pipelines.dagster_private import partitions_snapshot
-from pipelines.planner import Chain, chain_of, selection_from
-from pipelines.reliability import run_tags
+from pipelines.dagster_internals.private import partitions_snapshot
+from pipelines.planning.statuses import Chain, chain_of, selection_from
+from pipelines.build_lock import run_tags
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import Settings
 from sheaf.vectors.embedder import Embedder

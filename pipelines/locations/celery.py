@@ -5,7 +5,7 @@ The broker and the result backend come from the environment (`CELERY_BROKER_URL`
 `CELERY_RESULT_BACKEND`, e.g. ``redis://:password@redis.lab:6379/0``): no secret in a file.
 Needs `pip install sheaf[cluster]`.
 
-    dagster code-server start -h 0.0.0.0 -p 4000 -m pipelines.cluster_celery
+    dagster code-server start -h 0.0.0.0 -p 4000 -m pipelines.locations.celery
 """
 from dagster_celery import celery_executor
 

@@ -1,7 +1,7 @@
 """What the Dagster UI shows of each paper: its identity (title, first author, year), its
 state as a check verdict with the reason, and the library's papers as one table.
 
-Pure functions over facts computed elsewhere (`pipelines.planner.PaperStatus`, the library's
+Pure functions over facts computed elsewhere (`pipelines.planning.statuses.PaperStatus`, the library's
 metadata exports): the `paper_up_to_date` check, the `library_status` asset and the chain's
 per-paper metadata call them.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from pipelines.plan import PaperStatus
+from pipelines.planning.model import PaperStatus
 from sheaf.ingest.metadata import export_files_metadata
 
 #: Table rows: papers that need work first, then the built ones.

@@ -3,7 +3,7 @@ execute each step in its own pod (`k8s_job_executor`). The executor takes its im
 secrets and config maps from the instance's `K8sRunLauncher` (deploy/k8s/dagster.yaml); a run
 launched from the UI may add `deploy/k8s/run_config.yaml`. Needs `pip install sheaf[cluster]`.
 
-    dagster code-server start -h 0.0.0.0 -p 4000 -m pipelines.cluster_k8s
+    dagster code-server start -h 0.0.0.0 -p 4000 -m pipelines.locations.k8s
 """
 from dagster_k8s import k8s_job_executor
 

@@ -119,7 +119,7 @@ def lock_holder(home: Path) -> int | None:
 
 
 def idle_state(dead_runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The live state of a home where no build runs (`pipelines.live.build_state`): `dead_runs`,
+    """The live state of a home where no build runs (`pipelines.build.live.build_state`): `dead_runs`,
     the unfinished runs of builds that died."""
     return {"status": "idle", "pid": None, "run_ids": [], "started_at": None, "current": 0, "total": 0,
             "paper_id": None, "stage": None, "embeddings_computed": 0, "dead_runs": list(dead_runs or [])}
@@ -147,13 +147,13 @@ def build_holder(home: Path) -> tuple[int | None, str | None, float | None]:
     return (pid if pid and pid > 0 else None), start, taken
 
 
-#: The run tags a running build keeps current (`pipelines.live.LiveProgress`) and the stop mark.
+#: The run tags a running build keeps current (`pipelines.build.live.LiveProgress`) and the stop mark.
 STOP_TAG = "sheaf/stop_requested"
 
 
 def running_state(pid: int, taken_iso: str | None, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The live state of a running build (`pipelines.live.build_state`, and its Dagster-free
-    reader `pipelines.noop.running_without_dagster`) from its runs, oldest first, each
+    """The live state of a running build (`pipelines.build.live.build_state`, and its Dagster-free
+    reader `pipelines.planning.noop.running_without_dagster`) from its runs, oldest first, each
     `{run_id, status, job, tags}` (`status`: Dagster's run status name)."""
     state = idle_state()
     state.update(status="running", pid=pid, run_ids=[r["run_id"] for r in runs], started_at=taken_iso,

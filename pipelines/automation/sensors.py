@@ -7,12 +7,12 @@ from dagster import (
     RunRequest, RunsFilter, SensorEvaluationContext, SensorResult, SkipReason, sensor,
 )
 
-from assets.resources import SheafConfig
+from pipelines.resources import SheafConfig
 from pipelines.partitions import papers_partitions
-from pipelines.state import latest_observed_versions
-from pipelines.plan import SyncPlan
-from pipelines.record import STATUS_ASSET
-from pipelines.sync import observations, plan_sync, remove_paper_everywhere
+from pipelines.planning.events import latest_observed_versions
+from pipelines.planning.model import SyncPlan
+from pipelines.planning.record import STATUS_ASSET
+from pipelines.build.sync import observations, plan_sync, remove_paper_everywhere
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import get_settings
 

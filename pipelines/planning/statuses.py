@@ -22,10 +22,10 @@ from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions, RepositoryDefinition
 
-from pipelines.drift import artifact_index_drift
+from pipelines.planning.drift import artifact_index_drift
 from pipelines.partitions import papers_partitions
-from pipelines.plan import PaperStatus
-from pipelines.state import EventInfo, latest_events, latest_observed_versions
+from pipelines.planning.model import PaperStatus
+from pipelines.planning.events import EventInfo, latest_events, latest_observed_versions
 from sheaf.vectors.identity import model_name, split_model
 
 #: Definition metadata of an asset stored as one file per paper: the file's suffix.
@@ -252,7 +252,7 @@ def selection_from(chain: Chain, first: str) -> list[AssetKey] | None:
 
 def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any],
                 defs: ChainSource) -> dict[str, tuple[str, list[str]]]:
-    """`pipelines.drift.artifact_index_drift` of the chain of `defs`: ``{key: (first asset to
+    """`pipelines.planning.drift.artifact_index_drift` of the chain of `defs`: ``{key: (first asset to
     rebuild, reasons)}``."""
     chain = chain_of(defs)
     return {k: (chain.earliest(starts), reasons)

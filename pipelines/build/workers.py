@@ -12,7 +12,7 @@ reasoned in docs/architecture.md, Parallel builds):
 
 So each worker is one spawned process that loads the definitions, the instance and the model
 once, then pulls work from a shared queue and builds it as ordinary in-process runs
-(`pipelines.runs.run_chain`), exactly as a one-process build does. Work is handed out in
+(`pipelines.build.runs.run_chain`), exactly as a one-process build does. Work is handed out in
 contiguous partition ranges that shrink as the queue empties (`chunk_sizes`), one at a time, so
 no worker idles while another holds a long queue, and the last chunks finish together.
 
@@ -41,11 +41,11 @@ from typing import Any
 
 from dagster import DagsterInstance
 
-from pipelines.automation import MAX_PARTITIONS_PER_RUN
+from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
 from pipelines.entry import dagster_side
-from pipelines.live import BUILD_PID_TAG, LiveProgress, reap_dead_runs
-from pipelines.planner import Chain, chain_of
-from pipelines.runs import cancel_running, run_chain, with_embedder
+from pipelines.build.live import BUILD_PID_TAG, LiveProgress, reap_dead_runs
+from pipelines.planning.statuses import Chain, chain_of
+from pipelines.build.runs import cancel_running, run_chain, with_embedder
 from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
 from sheaf.vectors.embedder import Embedder

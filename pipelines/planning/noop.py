@@ -3,7 +3,7 @@
 Most builds find nothing to do (the nightly schedule, a plugin building on every save, an
 agent checking before it searches), and Dagster's import and instance alone cost a process
 ~2.5-3 s here. `prove_unchanged` answers from the discovery scan, the last recorded plan
-(`pipelines.record`) read straight from Dagster's SQLite files (`pipelines.dagster_files`)
+(`pipelines.planning.record`) read straight from Dagster's SQLite files (`pipelines.dagster_internals.home_files`)
 and the index, and it answers "unchanged" only when every fact the Dagster way would check
 says so:
 
@@ -11,11 +11,11 @@ says so:
   run is unfinished (queued, running, or left by a dead process: the Dagster way reaps those);
 - the record is current: no chain asset materialized since it was made, no `ocr_result`
   observed since, nothing wiped, and the chain's code versions (the model's fingerprint
-  among them) are the ones it was made with (`assets.versions`);
+  among them) are the ones it was made with (`pipelines.planning.versions`);
 - the library holds exactly the recorded papers, each with its recorded OCR hash, and the
   library metadata export is the one last loaded (and still in the index);
 - the index is healthy and its rows and the per-paper artifacts agree with the recorded
-  counts (`pipelines.drift`, as the Dagster way checks every build).
+  counts (`pipelines.planning.drift`, as the Dagster way checks every build).
 
 Anything else (an edit, a new paper, a run from the UI, a model change, an unreadable file)
 is not an answer: the caller goes the Dagster way, which plans from the materializations
@@ -31,21 +31,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from assets.versions import chain_code_versions
-from pipelines.dagster_files import CannotTell, DagsterFiles
-from pipelines.drift import artifact_index_drift, metadata_missing
-from pipelines.plan import (
+from pipelines.planning.versions import chain_code_versions
+from pipelines.dagster_internals.home_files import CannotTell, DagsterFiles
+from pipelines.planning.drift import artifact_index_drift, metadata_missing
+from pipelines.planning.model import (
     BuildReport, Events, PaperStatus, Record, SyncPlan, code_digest, current_versions, needs_build,
     record_from_json, with_warning_events,
 )
-from pipelines.reliability import build_holder, build_lock, check_writable, lock_holder, running_state, sweep_leftovers
+from pipelines.build_lock import build_holder, build_lock, check_writable, lock_holder, running_state, sweep_leftovers
 from sheaf.core.settings import Settings
 from sheaf.ingest.metadata import export_hash
 from sheaf.ingest.sources import SourceScan, scan_sources
 from sheaf.store.select import check_backend
 
 #: The partitions, the recorded plan's asset, the observed source and the library metadata
-#: asset, by name (as `pipelines.partitions`, `pipelines.record` and `assets` define them; a
+#: asset, by name (as `pipelines.partitions`, `pipelines.planning.record` and `assets` define them; a
 #: test checks the names).
 PAPERS = "papers"
 STATUS_ASSET = "library_status"
@@ -171,7 +171,7 @@ def idle_without_dagster(settings: Settings) -> bool:
 
 
 def running_without_dagster(settings: Settings) -> dict[str, Any] | None:
-    """The live state of the build running in `settings`' home (`pipelines.live.build_state`
+    """The live state of the build running in `settings`' home (`pipelines.build.live.build_state`
     without its `dead_runs`, which the running build reaped when it began), read from the
     Dagster home's files without importing Dagster: what a program polling a build every few
     seconds asks for (Dagster's import alone takes seconds on a busy machine). A build that has

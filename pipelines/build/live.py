@@ -11,7 +11,7 @@
   `add_run_tags` reads and rewrites the run's body: 2.4-2.9 ms a paper here, ~7% of the 42 ms of
   a paper's orchestration it was measured in, for counts nobody but a poller reads.
 - **Reader** (`build_state`): the build lock says whether a build runs and which process
-  (`pipelines.reliability.lock_holder`, a flock the kernel drops when its holder dies, so it
+  (`pipelines.build_lock.lock_holder`, a flock the kernel drops when its holder dies, so it
   never goes stale); that process's runs (`sheaf/pid` + `sheaf/pid_start` tags) give the run
   ids and the counters. A lock nobody holds reads as idle, and unfinished runs whose process
   is gone are reported as dead (the next build or `sheaf stop` marks them failed).
@@ -32,9 +32,9 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from pipelines.dagster_private import free_pool_slots
-from pipelines.reliability import STOP_TAG, _proc_start, idle_state, lock_holder, process_alive, running_state
-from pipelines.reliability import build_holder as _holder
+from pipelines.dagster_internals.private import free_pool_slots
+from pipelines.build_lock import STOP_TAG, _proc_start, idle_state, lock_holder, process_alive, running_state
+from pipelines.build_lock import build_holder as _holder
 
 __all__ = ["BUILD_PID_TAG", "LiveProgress", "build_state", "dead_runs", "reap_dead_runs", "stop_build", "PROGRESS_TAGS"]
 
@@ -46,7 +46,7 @@ Events = Callable[[dict[str, Any]], None]
 PROGRESS_TAGS = ("sheaf/current", "sheaf/total", "sheaf/paper_id", "sheaf/stage", "sheaf/embedded")
 #: Seconds between two writes of the progress tags when no program reads the build's events.
 TAG_EVERY = 1.0
-#: The build process (the lock holder) a worker's run belongs to (`pipelines.workers`); its own
+#: The build process (the lock holder) a worker's run belongs to (`pipelines.build.workers`); its own
 #: `sheaf/pid` is the worker's.
 BUILD_PID_TAG = "sheaf/build_pid"
 _UNFINISHED = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED,
@@ -67,7 +67,7 @@ class LiveProgress:
     `paper(step, key, meta)` is called for every paper finishing every step (the
     `sheaf.core.progress` listener); a paper counts as done when it finishes `last` (the
     chain's last asset, which every run of the chain ends with), failed or not. `by_build`: the runs
-    are the workers' (`pipelines.workers`), found by their `sheaf/build_pid` tag. `exact`: a
+    are the workers' (`pipelines.build.workers`), found by their `sheaf/build_pid` tag. `exact`: a
     program reads `events`, so the tags are written before each paper's event; else at most
     every `TAG_EVERY` seconds, and what is left by `flush` (a new run, the build's end)."""
 

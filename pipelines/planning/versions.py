@@ -1,10 +1,10 @@
 """The code version of each per-paper chain asset, in one place: the asset decorators take
-theirs from here, and the no-op proof (`pipelines.noop`) reads them without importing
+theirs from here, and the no-op proof (`pipelines.planning.noop`) reads them without importing
 Dagster. Bump an asset's version when what it writes changes; every paper then rebuilds from
 that asset down. `vector_collections` also carries the configured embedding model
 (`sheaf.vectors.identity.model_code_version`), so a model change is a code change too.
 
-tests/pipelines/test_noop.py checks that the chain Dagster sees (`pipelines.planner.chain_of`)
+tests/pipelines/test_noop.py checks that the chain Dagster sees (`pipelines.planning.statuses.chain_of`)
 has exactly these assets and versions.
 """
 from __future__ import annotations

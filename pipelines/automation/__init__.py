@@ -1,0 +1,1 @@
+"""What runs without a command: the discovery and automation sensors, the nightly schedule."""

@@ -1,0 +1,1 @@
+"""Code locations for many machines (Kubernetes, Celery)."""

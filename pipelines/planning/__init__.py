@@ -1,0 +1,1 @@
+"""Planning: what each paper needs, read from Dagster's records or proved without Dagster."""
