@@ -46,7 +46,8 @@ def _export_hash(settings: Settings, plan: SyncPlan) -> str:
 def build(settings: Settings, defs: Definitions, papers: list[str] | None = None, full: bool = False,
           progress: Callable[[str], None] = lambda s: None, embedder: Embedder | None = None,
           events: Events | None = None, workers: int = 1, scan: SourceScan | None = None,
-          record: Record | None = None, exact_progress: bool = True) -> BuildReport:
+          record: Record | None = None, exact_progress: bool = True,
+          load_definitions: Callable[[Settings], Definitions] | None = None) -> BuildReport:
     """Discover, then materialize missing and stale papers (all of them with `full`).
 
     Crash safety (`pipelines/build_lock.py`): one build at a time per SHEAF_HOME (a second
@@ -63,7 +64,9 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 
     `workers`: more than 1 builds the planned papers in that many processes (`pipelines.build.workers`;
     only with the index on Postgres); each builds the home's own Definitions with its own model,
-    so `defs` and `embedder` then serve this process only (library metadata and report).
+    so `defs` and `embedder` then serve this process only (library metadata and report);
+    `load_definitions` is how a worker makes them (`pipelines.entry.dagster_side`, passed in by
+    the caller, since the build cannot import the composition root above it).
 
     `scan`, `record`: the library scan and the last recorded plan the no-op proof read moments
     before (`pipelines.planning.noop`), reused instead of made again (the record still checked current).
@@ -71,6 +74,8 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     `exact_progress`: a program reads `events`, so the running run's progress tags are written
     before each paper's event; False: at most once a second (`pipelines.build.live.TAG_EVERY`)."""
     check_workers(settings, workers)
+    if workers > 1 and load_definitions is None:
+        raise ValueError("a build with workers needs load_definitions (pipelines.entry.dagster_side)")
     progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
     with build_lock(settings.home, progress), index_lock(settings, progress):
@@ -172,7 +177,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             interrupted = True
         elif parallel:
             ran, interrupted, died = run_parallel(settings, instance, chain, chunks_for_workers(planned_runs, workers),
-                                                  workers, live, on_paper, progress)
+                                                  workers, live, on_paper, progress, load_definitions)
             runs += ran
             how["workers_died"] = died
         else:

@@ -39,10 +39,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, Definitions
 
 from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
-from pipelines.entry import dagster_side
 from pipelines.build.live import BUILD_PID_TAG, LiveProgress, reap_dead_runs
 from pipelines.planning.statuses import Chain, chain_of
 from pipelines.build.runs import cancel_running, run_chain, with_embedder
@@ -116,13 +115,14 @@ def _die_with_parent() -> None:
             os._exit(1)
 
 
-def worker_main(settings: Settings, tasks: Any, results: Any, build_pid: int, threads: int | None = None) -> None:
-    """One worker: load the definitions, instance and model once (the encoder on `threads`
-    threads), then build chunks from `tasks` (None: no more work) until none is left or a stop
-    was asked for; report to `results`."""
+def worker_main(settings: Settings, load_definitions: Callable[[Settings], Definitions], tasks: Any, results: Any,
+                build_pid: int, threads: int | None = None) -> None:
+    """One worker: load the definitions (with `load_definitions`, passed in), instance and model
+    once (the encoder on `threads` threads), then build chunks from `tasks` (None: no more work)
+    until none is left or a stop was asked for; report to `results`."""
     _die_with_parent()
     pid = os.getpid()
-    defs = dagster_side(settings)
+    defs = load_definitions(settings)
     instance = DagsterInstance.get()
     defs = with_embedder(defs, Embedder.from_settings(settings, threads=threads))
     chain = chain_of(defs)
@@ -162,8 +162,11 @@ def worker_main(settings: Settings, tasks: Any, results: Any, build_pid: int, th
 
 def run_parallel(settings: Settings, instance: DagsterInstance, chain: Chain, chunks: list[tuple[str, list[str]]],
                  workers: int, live: LiveProgress, on_paper: Callable[[str, str, dict[str, Any]], None],
-                 progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], bool, list[dict[str, Any]]]:
+                 progress: Callable[[str], None], load_definitions: Callable[[Settings], Definitions],
+                 ) -> tuple[list[dict[str, Any]], bool, list[dict[str, Any]]]:
     """Build `chunks` with `workers` processes: (the runs' reports, interrupted, dead workers).
+    Each worker makes its own Definitions with `load_definitions` (a module-level function: it is
+    sent to the spawned process).
     `on_paper` is called in this process for every paper a worker finishes (every step)."""
     ctx = multiprocessing.get_context("spawn")
     tasks, results = ctx.Queue(), ctx.Queue()
@@ -173,7 +176,7 @@ def run_parallel(settings: Settings, instance: DagsterInstance, chain: Chain, ch
     for _ in range(n):
         tasks.put(None)
     threads = threads_per_worker(settings, n)
-    procs = [ctx.Process(target=worker_main, args=(settings, tasks, results, os.getpid(), threads), daemon=True,
+    procs = [ctx.Process(target=worker_main, args=(settings, load_definitions, tasks, results, os.getpid(), threads), daemon=True,
                          name=f"sheaf-worker-{i + 1}") for i in range(n)]
     for p in procs:
         p.start()

@@ -86,7 +86,8 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
             rep = pipelines.build.command.build(settings, defs if defs is not None else definitions(settings),
                                         papers=papers or None, full=full, progress=progress, events=events,
                                         workers=settings.build_workers, scan=proof.scan if proof else None,
-                                        record=proof.record if proof else None, exact_progress=exact_progress)
+                                        record=proof.record if proof else None, exact_progress=exact_progress,
+                                        load_definitions=pipelines.entry.dagster_side)
             if why:
                 rep.plan["no_op_proof"] = why
     states: dict[str, int] = {}
