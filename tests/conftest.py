@@ -23,6 +23,13 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
+def dagster_kit():
+    """`tests.dagster_kit`, imported only once a test has loaded Dagster itself."""
+    from tests import dagster_kit as kit
+
+    return kit
+
+
 @pytest.fixture(autouse=True)
 def _no_dagster_instance_context_left_open():
     """A test that leaves a Dagster instance's context open (a `build_sensor_context` or
@@ -31,9 +38,7 @@ def _no_dagster_instance_context_left_open():
     ("Attempted to resolve undefined DagsterInstance weakref"): another test's failure, on
     whichever xdist worker it ran. Such a test fails here instead."""
     yield
-    base = sys.modules.get("dagster._core.storage.defs_state.base")
-    if base is not None and base.DefsStateStorage.get() is not None:
-        base._current_storage.set(None)
+    if "dagster" in sys.modules and dagster_kit().instance_context_left_open():
         pytest.fail("a Dagster instance context was left open (close build_*_context with `with`)")
 
 

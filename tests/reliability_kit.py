@@ -480,7 +480,7 @@ def _stage(inst: Any, run_ids: set[str]) -> str:
 
 def _instance(dagster_home: Path) -> Any:
     from dagster import DagsterInstance
-    from dagster._core.instance.ref import InstanceRef
+    from tests.dagster_kit import InstanceRef
 
     return DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
 

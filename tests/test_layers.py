@@ -104,3 +104,32 @@ def test_no_import_circles_between_our_modules():
 def test_function_level_imports_of_our_modules_are_few():
     _, inner = _imports(_modules())
     assert len(inner) <= MAX_FUNCTION_LEVEL, "\n".join(inner)
+
+
+#: The only places that may name Dagster's private modules (`dagster._*`).
+PRIVATE_WALL = ("pipelines/dagster_internals/", "tests/dagster_kit.py")
+PRIVATE = "dagster" + "._"  # spelled apart, or this file would name one
+
+
+def test_dagsters_private_api_is_reached_only_through_its_wall():
+    """Every import of `dagster._*` (and every string naming such a module, as a patch target
+    does) is in `pipelines/dagster_internals` or, for tests, `tests/dagster_kit.py`: a Dagster
+    upgrade has two files to check. import-linter cannot forbid an external package's
+    sub-packages, so this test does."""
+    found = []
+    for folder in (*PACKAGES, "tests", "bench", "scripts"):
+        for p in (ROOT / folder).rglob("*.py"):
+            rel = p.relative_to(ROOT).as_posix()
+            if rel.startswith(PRIVATE_WALL):
+                continue
+            for node in ast.walk(ast.parse(p.read_text(), rel)):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names = [node.module]
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    names = [node.value]
+                if any(n.startswith(PRIVATE) for n in names):
+                    found.append(f"{rel}:{node.lineno}")
+    assert found == [], found

@@ -462,7 +462,7 @@ def test_a_run_reads_the_papers_partitions_once(home, monkeypatch):
     at each step, input and output (68 reads of the whole library for one run of the chain: a
     cost per paper that grew with the library, ~22 ms a paper at 10,000 papers); a run now
     resolves its range against one read (`dagster_internals.private.partitions_snapshot`)."""
-    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+    from tests.dagster_kit import SqlEventLogStorage
 
     from pipelines.build.runs import run_chain
 
@@ -536,7 +536,7 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
     partitions (the row names its own), so a row's size does not grow with the run's papers
     (with them, the evaluation that overwrites the row later left its pages ~40% empty)."""
     from dagster import DagsterEventType, EventRecordsFilter, deserialize_value
-    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+    from tests.dagster_kit import SqlEventLogStorage
     from dagster_shared import serdes
     from sqlalchemy import select
 
@@ -583,14 +583,14 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
         assert mine.dagster_event.event_specific_data.asset_check_key == \
             dagsters.dagster_event.event_specific_data.asset_check_key
     # Dagster reads them back as the run's planned executions of the check, paper by paper
-    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+    from tests.dagster_kit import AssetCheckExecutionRecordStatus
     check_key = entry.dagster_event.event_specific_data.asset_check_key
     records = [r for r in storage.get_asset_check_execution_history(
         check_key, limit=10_000, status={AssetCheckExecutionRecordStatus.PLANNED}) if r.run_id == "run-sheaf"]
     assert sorted(r.partition for r in records) == sorted(keys)
     assert {r.event.step_key for r in records} == {entry.step_key}
     # a row's size does not grow with the run's papers (Dagster's does)
-    from dagster._core.definitions.partitions.subset import DefaultPartitionsSubset
+    from tests.dagster_kit import DefaultPartitionsSubset
     many = [f"P{i:07d}" for i in range(300)]
     big = entry.dagster_event.event_specific_data
     bigger = entry._replace(run_id="run-large", dagster_event=entry.dagster_event._replace(
@@ -793,7 +793,7 @@ def test_the_chains_latest_events_read_as_stored_equal_dagsters_read(home):
 def test_the_chains_events_are_read_without_dagsters_deserializer(home, monkeypatch):
     """What makes the read cheap: Sheaf's own events are plain JSON to it. Dagster's deserializer
     built every object of each event (~2 ms a paper for a status read)."""
-    import dagster._core.storage.event_log.sql_event_log as sql_event_log
+    from tests.dagster_kit import sql_event_log
 
     import pipelines.planning.events as state
 

@@ -29,8 +29,7 @@ pytestmark = [pytest.mark.slow,
 def _plant(home: Path, lib: Path) -> None:
     import numpy as np
     from dagster import DagsterInstance, DagsterRunStatus
-    from dagster._core.instance.ref import InstanceRef
-    from dagster._core.test_utils import create_run_for_test
+    from tests.dagster_kit import InstanceRef, create_run_for_test
 
     from sheaf.store.sqlite.db import connect, transaction
     from sheaf.store.sqlite.index import _fts_delete, _fts_rows, collections

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests import reliability_kit as kit
+from tests.dagster_kit import HANDLE_NEW_EVENT
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy,
               pytest.mark.skipif(not kit.fork_supported(), reason="needs fork (Linux)")]
@@ -56,7 +57,7 @@ TARGETED: list[tuple[str, str, dict[str, Any]]] = [
     ("fresh", "between an artifact's temp write and its rename",
      {"kind": "atomic_write", "nth": 5}),
     ("full", "between two Dagster events of a run",
-     {"kind": "before", "target": "dagster._core.instance:DagsterInstance.handle_new_event", "nth": 45}),
+     {"kind": "before", "target": HANDLE_NEW_EVENT, "nth": 45}),
 ]
 
 
