@@ -17,6 +17,7 @@ from pipelines.dagster_internals.home_files import (
     POSTGRES_URL_ENV,
     YAML_HEADER,
     dagster_yaml,
+    stock_dagster_yaml,
     postgres_dagster_yaml,
 )
 from pipelines.dagster_internals.private import partitions_snapshot
@@ -47,6 +48,8 @@ def ensure_dagster_home(settings: Settings) -> Path:
     if current is None or current.startswith(YAML_HEADER):
         if settings.index_backend == "postgres":
             want = postgres_dagster_yaml()
+        elif settings.dagster_storage == "stock":
+            want = stock_dagster_yaml(home.resolve() / "history")
         else:
             want = dagster_yaml(sharded=(home / "history" / "runs" / "index.db").exists())
         if current != want:

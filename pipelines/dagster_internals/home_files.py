@@ -34,6 +34,22 @@ def dagster_yaml(sharded: bool = False) -> str:
             "run_storage:\n  module: pipelines.dagster_internals.private\n  class: SheafRunStorage\n")
 
 
+def stock_dagster_yaml(history: Path) -> str:
+    """The dagster.yaml of `SHEAF_DAGSTER_STORAGE=stock`: Dagster's own storage classes (no Sheaf
+    subclass) on the same files as `dagster_yaml()` (`history/event_log.db`, `history/runs.db`),
+    so a home switches either way and keeps its build history. Correct on any Dagster release the
+    public API supports; only slower (events written one by one, connections opened per write)."""
+    return (f"{YAML_HEADER}: one writer at a time for the SQLite index pool; Dagster's own SQLite\n"
+            "# storages (SHEAF_DAGSTER_STORAGE=stock). Rewritten by sheaf while this header stays;\n"
+            "# delete the header to keep your own edits.\n"
+            "concurrency:\n  pools:\n    default_limit: 1\n"
+            "telemetry:\n  enabled: false\n"
+            "event_log_storage:\n  module: dagster._core.storage.event_log\n  class: ConsolidatedSqliteEventLogStorage\n"
+            f"  config:\n    base_dir: {json.dumps(str(history))}\n"
+            "run_storage:\n  module: dagster._core.storage.runs\n  class: SqliteRunStorage\n"
+            f"  config:\n    base_dir: {json.dumps(str(history))}\n")
+
+
 #: The environment variable a Postgres dagster.yaml reads its database URL from (so no password is
 #: ever written into the file): the index's own, Dagster's tables living beside the index's.
 POSTGRES_URL_ENV = "SHEAF_INDEX_URL"
@@ -106,7 +122,11 @@ class DagsterFiles:
             raise CannotTell(f"no dagster.yaml in {self.home}") from None
         if text == postgres_dagster_yaml():
             raise CannotTell("the Dagster instance is on Postgres (this reader knows only the SQLite files)")
-        if text != dagster_yaml(sharded=False):
+        if text == dagster_yaml(sharded=False):
+            self.storage = "sheaf"
+        elif text == stock_dagster_yaml(self.home.resolve() / "history"):
+            self.storage = "stock"  # the same files, read the same way
+        else:
             raise CannotTell("the dagster.yaml is not the one this Sheaf writes")
         self._events = self._open(self.home / "history" / "event_log.db")
         self._runs = self._open(self.home / "history" / "runs.db")

@@ -86,6 +86,8 @@ def prove_unchanged(settings: Settings, *, write_cache: bool = True) -> Proof:
 
 
 def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
+    if files.storage != settings.dagster_storage:  # the Dagster way rewrites the dagster.yaml
+        return Proof.no(f"SHEAF_DAGSTER_STORAGE is {settings.dagster_storage}; the home is on {files.storage}")
     if files.unfinished_runs():
         return Proof.no("a run is unfinished")
     meta = files.latest_metadata(STATUS_ASSET)

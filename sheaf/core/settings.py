@@ -143,6 +143,9 @@ class Settings:
                                          optional=True, check=lambda v: _artifacts_url(v))
     sqlite_busy_timeout_ms: int = _setting(10_000, "how long a SQLite writer waits for a lock",
                                            check=_at_least(0))
+    dagster_storage: str = _setting("sheaf", "sheaf (Dagster's SQLite storages with Sheaf's batched writes and kept-open "
+                                    "connections) | stock (Dagster's own classes on the same files: slower, for a "
+                                    "Dagster release Sheaf's subclasses do not know yet)", check=_one_of("sheaf", "stock"))
     build_workers: int = _setting(1, "processes `sheaf build` builds papers in (more than 1 needs the Postgres "
                                   "index: SHEAF_INDEX_URL)", check=_at_least(1))
 
