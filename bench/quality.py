@@ -102,7 +102,7 @@ class Study:
                      stopwords: bool = False, depth: int = DEPTH) -> dict[str, list[str]]:
         """Unit rankings per query. weights = (title, heading, text) bm25 column weights."""
         from sheaf.store.sqlite.db import connect
-        from sheaf.store.sqlite.fts import build_match_query, fts_text
+        from sheaf.store.fulltext import build_match_query, fts_text
 
         mem = connect(":memory:")
         mem.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, heading, text, tokenize='{tokenizer}')")
@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # the legs before this study, and the product's current lexical setting (checked against
     # `Retriever.retrieve` itself: the replica must give the same numbers)
-    from sheaf.store.sqlite.fts import FTS_TOKENIZER
+    from sheaf.store.fulltext import FTS_TOKENIZER
     from sheaf.search.retriever import BODY_WEIGHTS
 
     before = {"tokenizer": "unicode61 remove_diacritics 2", "title": False, "weights": (0.0, 2.0, 1.0)}

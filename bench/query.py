@@ -254,7 +254,7 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
     from sheaf.store.sqlite import index as ix
     from sheaf.store.sqlite import reader as rd
     from sheaf.search.retriever import Retriever
-    from sheaf.search.matrix import MatrixAccelerator
+    from sheaf.store.sqlite.memory_vectors import MatrixAccelerator
     from sheaf.store.sqlite.backend import SqliteIndex
     from sheaf.vectors.query_encoder import QueryEncoder
     from sheaf.service.server import _lexical_accelerator
@@ -599,7 +599,7 @@ def section(r: dict[str, Any]) -> str:
         "asserts it on every query). It scans an int8 copy of the vectors first (onnxruntime "
         "`MatMulInteger`, one thread), keeps every row whose proven upper bound reaches the k-th "
         "lower bound, and ranks those exactly as sqlite-vec does. Server full-text ranking is the "
-        "in-memory bm25 (`sheaf.search.bm25`, FTS5's bm25 recomputed from a copy of the FTS tables, bit for "
+        "in-memory bm25 (`sheaf.store.sqlite.memory_bm25`, FTS5's bm25 recomputed from a copy of the FTS tables, bit for "
         "bit), which answered "
         + ", ".join(f"{S[n]['server_health']['lexical']['stats']['answered']} of "
                     f"{S[n]['server_health']['lexical']['stats']['answered'] + S[n]['server_health']['lexical']['stats']['declined']}"

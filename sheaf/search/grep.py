@@ -6,7 +6,7 @@ import re
 import unicodedata
 
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
+from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
     _CJK_RE, _CODE_RE, _DIGITS_RE, _LETTERS_RE, _WORD_RE, _is_code,
 )
 from sheaf.core.models import BodyUnit

@@ -54,7 +54,7 @@ from sheaf.search.snippets import (
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.records import FtsHit
 from sheaf.store.select import open_backend
-from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
+from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
     _WORD_RE,
 )
 from sheaf.store.sqlite.reader import MAX_KNN_K, LexicalEngine, VectorEngine

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from sheaf.store.sqlite.fts import (  # the query builder's own rules, so grep and search agree on codes
+from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
     _CJK_RE, _WORD_RE, QUERY_STOPWORDS,
 )
 

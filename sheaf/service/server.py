@@ -48,8 +48,8 @@ from typing import Any
 
 from sheaf import __version__
 from sheaf.core.envelope import SheafError, error, ok
-from sheaf.search.bm25 import Bm25Accelerator
-from sheaf.search.matrix import MatrixAccelerator
+from sheaf.store.sqlite.memory_bm25 import Bm25Accelerator
+from sheaf.store.sqlite.memory_vectors import MatrixAccelerator
 from sheaf.search.retriever import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS, Retriever
 from sheaf.service.client import (
     DISCOVERY_FILE, LOOPBACK_HOSTS, SERVED_COMMANDS, discovery_path, read_discovery, remove_discovery,

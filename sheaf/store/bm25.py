@@ -1,9 +1,9 @@
 """FTS5's bm25, computed outside FTS5: the one implementation of its matching and scoring that the
-warm server's in-memory copy (`sheaf.search.bm25.Bm25Accelerator`) and the Postgres backend
+warm server's in-memory copy (`sheaf.store.sqlite.memory_bm25.Bm25Accelerator`) and the Postgres backend
 (`sheaf.store.postgres`, from term statistics kept in Postgres) both use, so either ranks
 exactly as the SQLite FTS5 tables do:
 
-- which rows match: the expressions `sheaf.store.sqlite.fts.build_match_query` writes (quoted
+- which rows match: the expressions `sheaf.store.fulltext.build_match_query` writes (quoted
   phrases, a ``*`` prefix on a phrase's last token, ``(... OR ...)`` groups, joined by one of
   AND / OR), parsed by `parse_match`;
 - the tokens: FTS5's own tokenizer, run in process on an in-memory table (`FtsTokenizer`),

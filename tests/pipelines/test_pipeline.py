@@ -225,7 +225,7 @@ def test_removed_paper_loses_partition_artifacts_and_index_rows(home):
 def test_paper_dropped_from_the_export_loses_its_metadata(home):
     """The export no longer lists a paper still in the library: its metadata goes from the
     index (a stub row stays for its units: found by its text, no longer by its title)."""
-    from sheaf.store.sqlite.fts import build_match_query
+    from sheaf.store.fulltext import build_match_query
     from sheaf.store.sqlite.index import open_index
     from sheaf.store.sqlite.reader import fts_search
 

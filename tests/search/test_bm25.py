@@ -1,4 +1,4 @@
-"""The warm server's in-memory bm25 (`sheaf.search.bm25`) answers exactly what FTS5 answers: the same
+"""The warm server's in-memory bm25 (`sheaf.store.sqlite.memory_bm25`) answers exactly what FTS5 answers: the same
 rows, in the same order, with the same float scores, for every expression Sheaf writes
 (phrases, prefixes, OR groups, AND / OR, column weights, row filters), and declines what it
 does not handle or a table state it has not loaded. No model."""
@@ -11,9 +11,9 @@ import pytest
 
 from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
-from sheaf.search.bm25 import Bm25Accelerator, RankedRows, parse_match
+from sheaf.store.sqlite.memory_bm25 import Bm25Accelerator, RankedRows, parse_match
 from sheaf.store.sqlite.db import connect
-from sheaf.store.sqlite.fts import FTS_TOKENIZER, build_match_query, fts_text
+from sheaf.store.fulltext import FTS_TOKENIZER, build_match_query, fts_text
 from tests.search.test_query_paths import body, obj, ref_best, ref_search
 
 WORDS = ("zebra zebras stripe stripes striped lion lions manes dusk dawn savanna study studies studied "
@@ -255,7 +255,7 @@ def test_module_needs_no_dagster_or_torch():
     import subprocess
     import sys
 
-    code = ("import sys, sheaf.search.bm25; bad = [m for m in ('dagster', 'torch') if m in sys.modules]; "
+    code = ("import sys, sheaf.store.sqlite.memory_bm25; bad = [m for m in ('dagster', 'torch') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2]).returncode == 0
 
@@ -263,7 +263,7 @@ def test_module_needs_no_dagster_or_torch():
 def test_a_rebuild_is_a_new_state(sheaf_index):
     """`rebuild_fts` restarts FTS5's own records (a refill could reproduce an earlier state's):
     the index's fts_epoch changes with it, so a copy of the earlier state is never used."""
-    from sheaf.search.bm25 import signature
+    from sheaf.store.sqlite.memory_bm25 import signature
 
     path, acc = sheaf_index
     conn = ix.open_index(path, readonly=True)
@@ -307,7 +307,7 @@ def test_reload_waits_for_the_table_to_settle(sheaf_index):
 
 
 def test_a_failed_load_is_not_retried_for_the_same_state(sheaf_index, monkeypatch):
-    from sheaf.search import bm25
+    from sheaf.store.sqlite import memory_bm25 as bm25
 
     path, acc = sheaf_index
     calls = []
@@ -329,8 +329,8 @@ def test_a_failed_load_is_not_retried_for_the_same_state(sheaf_index, monkeypatc
 
 
 def test_a_copy_that_disagrees_with_fts5_is_not_used(sheaf_index, monkeypatch):
-    from sheaf.search.bm25 import Bm25Accelerator as Acc
-    from sheaf.search.bm25 import RankedRows
+    from sheaf.store.sqlite.memory_bm25 import Bm25Accelerator as Acc
+    from sheaf.store.sqlite.memory_bm25 import RankedRows
 
     path, _ = sheaf_index
     import numpy as np
@@ -346,7 +346,7 @@ def test_a_copy_that_disagrees_with_fts5_is_not_used(sheaf_index, monkeypatch):
 
 
 def test_table_options_outside_sheafs_own_are_declined(tmp_path):
-    from sheaf.search.bm25 import _table_sql
+    from sheaf.store.sqlite.memory_bm25 import _table_sql
 
     c = connect(tmp_path / "o.db")
     cases = {

@@ -12,7 +12,7 @@ import pytest
 from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd
 from sheaf.vectors.identity import ModelIdentity, QueryVector
-from sheaf.search.matrix import MatrixAccelerator, _f32_sums, _Int8Scan, _kth_largest, _Matrix, _vec0_cosine
+from sheaf.store.sqlite.memory_vectors import MatrixAccelerator, _f32_sums, _Int8Scan, _kth_largest, _Matrix, _vec0_cosine
 
 DIM = 48
 IDENT = ModelIdentity("test/int8-prefilter", "e" * 64, DIM, True, 128, "{text}")

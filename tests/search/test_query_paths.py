@@ -17,7 +17,7 @@ from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.identity import ModelIdentity
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.fts import QUERY_STOPWORDS, build_match_query
+from sheaf.store.fulltext import QUERY_STOPWORDS, build_match_query
 from sheaf.search.retriever import Retriever
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.vectors.query_encoder import QueryEncoder

@@ -22,7 +22,7 @@ from sheaf.search import grep as gr
 from sheaf.search import retriever as rv
 from sheaf.search import snippets as sn
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.fts import build_match_query
+from sheaf.store.fulltext import build_match_query
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.search.grep import term_pattern
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever, reading_order

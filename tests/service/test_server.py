@@ -18,7 +18,7 @@ from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, QueryVector
 from sheaf.core.models import BodyUnit
-from sheaf.search.matrix import MatrixAccelerator, _vec0_cosine
+from sheaf.store.sqlite.memory_vectors import MatrixAccelerator, _vec0_cosine
 from sheaf.service.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, server_signature, try_server
 from sheaf.service.requests import SERVED_COMMANDS, SearchRequest
 from sheaf.core.settings import get_settings

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sheaf.store.sqlite import index as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.store.sqlite.db import connect, transaction
-from sheaf.store.sqlite.fts import build_match_query
+from sheaf.store.fulltext import build_match_query
 from sheaf.store.sqlite.integrity import global_orphans, paper_index_stats, remove_global_orphans
 from sheaf.core.models import PaperMeta
 from sheaf.core.models import BodyUnit, ObjectUnit

@@ -27,7 +27,7 @@ from sheaf.store.postgres.schema import (
     EF_SEARCH, EXACT_BELOW, SCOPE_COLUMNS, SCOPES, collections, ensure_schema, has_vector_type,
 )
 from sheaf.store.records import FtsHit, Unit, VectorHit
-from sheaf.store.sqlite.fts import FTS_TOKENIZER, build_match_query, match_queries
+from sheaf.store.fulltext import FTS_TOKENIZER, build_match_query, match_queries
 from sheaf.store.sqlite.integrity import IndexHealth, artifact_unit_digest, zero_filled
 from sheaf.store.sqlite.reader import (
     _BODY_COLS, _OBJ_COLS, _body, _obj, collection_segments, filter_papers, query_collection, year_clauses,

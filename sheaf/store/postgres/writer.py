@@ -24,7 +24,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit, valid_paper_key
 from sheaf.store.bm25 import FtsTokenizer
 from sheaf.store.postgres.db import Where, psycopg, retrying
 from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES, collections, ensure_collection
-from sheaf.store.sqlite.fts import FTS_TOKENIZER
+from sheaf.store.fulltext import FTS_TOKENIZER
 from sheaf.store.sqlite.index import _body_fts_row, _object_fts_row, _papers_fts_row
 from sheaf.store.sqlite.writer import (
     BODY_CONTENT, OBJECT_CONTENT, PASSAGE_CONTENT, ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit, body_row,

@@ -17,7 +17,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.sqlite import integrity, reader, writer
 from sheaf.store.sqlite.db import sqlite3, transaction
-from sheaf.store.sqlite.fts import build_match_query, match_queries
+from sheaf.store.fulltext import build_match_query, match_queries
 from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
 from sheaf.store.sqlite.reader import LexicalEngine, VectorEngine, collection_segments
 from sheaf.vectors.identity import EmbeddedPassages, Passage

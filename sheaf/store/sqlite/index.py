@@ -18,7 +18,7 @@ Tables
 ``embedding_cache``      (model key, sha256 of passage text) → vector, content-addressed.
 
 FTS tables are contentless (``content=''``): the text lives once, in the base tables; the FTS
-rowid is the base row's rowid; what is indexed is `sheaf.store.sqlite.fts.fts_text` of the column (CJK
+rowid is the base row's rowid; what is indexed is `sheaf.store.fulltext.fts_text` of the column (CJK
 spaced, hyphen-joined forms added), written by this module inside the same transaction as the
 base rows (no triggers). What a row indexes is always computed from its base row (and, for
 units, its paper's current title) by `_fts_rows`, both to insert it and to delete it: a
@@ -46,7 +46,7 @@ from sheaf.core.lazy import lazy_module
 from sheaf.store.sqlite.db import connect, sqlite3, transaction
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
-from sheaf.store.sqlite.fts import FTS_TEXT_VERSION, FTS_TOKENIZER, fts_text
+from sheaf.store.fulltext import FTS_TEXT_VERSION, FTS_TOKENIZER, fts_text
 from sheaf.vectors.identity import ModelIdentity
 from sheaf.vectors.identity import ModelChangedError
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sheaf.store.sqlite.db import read_snapshot, sqlite3
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.fts import build_match_query
+from sheaf.store.fulltext import build_match_query
 from sheaf.core.models import BodyUnit, ObjectUnit
 
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
@@ -260,7 +260,7 @@ def _ranked(conn: Conn, fts: str, bm25: str, match: str, limit: int = -1,
     """Cursor over (rowid, bm25) of the FTS rows matching `match`, best first (ties: rowid),
     at most `limit` (-1: all); only `rowids` when given. The base rows are joined afterwards,
     only for the rows used: joining every matching row before the sort costs more than the
-    sort itself. A lexical `engine` (a warm server's in-memory bm25, `sheaf.search.bm25`)
+    sort itself. A lexical `engine` (a warm server's in-memory bm25, `sheaf.store.sqlite.memory_bm25`)
     answers the same from memory when it can."""
     if engine is not None:
         got = engine(conn, fts, weights, match, rowids)
@@ -313,7 +313,7 @@ def _refs(conn: Conn, base: str, key: str, ref: str, rowids: Sequence[int]) -> d
 def fts_search(conn: Conn, scope: str, match: str, *, limit: int = 20,
                paper_ids: Sequence[str] | None = None,
                weights: Sequence[float] | None = None, engine: LexicalEngine | None = None) -> list[FtsHit]:
-    """Run a MATCH expression (build it with `sheaf.store.sqlite.fts.build_match_query`) on one scope's
+    """Run a MATCH expression (build it with `sheaf.store.fulltext.build_match_query`) on one scope's
     FTS table, best first (ties: rowid). `weights` are bm25 column weights; `paper_ids`
     filters; `limit` -1: every hit; `engine`: see `_ranked`."""
     with read_snapshot(conn):
@@ -429,7 +429,7 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
                   paper_ids: Sequence[str] | None = None, engine: VectorEngine | None = None) -> list[VectorHit]:
     """Exact KNN over the collection of the query's model identity, nearest first
     (`k` is capped at `MAX_KNN_K`). A vector `engine` (a warm server's in-memory matrix,
-    `sheaf.search.matrix`) answers instead after the checks, when it can: exactly what
+    `sheaf.store.sqlite.memory_vectors`) answers instead after the checks, when it can: exactly what
     sqlite-vec would answer.
 
     Refused with `ModelChangedError` (``MODEL_CHANGED``) when the index has vectors but none

@@ -15,7 +15,7 @@ from sheaf.store.sqlite.index import VECTORS_EPOCH
 from sheaf.store.sqlite.db import connect
 from sheaf.store.sqlite.index import collections
 from sheaf.store.sqlite.reader import vector_search
-from sheaf.search.bm25 import wait_for_loads
+from sheaf.store.sqlite.memory_bm25 import wait_for_loads
 from sheaf.store.sqlite.db import connected_to
 
 

@@ -7,7 +7,7 @@ a few milliseconds. The answer must not change, so this module reproduces FTS5 e
 
 The matching and the score are `sheaf.store.bm25`'s (shared with the Postgres backend):
 
-- which rows match: the expressions `sheaf.store.sqlite.fts.build_match_query` writes (quoted phrases,
+- which rows match: the expressions `sheaf.store.fulltext.build_match_query` writes (quoted phrases,
   a ``*`` prefix on a phrase's last token, ``(... OR ...)`` groups, joined by one of AND / OR);
   anything else is declined (``None``) and FTS5 answers;
 - the score: `fts5Bm25Function` of SQLite's fts5_aux.c, operation by operation in double
