@@ -32,7 +32,7 @@ from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
 from sheaf.ingest.metadata import export_hash
 from sheaf.ingest.sources import SourceScan
-from sheaf.store.sqlite.integrity import storage_problem
+from sheaf.store.health import storage_problem
 from sheaf.vectors.embedder import Embedder
 
 __all__ = ["BuildReport", "PaperStatus", "build", "ensure_dagster_home", "get_instance", "paper_statuses",
@@ -90,7 +90,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
             prepared = prepare_index(settings, full=full, say=progress)
             defs = with_embedder(defs, embedder if embedder is not None else Embedder.from_settings(settings))
             rep = _build(settings, defs, papers, full, progress, instance, events, workers, scan, record,
-                         exact_progress)
+                         exact_progress, load_definitions)
         except SheafError:
             raise
         except Exception as e:
@@ -108,7 +108,8 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
 def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full: bool,
            progress: Callable[[str], None], instance: DagsterInstance, events: Events,
            workers: int = 1, scan: SourceScan | None = None, known: Record | None = None,
-           exact_progress: bool = True) -> BuildReport:
+           exact_progress: bool = True,
+           load_definitions: Callable[[Settings], Definitions] | None = None) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
     # The last build's record, while provably current (pipelines/planning/record.py): papers whose OCR
