@@ -257,7 +257,8 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
     from sheaf.store.sqlite.memory_vectors import MatrixAccelerator
     from sheaf.store.sqlite.backend import SqliteIndex
     from sheaf.vectors.query_encoder import QueryEncoder
-    from sheaf.service.server import _lexical_accelerator
+    from sheaf.service.server import WARM_WEIGHTS
+    from sheaf.store.select import memory_engines
     from sheaf.core.settings import get_settings
 
     out: dict[str, list[float]] = {}
@@ -281,7 +282,7 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
         ident = r._collection()
         acc = MatrixAccelerator(s.index_path)
         acc.matrix(ident, wait=True)
-        bm25 = _lexical_accelerator(s.index_path, 10_000)
+        bm25 = memory_engines(s, WARM_WEIGHTS)[0]
         for fts in ix.FTS_TABLES:
             bm25.table(fts, wait=True)
         enc = QueryEncoder(s)

@@ -37,14 +37,15 @@ from sheaf.store.artifact_store import ArtifactStore, artifact_store
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.select import check_backend, index_build_lock
 from sheaf.store.sqlite.index import open_index
-from sheaf.store.sqlite.integrity import check_index, drop_collection, quarantine_index, salvage_cache, storage_problem
+from sheaf.store.sqlite.integrity import check_index, drop_collection, quarantine_index, salvage_cache
+from sheaf.store.health import storage_problem
 
 LOCK_NAME = ".sheaf-build.lock"
 
 
 # --- process identity and the build lock --------------------------------------------------
 
-def _proc_start(pid: int) -> str | None:
+def proc_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (Linux), to tell a reused pid apart."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -62,7 +63,7 @@ def run_tags() -> dict[str, str]:
     host = socket.gethostname()
     # `user` is the tag the Dagster UI shows as a run's launcher (else "Manually launched")
     tags = {"user": f"sheaf build on {host}", "sheaf/pid": str(pid), "sheaf/host": host}
-    start = _proc_start(pid)
+    start = proc_start(pid)
     if start:
         tags["sheaf/pid_start"] = start
     return tags
@@ -78,7 +79,7 @@ def process_alive(pid: int, start: str | None = None) -> bool:
     except PermissionError:
         return True
     if start is not None:
-        now = _proc_start(pid)
+        now = proc_start(pid)
         if now is not None and now != start:
             return False  # the pid was reused by another process
         if now is None and Path("/proc").is_dir() and not Path(f"/proc/{pid}").exists():
@@ -226,7 +227,7 @@ def build_lock(home: Path, say: Callable[[str], None] | None = None, *,
                     time.sleep(0.2)
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()} {_proc_start(os.getpid()) or ''}\n".encode(), 0)
+            os.pwrite(fd, f"{os.getpid()} {proc_start(os.getpid()) or ''}\n".encode(), 0)
         except OSError:
             pass  # a full disk must not stop us from holding the lock
         _HELD[ident] = 1

@@ -32,7 +32,7 @@ from sheaf.ingest.library import discover_library
 from sheaf.store.artifact_store import SUFFIXES, ArtifactStore, open_artifacts
 from sheaf.store.artifacts import dict_hash, table_hash
 from sheaf.store.select import check_backend, open_backend
-from sheaf.store.sqlite.integrity import artifact_unit_digest
+from sheaf.store.health import artifact_unit_digest
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import resolve_model_path
 

@@ -33,7 +33,7 @@ from typing import Any
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from pipelines.dagster_internals.private import free_pool_slots
-from pipelines.build_lock import STOP_TAG, _proc_start, idle_state, lock_holder, process_alive, running_state
+from pipelines.build_lock import STOP_TAG, proc_start, idle_state, lock_holder, process_alive, running_state
 from pipelines.build_lock import build_holder as _holder
 
 __all__ = ["BUILD_PID_TAG", "LiveProgress", "build_state", "dead_runs", "reap_dead_runs", "stop_build", "PROGRESS_TAGS"]
@@ -233,7 +233,7 @@ def stop_build(settings: Any, instance: DagsterInstance, *, timeout: float = 300
     while lock_holder(home) is not None:
         if time.monotonic() > deadline:
             return {"outcome": "timeout", "pid": pid, "runs": [], "waited_s": round(time.monotonic() - t0, 2)}
-        if start and not process_alive(pid, start) and _proc_start(pid) != start:
+        if start and not process_alive(pid, start) and proc_start(pid) != start:
             break  # the process is gone (the lock goes with it)
         time.sleep(0.2)
     waited = round(time.monotonic() - t0, 2)

@@ -17,8 +17,8 @@ from typing import Any, NoReturn
 from sheaf.cli import render
 from sheaf.cli.parser import FORMATS, STAGES, UsageError, build_parser, request_from_args
 from sheaf.cli.progress_view import BuildView, event_line
-from sheaf.cli.parser import _Parser  # noqa: F401 - importable from here (the help-width test)
-from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as _Parser
+from sheaf.cli.parser import Parser  # noqa: F401 - importable from here (the help-width test)
+from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as Parser
 from sheaf.core.envelope import SheafError, emit, error
 from sheaf.core.heap import exit_code
 from sheaf.core.lazy import lazy_module
@@ -49,7 +49,7 @@ def _open_retriever(settings: Any) -> Any:
     return Retriever.open(settings)
 
 
-def _local_retrievers(settings: Any) -> RetrieverSource:
+def local_retrievers(settings: Any) -> RetrieverSource:
     return functools.partial(_open_retriever, settings)
 
 
@@ -60,7 +60,7 @@ def cmd_query(args: argparse.Namespace) -> Outcome:
     settings = get_settings()
     out = None if args.no_server else try_server(req, settings)
     if out is None:
-        out = run_query(req, _local_retrievers(settings))
+        out = run_query(req, local_retrievers(settings))
     if not args.json:
         (render.query if out.envelope["ok"] else render.error)(out.envelope)
     return out

@@ -24,8 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sheaf.cli.app import _local_retrievers
-from sheaf.cli.parser import UsageError, _Parser, _positive_int
+from sheaf.cli.app import local_retrievers
+from sheaf.cli.parser import UsageError, Parser, positive_int
 from sheaf.cli.progress_view import event_line
 from sheaf.core.defaults import DEFAULT_LIMIT
 from sheaf.core.envelope import SheafError, emit, error, ok
@@ -42,7 +42,7 @@ STOP_LINE = "PAPERFORGE_STOP"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="python -m sheaf.paperforge", description="PaperForge's memory-layer commands, answered by Sheaf.")
+    ap = Parser(prog="python -m sheaf.paperforge", description="PaperForge's memory-layer commands, answered by Sheaf.")
     ap.add_argument("--vault", default=None, help="the Obsidian vault (the library; its index lives in "
                     "<vault>/System/PaperForge/sheaf unless SHEAF_HOME is set); default: the working folder "
                     "when it is a vault")
@@ -50,14 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     se = sub.add_parser("search")
     se.add_argument("query", nargs="+")
-    se.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT)
+    se.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT)
     se.add_argument("--domain", action="append", default=[])
     se.add_argument("--year-from", type=int, default=None)
     se.add_argument("--year-to", type=int, default=None)
     rt = sub.add_parser("retrieve")
     rt.add_argument("query", nargs="+")
     rt.add_argument("--deep", action="store_true", help="hybrid retrieval with whole unit texts")
-    rt.add_argument("--limit", type=_positive_int, default=5)
+    rt.add_argument("--limit", type=positive_int, default=5)
     rt.add_argument("--paper", action="append", default=[])
     rt.add_argument("--expand", action="store_true", help="accepted for compatibility (Sheaf's hybrid "
                     "retrieval already searches every unit)")
@@ -104,7 +104,7 @@ def _query(args: argparse.Namespace, settings: Any) -> Outcome:
     else:
         req = RetrieveRequest(" ".join(args.query), mode="hybrid", limit=args.limit, paper=tuple(args.paper),
                               full=args.deep)
-    out = try_server(req, settings) or run_query(req, _local_retrievers(settings))
+    out = try_server(req, settings) or run_query(req, local_retrievers(settings))
     env = pf.with_plugin_fields(out.envelope, settings, settings.library)
     if env.get("ok") and args.command == "retrieve":
         env["data"]["deep"] = bool(args.deep)

@@ -38,7 +38,7 @@ class UsageError(Exception):
         self.parser = parser
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}", self)
 
@@ -62,7 +62,7 @@ def _year(text: str) -> int:
     return _int(text)
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     return _int(text, 1)
 
 
@@ -93,7 +93,7 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="sheaf", description="Index and search a paper library.", epilog=EPILOG,
+    ap = Parser(prog="sheaf", description="Index and search a paper library.", epilog=EPILOG,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("parse", help="run the transforms on one paper (or every paper of a library), no Dagster")
@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("search", help="papers matching words in their metadata or full text (lexical)")
     se.add_argument("query", nargs="+", help="words, a phrase in quotes, or a code (SPG-302)")
-    se.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT,
+    se.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT,
                     help=f"papers to return (default {DEFAULT_LIMIT})")
     _filters(se)
     se.add_argument("--json", action="store_true")
@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("query", nargs="+")
     rt.add_argument("--mode", choices=MODES, default="hybrid",
                     help="bm25, vectors, or both fused by reciprocal rank (default)")
-    rt.add_argument("--limit", type=_positive_int, default=DEFAULT_LIMIT,
+    rt.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT,
                     help=f"units to return (default {DEFAULT_LIMIT})")
     rt.add_argument("--per-paper", type=_nonnegative_int, default=DEFAULT_PER_PAPER, metavar="K",
                     help=f"at most K units of one paper (default {DEFAULT_PER_PAPER}; 0: no cap)")
@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     eb.add_argument("--cache-dir", default=None, help="where the eval index is kept (default "
                     "SHEAF_HOME/eval-cache; one folder per corpus hash)")
     eb.add_argument("--rebuild", action="store_true", help="rebuild the eval index (cached vectors are kept)")
-    eb.add_argument("--max-queries", type=_positive_int, default=None, metavar="N",
+    eb.add_argument("--max-queries", type=positive_int, default=None, metavar="N",
                     help="only the first N judged queries")
     el = evs.add_parser("library", help="known-item recall@1/@10 and MRR per query type and mode on "
                         "the configured index (titles, quoted sentences, unique codes)")
@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "\"args\": [\"mcp\"]}}} (see the README)")
     mc.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     mc.add_argument("--host", default="127.0.0.1", help="with --http: a loopback address only (127.0.0.1 or ::1)")
-    mc.add_argument("--port", type=_positive_int, default=8765, help="with --http: TCP port (default 8765)")
+    mc.add_argument("--port", type=positive_int, default=8765, help="with --http: TCP port (default 8765)")
     mc.add_argument("--allow-build", action="store_true",
                     help="allow the build and stop tools (they write the index; refused by default)")
     return ap

@@ -21,11 +21,11 @@ from sheaf.eval.runs import (
     MODES,
     Progress,
     QueryVectors,
-    _check_modes,
-    _quiet,
-    _run_modes,
-    _settings_for,
-    _Ticker,
+    check_modes,
+    quiet,
+    run_modes,
+    settings_for,
+    Ticker,
     paper_ranking,
 )
 from sheaf.ingest.common import RawBlock, finalize
@@ -200,7 +200,7 @@ def _fresh_index(path: Path, progress: Progress) -> Any:
 
 def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = None,
                      token_cap: int | None = None, rebuild: bool = False,
-                     progress: Progress = _quiet, batch: int = 1024) -> tuple[Path, dict[str, Any]]:
+                     progress: Progress = quiet, batch: int = 1024) -> tuple[Path, dict[str, Any]]:
     """The dataset's index under ``cache_dir/<corpus sha[:16]>/sheaf.db``: reused when its
     fingerprint (corpus, build version, schema, FTS text and tokenizer, unit cap, model
     identity) matches, else built afresh paper by paper with `replace_paper` (the old file's
@@ -234,7 +234,7 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
     try:
         keys = {}
         papers = []
-        tick = _Ticker(progress, "units", len(ds.docs))
+        tick = Ticker(progress, "units", len(ds.docs))
         for i, (did, title, text) in enumerate(ds.docs, start=1):
             pid = _paper_key(did)
             if pid in keys.values():
@@ -252,20 +252,20 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
         encoded = 0
         if embedder is not None:
             passages = []
-            tick = _Ticker(progress, "passages", len(papers))
+            tick = Ticker(progress, "passages", len(papers))
             for i, (pid, title, body, objects) in enumerate(papers, start=1):
                 ps = embedder.build_passages(body, objects, title)
                 by_paper[pid] = ps
                 passages += ps
                 tick(i)
-            tick = _Ticker(progress, "embedding", len(passages), every=10.0)
+            tick = Ticker(progress, "embedding", len(passages), every=10.0)
             for i in range(0, len(passages), batch):
                 ep = embedder.embed(passages[i:i + batch], index.embedding_cache())
                 encoded += ep.encoded
                 for p, v in zip(ep.passages, ep.vectors):
                     vecs[p.passage_id] = v
                 tick(min(i + batch, len(passages)), f"{encoded} encoded, the rest cached")
-        tick = _Ticker(progress, "writing", len(papers))
+        tick = Ticker(progress, "writing", len(papers))
         n_pass = 0
         for i, (pid, _, body, objects) in enumerate(papers, start=1):
             ep = None
@@ -291,13 +291,13 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
 
 def run_beir(ds: BeirDataset, *, modes: Sequence[str] = MODES, cache_dir: str | Path,
              embedder: Any = None, settings: Any = None, max_queries: int | None = None,
-             rebuild: bool = False, per_query: bool = False, progress: Progress = _quiet,
+             rebuild: bool = False, per_query: bool = False, progress: Progress = quiet,
              depth: int = BEIR_DEPTH) -> dict[str, Any]:
     """Evaluate each mode on a BEIR dataset (see the module docstring). `embedder` is needed
     for semantic/hybrid (default: `Embedder.from_settings`). Returns the envelope's data:
     ``metrics[mode][metric]``, ``latency_ms[mode]``, the dataset, index and configuration."""
 
-    modes = _check_modes(modes)
+    modes = check_modes(modes)
     needs_model = any(m != "lexical" for m in modes)
     if needs_model and embedder is None:
         embedder = Embedder.from_settings(settings)
@@ -313,11 +313,11 @@ def run_beir(ds: BeirDataset, *, modes: Sequence[str] = MODES, cache_dir: str | 
     model = embedder.model_name if embedder is not None else None
     warnings: list[str] = []
     qv = QueryVectors(embedder) if needs_model else None
-    with Retriever(SqliteIndex.open(path, readonly=True), _settings_for(path, model), query_encoder=qv) as retriever:
+    with Retriever(SqliteIndex.open(path, readonly=True), settings_for(path, model), query_encoder=qv) as retriever:
         encode_ms = None
         if qv is not None:
             qv.prefetch([text for _, text in items], progress=progress)
-        runs, times, w = _run_modes(retriever, items, modes, lambda r, q, m: paper_ranking(r, q, m, depth), progress)
+        runs, times, w = run_modes(retriever, items, modes, lambda r, q, m: paper_ranking(r, q, m, depth), progress)
         if qv is not None:
             encode_ms = latency_stats(qv.seconds)
         warnings += w

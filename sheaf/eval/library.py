@@ -11,14 +11,14 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
-from sheaf.eval.metrics import KNOWN_ITEM_METRICS, _dedupe, evaluate_run, latency_stats
+from sheaf.eval.metrics import KNOWN_ITEM_METRICS, dedupe, evaluate_run, latency_stats
 from sheaf.eval.runs import (
     MODES,
     Progress,
     QueryVectors,
-    _check_modes,
-    _quiet,
-    _run_modes,
+    check_modes,
+    quiet,
+    run_modes,
     paper_ranking,
 )
 from sheaf.search.retriever import Retriever
@@ -79,7 +79,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def library_queries(index: Any, *, sample: int = 50, seed: int = 0,
-                    progress: Progress = _quiet) -> tuple[list[KnownItem], dict[str, Any]]:
+                    progress: Progress = quiet) -> tuple[list[KnownItem], dict[str, Any]]:
     """Known-item queries for up to `sample` papers of the index (seeded random choice among
     papers with units): the paper's title (when its metadata title has 3+ words), one
     sentence of 8-40 words quoted from one of its body units that no other unit holds, and one
@@ -135,15 +135,15 @@ def _known_item_rank(retriever: Any, item: KnownItem, mode: str) -> list[str]:
     if item.qtype == "title":
         return paper_ranking(retriever, item.query, mode, depth=10)
     res = retriever.retrieve(item.query, mode=mode, limit=10, per_paper=0, kind="all")
-    return _dedupe(m["unit_id"] for m in res.matches)
+    return dedupe(m["unit_id"] for m in res.matches)
 
 
 def run_library(settings: Any = None, *, sample: int = 50, seed: int = 0, modes: Sequence[str] = MODES,
-                embedder: Any = None, per_query: bool = False, progress: Progress = _quiet) -> dict[str, Any]:
+                embedder: Any = None, per_query: bool = False, progress: Progress = quiet) -> dict[str, Any]:
     """Known-item evaluation of the configured index (read-only): recall@1, recall@10 and MRR@10
     per query type and mode, and retrieval latency per mode."""
 
-    modes = _check_modes(modes)
+    modes = check_modes(modes)
     s = settings if settings is not None else get_settings()
     warnings: list[str] = []
     with Retriever.open(s) as r:
@@ -173,10 +173,10 @@ def run_library(settings: Any = None, *, sample: int = 50, seed: int = 0, modes:
                 embedder = Embedder.from_settings(get_settings(embedding_model=s.embedding_model))
             qv = r.query_encoder = QueryVectors(embedder)
             qv.prefetch([it.query for _, it in keyed], progress=progress)
-            runs, times, w = _run_modes(r, [(q, q) for q, _ in keyed], modes, rank, progress)
+            runs, times, w = run_modes(r, [(q, q) for q, _ in keyed], modes, rank, progress)
             encode_ms = latency_stats(qv.seconds)
         else:
-            runs, times, w = _run_modes(r, [(q, q) for q, _ in keyed], modes, rank, progress)
+            runs, times, w = run_modes(r, [(q, q) for q, _ in keyed], modes, rank, progress)
         warnings += w
     metrics: dict[str, dict[str, dict[str, float]]] = {}
     per: dict[str, list[dict[str, Any]]] = {}

@@ -14,7 +14,7 @@ METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 KNOWN_ITEM_METRICS = ("recall@1", "recall@10", "mrr@10")
 
 
-def _dedupe(ranking: Iterable[str]) -> list[str]:
+def dedupe(ranking: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(ranking))
 
 
@@ -29,7 +29,7 @@ def ndcg_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> float
     idcg = _dcg(ideal)
     if idcg <= 0:
         return 0.0
-    gains = [max(qrels.get(d, 0), 0) for d in _dedupe(ranking)[:k]]
+    gains = [max(qrels.get(d, 0), 0) for d in dedupe(ranking)[:k]]
     return _dcg(gains) / idcg
 
 
@@ -38,12 +38,12 @@ def recall_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> flo
     rel = {d for d, r in qrels.items() if r > 0}
     if not rel:
         return 0.0
-    return len(rel.intersection(_dedupe(ranking)[:k])) / len(rel)
+    return len(rel.intersection(dedupe(ranking)[:k])) / len(rel)
 
 
 def mrr_at_k(ranking: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
     """1 / rank of the first relevant document within the first k, else 0."""
-    for i, d in enumerate(_dedupe(ranking)[:k]):
+    for i, d in enumerate(dedupe(ranking)[:k]):
         if qrels.get(d, 0) > 0:
             return 1.0 / (i + 1)
     return 0.0

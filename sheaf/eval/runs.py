@@ -9,7 +9,7 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
-from sheaf.eval.metrics import _dedupe
+from sheaf.eval.metrics import dedupe
 from sheaf.vectors.identity import QueryVector
 
 MODES = ("lexical", "semantic", "hybrid")
@@ -18,7 +18,7 @@ BEIR_DEPTH = 100  # papers ranked per query (recall@100)
 Progress = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
+def quiet(_: str) -> None:
     pass
 
 
@@ -35,7 +35,7 @@ class QueryVectors:
         self.vectors: dict[str, Any] = {}
         self.seconds: list[float] = []
 
-    def prefetch(self, texts: Sequence[str], timed: int = 20, progress: Progress = _quiet) -> None:
+    def prefetch(self, texts: Sequence[str], timed: int = 20, progress: Progress = quiet) -> None:
         """Vectors for many queries: the first `timed` one at a time (their encode latency is
         what `seconds` reports), the rest in batches (the same vectors, far faster)."""
         texts = [t for t in dict.fromkeys(texts) if t not in self.vectors]
@@ -47,7 +47,7 @@ class QueryVectors:
         ld = self._embedder.load()
         budget = ld.identity.max_tokens - ld.n_special
         short = [t for t in rest if len(ld.tokenizer.encode(t, add_special_tokens=False).ids) <= budget]
-        tick = _Ticker(progress, "query vectors", len(rest))
+        tick = Ticker(progress, "query vectors", len(rest))
         for i in range(0, len(short), 256):
             chunk = short[i:i + 256]
             for t, v in zip(chunk, self._embedder.encode(chunk)):
@@ -71,7 +71,7 @@ class QueryVectors:
         return qv
 
 
-class _Ticker:
+class Ticker:
     """Progress lines at most every `every` seconds (and at the end)."""
 
     def __init__(self, progress: Progress, label: str, total: int, every: float = 5.0) -> None:
@@ -96,17 +96,17 @@ def paper_ranking(retriever: Any, query: str, mode: str, depth: int = BEIR_DEPTH
     """Papers for a query, best first: `retrieve` with one unit per paper (a paper ranks as its
     best unit: max aggregation)."""
     res = retriever.retrieve(query, mode=mode, limit=depth, per_paper=1, kind="all")
-    return _dedupe(m["zotero_key"] for m in res.matches)
+    return dedupe(m["zotero_key"] for m in res.matches)
 
 
-def _settings_for(index: Path, model: str | None) -> Any:
+def settings_for(index: Path, model: str | None) -> Any:
     over: dict[str, Any] = {"index_file": index}
     if model:
         over["embedding_model"] = model
     return get_settings(**over)
 
 
-def _run_modes(retriever: Any, items: Sequence[tuple[str, str]], modes: Sequence[str],
+def run_modes(retriever: Any, items: Sequence[tuple[str, str]], modes: Sequence[str],
                rank: Callable[[Any, str, str], list[str]], progress: Progress,
                ) -> tuple[dict[str, dict[str, list[str]]], dict[str, list[float]], list[str]]:
     """{mode: {item id: ranking}}, {mode: [seconds]}, warnings (first few per mode)."""
@@ -117,7 +117,7 @@ def _run_modes(retriever: Any, items: Sequence[tuple[str, str]], modes: Sequence
         run: dict[str, list[str]] = {}
         ts: list[float] = []
         failed = 0
-        tick = _Ticker(progress, f"{mode} queries", len(items))
+        tick = Ticker(progress, f"{mode} queries", len(items))
         for i, (qid, text) in enumerate(items, start=1):
             t0 = time.perf_counter()
             try:
@@ -135,7 +135,7 @@ def _run_modes(retriever: Any, items: Sequence[tuple[str, str]], modes: Sequence
     return runs, times, warnings
 
 
-def _check_modes(modes: Sequence[str]) -> list[str]:
+def check_modes(modes: Sequence[str]) -> list[str]:
     modes = [m.strip() for m in modes if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:

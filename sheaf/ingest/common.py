@@ -366,8 +366,8 @@ def _is_name_line(text: str) -> bool:
 
     if len(text) >= 160 or "\n" in text.strip():
         return False
-    parts, _ = _name_parts(text)
-    return 1 <= len(parts) <= 4 and all(_is_name(p) and len(p.split()) >= 2 for p in parts)
+    parts, _ = name_parts(text)
+    return 1 <= len(parts) <= 4 and all(is_name(p) and len(p.split()) >= 2 for p in parts)
 
 
 def _front_note(r: RawBlock) -> str | None:
@@ -689,13 +689,13 @@ def _pair_captions(blocks: list[Block]) -> list[Block]:
     return out
 
 
-_SUP = re.compile(r"<sup>(.*?)</sup>", re.I | re.S)
+SUP = re.compile(r"<sup>(.*?)</sup>", re.I | re.S)
 
 
-_MATH_MARK = re.compile(r"\$\s*[\^_]?\s*\{[^$]{0,40}\}\s*\$|\$\s*\^\{?[^$]{0,20}\}?\s*\$|\$\s*\{\}\^\{[^$]{0,20}\}\s*\$")
+MATH_MARK = re.compile(r"\$\s*[\^_]?\s*\{[^$]{0,40}\}\s*\$|\$\s*\^\{?[^$]{0,20}\}?\s*\$|\$\s*\{\}\^\{[^$]{0,20}\}\s*\$")
 
 
-_SYMBOLS = re.compile(r"[*†‡§¶∗#✉⋆★♯♡♠♣♢♦♥\\\u00b9\u00b2\u00b3\u2070-\u209f]")
+SYMBOLS = re.compile(r"[*†‡§¶∗#✉⋆★♯♡♠♣♢♦♥\\\u00b9\u00b2\u00b3\u2070-\u209f]")
 
 
 _DEGREES = {
@@ -711,15 +711,15 @@ _PARTICLES = {"van", "von", "der", "den", "de", "del", "della", "di", "da", "du"
 _NAME_WORD = re.compile(r"^(?:[A-Z]\.?(?:-[A-Z]\.?)*|[^\W\d_][\w'’.\-]*)$")
 
 
-def _name_parts(text: str) -> tuple[list[str], bool]:
+def name_parts(text: str) -> tuple[list[str], bool]:
     """The comma/'and'/marker-separated parts of a name line, and whether it had markers.
 
     Affiliation markers ("Smith<sup>1</sup>", "Smith $ ^{1,2} $", "Smith†", "Smith1") both
     go and separate names: "Lukas Edman<sup>1,3</sup> Helmut Schmid<sup>1</sup>".
     """
-    t = _SUP.sub(" , ", text)
-    t = _MATH_MARK.sub(" , ", t)
-    t = _SYMBOLS.sub(" , ", t)
+    t = SUP.sub(" , ", text)
+    t = MATH_MARK.sub(" , ", t)
+    t = SYMBOLS.sub(" , ", t)
     t = re.sub(r"(?<=[^\W\d_])\d+(?:[,\-–]\d+)*\b", " , ", t)  # "Smith1,2"
     marked = t != text
     t = re.sub(r"^\s*by\s+", "", t.strip(), flags=re.I)
@@ -729,7 +729,7 @@ def _name_parts(text: str) -> tuple[list[str], bool]:
     return parts, marked
 
 
-def _is_name(p: str) -> bool:
+def is_name(p: str) -> bool:
     words = p.split()
     if not 1 <= len(words) <= 5:
         return False

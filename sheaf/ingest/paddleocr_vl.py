@@ -35,7 +35,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from sheaf.ingest.common import (
-    _MATH_MARK, _SUP, _SYMBOLS, _is_name, _name_parts,
+    MATH_MARK, SUP, SYMBOLS, is_name, name_parts,
     file_head,
     CAPTION_RE,
     MAX_PAGES,
@@ -225,7 +225,7 @@ def clean_inline(text: str, *, drop_markers: bool = True) -> str:
             return ""
         return f"^{inner}"
 
-    text = _SUP.sub(sup, text)
+    text = SUP.sub(sup, text)
     text = _SUB.sub(lambda m: m.group(1), text)
     text = _INLINE_TAGS.sub(lambda m: "\n" if m.group(0).lower().startswith("<br") else "", text)
     if "\\" in text:  # Markdown escapes ("fra\_Latn", "\*") outside $math$
@@ -312,7 +312,7 @@ _PLAIN_NAME_WORD = re.compile(r"^[A-Z][a-z]+(?:-[A-Z]?[a-z]+)?$")
 
 def strip_affiliation_marks(text: str) -> str:
     """'$ ^{a} $ Dept. of ...' / '<sup>1</sup>IBM Research' / '†Okinawa ...' without the markers."""
-    t = _SYMBOLS.sub(" ", _MATH_MARK.sub(" ", _SUP.sub(" ", text)))
+    t = SYMBOLS.sub(" ", MATH_MARK.sub(" ", SUP.sub(" ", text)))
     return "\n".join(" ".join(ln.split()) for ln in t.split("\n")).strip()
 
 
@@ -325,7 +325,7 @@ def classify_front(text: str) -> str | None:
         return None
     if "@" in plain or _AFFIL.search(plain):
         return "affiliation"
-    parts, marked = _name_parts(text)
+    parts, marked = name_parts(text)
     if not parts:
         return None
     if len(parts) == 1 and not marked:
@@ -333,13 +333,13 @@ def classify_front(text: str) -> str | None:
         words = parts[0].split()
         ok = 4 <= len(words) <= 12 and len(words) % 2 == 0 and all(_PLAIN_NAME_WORD.match(w) for w in words)
         return "authors" if ok else None
-    good = sum(1 for p in parts if _is_name(p) and not (len(parts) > 1 and len(p) <= 2))
+    good = sum(1 for p in parts if is_name(p) and not (len(parts) > 1 and len(p) <= 2))
     return "authors" if good / len(parts) >= 0.8 else None
 
 
 def authors_text(text: str) -> str:
     """A name line normalized: markers and degrees gone, names joined with ', '."""
-    parts, _ = _name_parts(text)
+    parts, _ = name_parts(text)
     return ", ".join(parts)
 
 

@@ -7,7 +7,7 @@ import unicodedata
 
 from sheaf.core.envelope import SheafError
 from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
-    _CJK_RE, _CODE_RE, _DIGITS_RE, _LETTERS_RE, _WORD_RE, _is_code,
+    CJK_RE, CODE_RE, DIGITS_RE, LETTERS_RE, WORD_RE, is_code,
 )
 from sheaf.core.models import BodyUnit
 
@@ -31,9 +31,9 @@ def _word_regex(word: str) -> str:
     out: list[str] = []
     for m in _PIECE_RE.finditer(word):
         s = m.group(0)
-        if _WORD_RE.fullmatch(s):
-            cm = _CODE_RE.fullmatch(s)
-            if cm and _is_code(cm.group(1), cm.group(2)):
+        if WORD_RE.fullmatch(s):
+            cm = CODE_RE.fullmatch(s)
+            if cm and is_code(cm.group(1), cm.group(2)):
                 out.append(re.escape(cm.group(1)) + _JOIN + re.escape(cm.group(2)))
             else:
                 out.append(re.escape(s))
@@ -62,12 +62,12 @@ def term_pattern(term: str) -> re.Pattern[str]:
     for i, w in enumerate(words):
         if i:
             prev = words[i - 1]
-            code_pair = (_LETTERS_RE.fullmatch(prev) and len(prev) <= 12 and not _CJK_RE.search(prev)
-                         and _DIGITS_RE.fullmatch(w))
+            code_pair = (LETTERS_RE.fullmatch(prev) and len(prev) <= 12 and not CJK_RE.search(prev)
+                         and DIGITS_RE.fullmatch(w))
             parts.append(_JOIN if code_pair else _GAP)
         parts.append(_word_regex(w))
-    lead = r"(?<![^\W_])" if _WORD_RE.match(t[0]) and not _CJK_RE.match(t[0]) else ""
-    tail = r"(?![^\W_])" if _WORD_RE.match(t[-1]) and not _CJK_RE.match(t[-1]) else ""
+    lead = r"(?<![^\W_])" if WORD_RE.match(t[0]) and not CJK_RE.match(t[0]) else ""
+    tail = r"(?![^\W_])" if WORD_RE.match(t[-1]) and not CJK_RE.match(t[-1]) else ""
     return re.compile(lead + "".join(parts) + tail, re.IGNORECASE)
 
 
@@ -84,7 +84,7 @@ def _nfkc_with_map(text: str) -> tuple[str, list[int] | None]:
     return "".join(out), idx
 
 
-def _find_spans(pat: re.Pattern[str], text: str) -> list[tuple[int, int]]:
+def find_spans(pat: re.Pattern[str], text: str) -> list[tuple[int, int]]:
     """(start, end) offsets in `text` of every match of `pat` on its NFKC form."""
     if not text:
         return []
@@ -103,7 +103,7 @@ def _find_spans(pat: re.Pattern[str], text: str) -> list[tuple[int, int]]:
 _BLOCK_PAGE_RE = re.compile(r"^p(\d+):")
 
 
-def _page_at(unit: BodyUnit, offset: int) -> int | None:
+def page_at(unit: BodyUnit, offset: int) -> int | None:
     """The page of a character offset in a body unit: its paragraphs ("\\n\\n"-joined blocks)
     map one to one onto `block_ids` (``p{page}:{n}``); else the unit's page if it has one."""
     paras = unit.text.split("\n\n")

@@ -43,21 +43,21 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.core.settings import get_settings
 from sheaf.core.text import fold, fold_same_length
-from sheaf.search.grep import _find_spans, _page_at, term_pattern
+from sheaf.search.grep import find_spans, page_at, term_pattern
 from sheaf.search.snippets import (
     SUMMARY_CHARS,
-    _clip,
-    _highlight_re,
-    _one_line,
+    clip,
+    highlight_re,
+    one_line,
     make_snippet,
 )
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.records import FtsHit
 from sheaf.store.select import open_backend
 from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
-    _WORD_RE,
+    WORD_RE,
 )
-from sheaf.store.sqlite.reader import MAX_KNN_K, LexicalEngine, VectorEngine
+from sheaf.store.backend import MAX_KNN_K, LexicalEngine, VectorEngine
 from sheaf.vectors.identity import (
     ModelChangedError,
     ModelIdentity,
@@ -487,7 +487,7 @@ class Retriever:
             paper_ids = filtered if paper_ids is None else [k for k in paper_ids if k in set(filtered)]
         if mode != "semantic":
             self._matches(query)  # BAD_QUERY before any model is loaded
-        elif not _WORD_RE.search(unicodedata.normalize("NFKC", query)):
+        elif not WORD_RE.search(unicodedata.normalize("NFKC", query)):
             raise SheafError("BAD_QUERY", "the query holds no word", {"query": query},
                              hint="ask with words: punctuation alone has no meaning to embed")
         warnings: list[str] = list(filter_warnings)
@@ -786,7 +786,7 @@ class Retriever:
     def _metadata_match(self, paper_id: str, score: float, query: str) -> dict[str, Any]:
         r = self.index.paper_text(paper_id)
         title, abstract = (r["title"], r["abstract"]) if r else ("", "")
-        pat = _highlight_re(fold_same_length(query))
+        pat = highlight_re(fold_same_length(query))
 
         def has(value: str | None) -> bool:  # accents folded: "Muller" is found in "Müller"
             return bool(value and pat and pat.search(fold_same_length(value)))
@@ -802,7 +802,7 @@ class Retriever:
         snippet = make_snippet(text, query) if text else (m["title"] or paper_id)
         m.update({"score": round(score, 6), "text": snippet, "heading": field_name, "source": "metadata",
                   "unit_id": None, "short_id": None, "section_path": [], "page_span": None,
-                  "summary": _clip(snippet, SUMMARY_CHARS), "text_is_full": False})
+                  "summary": clip(snippet, SUMMARY_CHARS), "text_is_full": False})
         return m
 
     # --- coverage and empty answers -----------------------------------------------------------
@@ -965,7 +965,7 @@ class Retriever:
                 fields = ([("text", u.text)] if isinstance(u, BodyUnit) else
                           [("caption", u.caption or ""), ("table_text", u.table_text or "")])
                 for fname, text in fields:
-                    for s, e in _find_spans(pat, text):
+                    for s, e in find_spans(pat, text):
                         span = text[s:e]
                         variants[span] = variants.get(span, 0) + 1
                         matches.append(self._grep_hit(u, fname, text, s, e))
@@ -984,9 +984,9 @@ class Retriever:
             a = sp + 1
         if b < len(text) and (sp := text.rfind(" ", e, b)) >= 0:
             b = sp
-        context = ("…" if a else "") + _one_line(text[a:b]) + ("…" if b < len(text) else "")
+        context = ("…" if a else "") + one_line(text[a:b]) + ("…" if b < len(text) else "")
         m = self._match(u, score=None, text=context)
-        page = _page_at(u, s) if isinstance(u, BodyUnit) else u.page
+        page = page_at(u, s) if isinstance(u, BodyUnit) else u.page
         m.update({"field": fname, "char_start": s, "char_end": e, "span": text[s:e], "page": page})
         return m
 

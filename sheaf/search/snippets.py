@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
-    _CJK_RE, _WORD_RE, QUERY_STOPWORDS,
+    CJK_RE, WORD_RE, QUERY_STOPWORDS,
 )
 
 
@@ -21,17 +21,17 @@ SUMMARY_CHARS = 110
 _WS_RE = re.compile(r"\s+")
 
 
-def _one_line(s: str) -> str:
+def one_line(s: str) -> str:
     return _WS_RE.sub(" ", s).strip()
 
 
-def _clip(s: str, n: int) -> str:
-    s = _one_line(s)
+def clip(s: str, n: int) -> str:
+    s = one_line(s)
     return s if len(s) <= n else s[: n - 1].rstrip() + "…"
 
 
 def _query_words(query: str) -> list[str]:
-    words = [w.lower() for w in _WORD_RE.findall(unicodedata.normalize("NFKC", query or ""))]
+    words = [w.lower() for w in WORD_RE.findall(unicodedata.normalize("NFKC", query or ""))]
     words = [w for w in dict.fromkeys(words) if w not in QUERY_STOPWORDS and (len(w) > 1 or w.isdigit())]
     return words
 
@@ -53,7 +53,7 @@ def _stem_prefix(word: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _highlight_re(query: str) -> re.Pattern[str] | None:
+def highlight_re(query: str) -> re.Pattern[str] | None:
     """The snippet highlighter of a query (cached: every match of a query uses it twice)."""
     words = _query_words(query)
     if not words:
@@ -64,9 +64,9 @@ def _highlight_re(query: str) -> re.Pattern[str] | None:
     # only both match at one position when the CJK one is the longer. A plain word also matches
     # its variants (its crude stem + any ending), as the porter-stemmed index does.
     longest = sorted(words, key=len, reverse=True)
-    cjk = [re.escape(w) for w in longest if _CJK_RE.search(w)]
+    cjk = [re.escape(w) for w in longest if CJK_RE.search(w)]
     plain = [re.escape(w) + (rf"|{re.escape(st)}[^\W_]*" if (st := _stem_prefix(w)) else "")
-             for w in longest if not _CJK_RE.search(w)]
+             for w in longest if not CJK_RE.search(w)]
     alts = cjk + ([rf"(?<![^\W_])(?:{'|'.join(plain)})"] if plain else [])
     return re.compile("|".join(alts), re.IGNORECASE)
 
@@ -75,7 +75,7 @@ def _highlight_re(query: str) -> re.Pattern[str] | None:
 def _query_hits(text: str, query: str) -> tuple[tuple[int, str], ...]:
     """(offset, word) of each query word in `text` (cached: a match's snippet and its summary
     are cut from the same text)."""
-    pat = _highlight_re(query)
+    pat = highlight_re(query)
     return tuple((m.start(), m.group(0).lower()) for m in pat.finditer(text)) if pat else ()
 
 
@@ -128,5 +128,5 @@ def make_snippet(text: str, query: str = "", width: int = SNIPPET_CHARS, start_h
     if end < len(text):
         sp = text.rfind(" ", start + width // 2, end)
         end = sp if sp > 0 else end
-    out = _one_line(text[start:end])
+    out = one_line(text[start:end])
     return ("…" if start > 0 else "") + out + ("…" if end < len(text) else "")

@@ -8,7 +8,6 @@ all, with the same envelope.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +18,7 @@ from sheaf.core.progress import stop_on_sigterm
 from sheaf.core.settings import where
 from sheaf.service.build_state import verdict
 from sheaf.service.requests import Outcome
-from sheaf.store.select import check_backend, open_backend
-from sheaf.store.sqlite.index import collections, open_index
-from sheaf.store.sqlite.reader import counts
+from sheaf.store.select import check_backend, open_backend, probe_index_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from dagster import Definitions
@@ -237,42 +234,7 @@ def index_probe(settings: Any) -> dict[str, Any]:
     """Can the index be opened, and can a vector query run against the current model's collection?"""
     if settings.index_backend != "sqlite":
         return _backend_probe(settings)
-    if not settings.index_path.exists():
-        return {"path": str(settings.index_path), "exists": False, "problem": "no index yet"}
-    try:
-        conn = open_index(settings=settings, readonly=True)
-    except SheafError as e:
-        return {"path": str(settings.index_path), "exists": True, "problem": f"{e.code}: {e.message}"}
-    except Exception as e:  # noqa: BLE001 - a file SQLite cannot read: what the probe reports
-        return {"path": str(settings.index_path), "exists": True, "problem": f"unreadable index: {e}",
-                "hint": "run `sheaf build --full` (it moves a damaged file aside) or `sheaf doctor`"}
-    try:
-        try:
-            c = counts(conn)
-        except Exception as e:  # noqa: BLE001 - a damaged or missing table: reported, not raised
-            return {"path": str(settings.index_path), "exists": True, "problem": f"index damaged: {e}",
-                    "vectors_queryable": False, "hint": "run `sheaf doctor --repair` or `sheaf build --full`"}
-        out: dict[str, Any] = {"path": str(settings.index_path), "exists": True,
-                               "indexed": conn.execute("SELECT count(DISTINCT paper_id) FROM body_units").fetchone()[0]}
-        cols = collections(conn)
-        out["collections"] = {k: v.name for k, v in cols.items()}
-        embedded = 0
-        for ident in cols.values():
-            try:
-                probe = json.dumps([1.0] + [0.0] * (ident.dimension - 1))
-                conn.execute(f"SELECT passage_rowid, distance FROM {ident.vec_table} "
-                             "WHERE embedding MATCH ? AND k = 1", (probe,)).fetchall()
-                embedded = max(embedded, conn.execute(
-                    f"SELECT count(DISTINCT paper_id) FROM {ident.passages_table}").fetchone()[0])
-                out["vectors_queryable"] = True
-            except Exception as e:  # noqa: BLE001 - a damaged vec table is what the probe reports
-                out["problem"] = f"vector table {ident.vec_table} unreadable: {e}"
-                out["vectors_queryable"] = False
-        out["embedded"] = embedded
-        out["rows"] = c
-        return out
-    finally:
-        conn.close()
+    return probe_index_file(settings)
 
 
 def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) -> Outcome:

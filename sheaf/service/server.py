@@ -48,8 +48,6 @@ from typing import Any
 
 from sheaf import __version__
 from sheaf.core.envelope import SheafError, error, ok
-from sheaf.store.sqlite.memory_bm25 import Bm25Accelerator
-from sheaf.store.sqlite.memory_vectors import MatrixAccelerator
 from sheaf.search.retriever import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS, Retriever
 from sheaf.service.client import (
     DISCOVERY_FILE, LOOPBACK_HOSTS, SERVED_COMMANDS, discovery_path, read_discovery, remove_discovery,
@@ -57,13 +55,13 @@ from sheaf.service.client import (
 )
 from sheaf.service.queries import run_query
 from sheaf.service.requests import Outcome, QueryRequest, request_from_dict
-from sheaf.store.sqlite.index import FTS_TABLES, collections, open_index
+from sheaf.store.select import memory_engines, open_backend
 from sheaf.vectors.query_encoder import QueryEncoder
 from sheaf.vectors.identity import resolve_model_path
 
 __all__ = [
     "SERVED_COMMANDS", "DISCOVERY_FILE", "discovery_path", "server_signature", "read_discovery",
-    "answer", "RetrieverPool", "MatrixAccelerator", "WarmEngines", "SheafServer", "serve", "serve_command",
+    "answer", "RetrieverPool", "WARM_WEIGHTS", "WarmEngines", "SheafServer", "serve", "serve_command",
 ]
 
 
@@ -184,6 +182,10 @@ class RetrieverPool:
 
 # --- the warm engines ----------------------------------------------------------------------------
 
+#: The index's full-text tables, each with the weights the query path ranks it with: the in-memory
+#: bm25 has those ready at load.
+WARM_WEIGHTS = {"body_units_fts": BODY_WEIGHTS, "object_units_fts": OBJECT_WEIGHTS, "papers_fts": PAPER_WEIGHTS}
+
 class WarmEngines:
     """What a long-lived query process keeps warm, whatever its transport (`sheaf serve`'s
     HTTP, `sheaf mcp`'s Model Context Protocol): the query encoder, the in-memory vector matrix
@@ -194,9 +196,7 @@ class WarmEngines:
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings
-        busy = getattr(settings, "sqlite_busy_timeout_ms", 10_000)
-        self.accelerator = MatrixAccelerator(settings.index_path, busy_timeout_ms=busy)
-        self.lexical = _lexical_accelerator(settings.index_path, busy)
+        self.lexical, self.accelerator = memory_engines(settings, WARM_WEIGHTS)
         # One query encoder for the process's life (the export is rechecked at most every 2 s).
         self.query_encoder = QueryEncoder(settings, status_ttl=2.0)
         self.retrievers = RetrieverPool(settings, query_encoder=self.query_encoder,
@@ -228,15 +228,15 @@ class WarmEngines:
                 notes += self.query_encoder.encode("warm up the query encoder", mine[0])[1]
             return notes + [f"the index is on {self.settings.index_backend}: no in-memory copies"]
         try:
-            conn = open_index(self.settings.index_path, readonly=True, settings=self.settings)
+            index = open_backend(self.settings, readonly=True)
         except SheafError as e:
             return [f"index not ready ({e.code}): {e.message}; it is opened on the first query"]
         try:
             name = resolve_model_path(self.settings.embedding_model)[0]
-            mine = [c for c in collections(conn).values() if c.name == name]
+            mine = [c for c in index.collections().values() if c.name == name]
         finally:
-            conn.close()
-        for fts in FTS_TABLES:  # loaded in the background meanwhile
+            index.close()
+        for fts in WARM_WEIGHTS:  # the full-text tables, loaded in the background meanwhile
             self.lexical.table(fts)
         with contextlib.suppress(SheafError), self.retrievers.lease():
             pass  # the first query finds an open Retriever
@@ -260,13 +260,6 @@ class WarmEngines:
 
 
 # --- the server ---------------------------------------------------------------------------------
-
-def _lexical_accelerator(index_path: str | Path, busy_timeout_ms: int) -> Any:
-    """The in-memory bm25 of the index's three FTS tables, each with the weights the query
-    path ranks it with ready at load."""
-    return Bm25Accelerator(index_path, busy_timeout_ms=busy_timeout_ms, warm_weights={
-        "body_units_fts": BODY_WEIGHTS, "object_units_fts": OBJECT_WEIGHTS, "papers_fts": PAPER_WEIGHTS})
-
 
 def _handler_class() -> type:
     class Handler(BaseHTTPRequestHandler):

@@ -20,7 +20,7 @@ from sheaf.store.records import FtsHit, Unit, VectorHit
 
 if TYPE_CHECKING:  # pragma: no cover - value types only
     from sheaf.core.models import PaperMeta
-    from sheaf.store.sqlite.writer import ReplaceStats
+    from sheaf.store.rows import ReplaceStats
     from sheaf.vectors.cache import EmbeddingCache
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, QueryVector
 
@@ -100,3 +100,29 @@ class IndexBackend(Protocol):
     def paper_passages(self, paper_id: str, identity: ModelIdentity) -> EmbeddedPassages: ...
     def cache_rows(self) -> Iterable[tuple[str, str, bytes]]: ...
     def put_cache_rows(self, rows: Iterable[tuple[str, str, bytes]]) -> int: ...
+
+
+# --- a SQLite file's in-memory engines (a warm server's) ----------------------------------------
+
+#: sqlite-vec refuses a KNN query with k above this ("k value in knn query too large").
+MAX_KNN_K = 4096
+
+
+class LexicalEngine(Protocol):
+    """Ranks an FTS table's rows from memory, exactly as FTS5 would: called as
+    ``engine(conn, fts, weights, match, rowids)``, it answers a cursor of (rowid, bm25) best
+    first (ties: rowid) with `fetchmany`/`fetchall`/`close`, or None (then FTS5 answers)."""
+
+    name: str
+
+    def __call__(self, conn: Any, fts: str, weights: Sequence[float] | None, match: str,
+                 rowids: Sequence[int] | None) -> Any: ...
+
+
+class VectorEngine(Protocol):
+    """Answers a KNN query exactly as sqlite-vec would, from memory: called as
+    ``engine(conn, query, k, paper_ids)``, it answers `VectorHit`s or None (then sqlite-vec answers)."""
+
+    name: str
+
+    def __call__(self, conn: Any, query: QueryVector, k: int, paper_ids: Sequence[str] | None) -> Any: ...

@@ -31,8 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-
-from sheaf.store.sqlite.db import sqlite3
+import pysqlite3.dbapi2 as sqlite3  # the SQLite (and FTS5 tokenizer) the index files are written with
 
 __all__ = ["K1", "B", "ROW_SHIFT", "COL_SHIFT", "OFFSET_MASK", "parse_match", "column_weights", "Bm25Table",
            "RankedRows", "FtsTokenizer", "evaluate", "member"]

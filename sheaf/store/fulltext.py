@@ -70,16 +70,16 @@ class _NonAsciiClass:
         return text if text.isascii() else self.compiled.sub(repl, text)
 
 
-_CJK_RE = _NonAsciiClass(f"[{_CJK}]")
+CJK_RE = _NonAsciiClass(f"[{_CJK}]")
 _HANGUL_RE = _NonAsciiClass("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
 _WORD = r"[^\W_]+"
-_WORD_RE = re.compile(_WORD)
+WORD_RE = re.compile(_WORD)
 _DASHES = "-\u2010\u2011\u2012\u2013\u2212"
 _DASH_RE = re.compile(f"[{_DASHES}]")
 _HYPHENATED_RE = re.compile(rf"{_WORD}(?:[{_DASHES}]{_WORD})+")
-_LETTERS_RE = re.compile(r"[^\W\d_]+")
-_DIGITS_RE = re.compile(r"\d+[^\W\d_]?")
-_CODE_RE = re.compile(r"([^\W\d_]{1,12})(\d{1,10}[^\W\d_]{0,2})")
+LETTERS_RE = re.compile(r"[^\W\d_]+")
+DIGITS_RE = re.compile(r"\d+[^\W\d_]?")
+CODE_RE = re.compile(r"([^\W\d_]{1,12})(\d{1,10}[^\W\d_]{0,2})")
 _MAX_GROUPS = 64
 _MAX_TAIL_TERM = 48
 
@@ -95,7 +95,7 @@ def _nfkc(text: str) -> str:
 
 
 def _space_cjk(text: str) -> str:
-    return _CJK_RE.sub(lambda m: f" {m.group(0)} ", text)
+    return CJK_RE.sub(lambda m: f" {m.group(0)} ", text)
 
 
 def fts_text(text: str | None) -> str:
@@ -113,11 +113,11 @@ def fts_text(text: str | None) -> str:
         start = max(t.rfind(" ", 0, d.start()), t.rfind("\n", 0, d.start())) + 1
         end = min((x for x in (t.find(" ", d.end()), t.find("\n", d.end())) if x >= 0), default=len(t))
         for m in _HYPHENATED_RE.finditer(t, start, end):
-            parts = _WORD_RE.findall(m.group(0))
+            parts = WORD_RE.findall(m.group(0))
             joined = "".join(parts)
             if len(joined) <= _MAX_TAIL_TERM and any(not p.isdigit() for p in parts):
                 tail.setdefault(joined, None)
-    if _CJK_RE.search(t):
+    if CJK_RE.search(t):
         t = _space_cjk(t)
     if tail:
         t = f"{t}\n{' '.join(tail)}"
@@ -134,9 +134,9 @@ def _phrase(parts: list[str]) -> str:
     return _quote(" ".join(_space_cjk(p).strip() for p in parts))
 
 
-def _is_code(letters: str, digits: str) -> bool:
-    return bool(_LETTERS_RE.fullmatch(letters)) and bool(_DIGITS_RE.fullmatch(digits)) \
-        and len(letters) <= 12 and not _CJK_RE.search(letters)
+def is_code(letters: str, digits: str) -> bool:
+    return bool(LETTERS_RE.fullmatch(letters)) and bool(DIGITS_RE.fullmatch(digits)) \
+        and len(letters) <= 12 and not CJK_RE.search(letters)
 
 
 def _code_group(letters: str, digits: str) -> str:
@@ -145,23 +145,23 @@ def _code_group(letters: str, digits: str) -> str:
 
 def _word_group(word: str) -> str | None:
     """One whitespace-separated word of the query as an FTS5 group, or None if it has no token."""
-    parts = _WORD_RE.findall(word)
+    parts = WORD_RE.findall(word)
     if not parts:
         return None
     if len(parts) == 1:
         p = parts[0]
-        m = _CODE_RE.fullmatch(p)
-        if m and _is_code(m.group(1), m.group(2)):
+        m = CODE_RE.fullmatch(p)
+        if m and is_code(m.group(1), m.group(2)):
             return _code_group(m.group(1), m.group(2))
-        if _CJK_RE.search(p):
+        if CJK_RE.search(p):
             return _phrase([p])
         if _HANGUL_RE.search(p):
             return _quote(p) + "*"
         return _quote(p)
-    if len(parts) == 2 and _is_code(parts[0], parts[1]):
+    if len(parts) == 2 and is_code(parts[0], parts[1]):
         return _code_group(parts[0], parts[1])
     joined = "".join(parts)
-    if _CJK_RE.search(joined):
+    if CJK_RE.search(joined):
         return _phrase(parts)
     return f"({_phrase(parts)} OR {_quote(joined)})"
 
@@ -178,7 +178,7 @@ def query_terms(user_query: str) -> list[str]:
         segments = [(False, q.replace('"', " "))]
     for is_phrase, seg in segments:
         if is_phrase:
-            parts = _WORD_RE.findall(seg)
+            parts = WORD_RE.findall(seg)
             if parts:
                 groups.append(_phrase(parts))
             continue
@@ -187,8 +187,8 @@ def query_terms(user_query: str) -> list[str]:
         while i < len(words):
             w = words[i]
             # "SPG 302": a short all-letter word followed by a number is also a code.
-            if (i + 1 < len(words) and _LETTERS_RE.fullmatch(w) and len(w) <= 12
-                    and not _CJK_RE.search(w) and _DIGITS_RE.fullmatch(words[i + 1])):
+            if (i + 1 < len(words) and LETTERS_RE.fullmatch(w) and len(w) <= 12
+                    and not CJK_RE.search(w) and DIGITS_RE.fullmatch(words[i + 1])):
                 groups.append(_code_group(w, words[i + 1]))
                 i += 2
                 continue

@@ -15,7 +15,8 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import where
 from sheaf.store.sqlite.backend import SqliteIndex
-from sheaf.store.sqlite.integrity import IndexHealth, check_index
+from sheaf.store.sqlite.integrity import check_index, probe_file
+from sheaf.store.health import IndexHealth
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.settings import Settings
@@ -24,7 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
 _pg = lazy_module("sheaf.store.postgres.backend")  # only for a postgresql:// URL
 _pg_db = lazy_module("sheaf.store.postgres.db")
 
-__all__ = ["open_backend", "open_url", "is_postgres_url", "check_backend", "index_build_lock"]
+__all__ = ["open_backend", "open_url", "is_postgres_url", "check_backend", "index_build_lock", "probe_index_file",
+           "memory_engines"]
 
 
 def check_backend(settings: Settings, *, deep: bool = False) -> IndexHealth:
@@ -74,3 +76,22 @@ def open_backend(settings: Settings, *, readonly: bool = False, lexical_engine: 
                               "the folder holding the index you built")
     return SqliteIndex.open(path, readonly=readonly, busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                             lexical_engine=lexical_engine, vector_engine=vector_engine)
+
+
+def probe_index_file(settings: Settings) -> dict[str, Any]:
+    """The SQLite index file as `sheaf status` reports it, without opening a backend
+    (`sheaf.store.sqlite.integrity.probe_file`): a problem is a field, never raised."""
+    return probe_file(settings)
+
+
+_memory_bm25 = lazy_module("sheaf.store.sqlite.memory_bm25")  # numpy: only a warm server loads them
+_memory_vectors = lazy_module("sheaf.store.sqlite.memory_vectors")
+
+
+def memory_engines(settings: Settings, warm_weights: dict[str, Any]) -> tuple[Any, Any]:
+    """The in-memory engines a long-lived query process keeps beside a SQLite index file:
+    (FTS5's bm25 over a copy of the full-text tables, ranking each table with `warm_weights` ready
+    at load; the vector matrix). Each answers exactly what SQLite would, or declines."""
+    busy = settings.sqlite_busy_timeout_ms
+    return (_memory_bm25.Bm25Accelerator(settings.index_path, busy_timeout_ms=busy, warm_weights=warm_weights),
+            _memory_vectors.MatrixAccelerator(settings.index_path, busy_timeout_ms=busy))

@@ -32,7 +32,7 @@ def _plant(home: Path, lib: Path) -> None:
     from tests.dagster_kit import InstanceRef, create_run_for_test
 
     from sheaf.store.sqlite.db import connect, transaction
-    from sheaf.store.sqlite.index import _fts_delete, _fts_rows, collections
+    from sheaf.store.sqlite.index import fts_delete, fts_rows, collections
     from sheaf.store.sqlite.writer import replace_paper
     from sheaf.core.models import BodyUnit
 
@@ -53,7 +53,7 @@ def _plant(home: Path, lib: Path) -> None:
         pt, vt = ident.passages_table, ident.vec_table
         with transaction(conn):
             # the paper's body FTS rows deleted (exactly: a contentless row goes with its values)
-            _fts_delete(conn, "body_units_fts", _fts_rows(conn, "body_units_fts", "b.paper_id = 'L2YSNC8V'"))
+            fts_delete(conn, "body_units_fts", fts_rows(conn, "body_units_fts", "b.paper_id = 'L2YSNC8V'"))
             pr = conn.execute(f"SELECT passage_rowid FROM {pt} WHERE paper_id = 'L2YSNC8V' LIMIT 1").fetchone()[0]
             conn.execute(f"DELETE FROM {vt} WHERE passage_rowid = ?", (pr,))
             conn.execute(f"DELETE FROM {pt} WHERE passage_rowid = ?", (pr,))

@@ -407,7 +407,7 @@ def test_cli_help_is_argparse_own(monkeypatch, columns):
         return [ap.format_help()] + [p.format_help() + p.format_usage() for p in subs.choices.values()]
 
     ours = helps()
-    monkeypatch.setattr(cli._Parser, "_get_formatter", argparse.ArgumentParser._get_formatter)
+    monkeypatch.setattr(cli.Parser, "_get_formatter", argparse.ArgumentParser._get_formatter)
     assert ours == helps()
 
 
@@ -426,13 +426,13 @@ def _plain_best_window(hits: list[tuple[int, str]], span: int) -> int:
 
 
 def test_snippet_window_equals_the_plain_count():
-    from sheaf.search.snippets import _best_window, _highlight_re
+    from sheaf.search.snippets import _best_window, highlight_re
 
     rng = random.Random(2)
     words = "cell cells regeneration regenerating bone density alumina creep rate of the soil moisture".split()
     for _ in range(1500):
         text = " ".join(rng.choice([*words, "x" * rng.randint(1, 9)]) for _ in range(rng.randint(1, 250)))
-        pat = _highlight_re(" ".join(rng.sample(words[:-4], rng.randint(1, 5))))  # not "of the" alone
+        pat = highlight_re(" ".join(rng.sample(words[:-4], rng.randint(1, 5))))  # not "of the" alone
         hits = [(m.start(), m.group(0).lower()) for m in pat.finditer(text)]
         span = rng.choice([0, 50, 92, 200])
         assert _best_window(hits, span) == (_plain_best_window(hits, span) if hits else 0)

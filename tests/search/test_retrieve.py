@@ -135,20 +135,20 @@ def test_term_pattern_finds_every_variant_and_no_near_miss():
         for v in VARIANTS:
             for ctx in CONTEXTS:
                 text = "x " + ctx.format(v) + " y"
-                spans = gr._find_spans(pat, text)
+                spans = gr.find_spans(pat, text)
                 assert [text[a:b] for a, b in spans] == [v], (typed, v, ctx, spans)
         for neg in NEGATIVES:
-            assert gr._find_spans(pat, f"a {neg} b") == [], (typed, neg)
+            assert gr.find_spans(pat, f"a {neg} b") == [], (typed, neg)
 
 
 def test_term_pattern_words_and_hyphens():
     pat = term_pattern("cross-linking")
     for t in ("cross-linking", "crosslinking", "cross linking", "Cross\u2010Linking"):
-        assert gr._find_spans(pat, f"the {t} step") != [], t
-    assert gr._find_spans(pat, "a crosslinkings b") == []
+        assert gr.find_spans(pat, f"the {t} step") != [], t
+    assert gr.find_spans(pat, "a crosslinkings b") == []
     pat = term_pattern("bone regeneration")
-    assert [m for m in gr._find_spans(pat, "bone  regeneration, bone-regeneration")] == [(0, 18), (20, 37)]
-    assert gr._find_spans(pat, "boneregeneration") == []
+    assert [m for m in gr.find_spans(pat, "bone  regeneration, bone-regeneration")] == [(0, 18), (20, 37)]
+    assert gr.find_spans(pat, "boneregeneration") == []
     with pytest.raises(SheafError) as e:
         term_pattern("   ")
     assert code_of(e) == "BAD_QUERY"

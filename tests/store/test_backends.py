@@ -26,7 +26,7 @@ from sheaf.store.copy import copy_index
 from sheaf.store.select import open_url
 from sheaf.store.postgres.schema import SCHEMA_VERSION
 from sheaf.store.fulltext import build_match_query
-from sheaf.store.sqlite.index import IndexSchemaError
+from sheaf.store.rows import IndexSchemaError
 from sheaf.vectors.identity import ModelChangedError
 from tests.paperkit import body_unit, object_unit
 

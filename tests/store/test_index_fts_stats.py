@@ -258,7 +258,7 @@ def test_missing_and_orphan_fts_rows_repaired_exactly(conn):
         m.upsert(conn, pid, TITLES[i])
         m.replace(conn, pid, 1)
     with transaction(conn):  # PA's FTS rows gone, its units stay
-        ix._fts_delete(conn, "body_units_fts", ix._fts_rows(conn, "body_units_fts", "b.paper_id = 'PA'"))
+        ix.fts_delete(conn, "body_units_fts", ix.fts_rows(conn, "body_units_fts", "b.paper_id = 'PA'"))
     assert paper_index_stats(conn)["PA"]["body_fts"] == 0
     m.replace(conn, "PA", 2)
     assert_same_as_fresh(conn, m)
@@ -303,12 +303,12 @@ def _to_v2(path, model: Model, rewrites: int = 5) -> None:
         for t, cols in V2_FTS.items():
             c.execute(f"DROP TABLE {t}")
             c.execute(f"CREATE VIRTUAL TABLE {t} USING fts5({cols}, {V2_OPTS})")
-            ix._fill_fts(c, t)
+            ix.fill_fts(c, t)
         c.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     with transaction(c):
         for _ in range(rewrites):
             for t in V2_FTS:
-                rows = ix._fts_rows(c, t)
+                rows = ix.fts_rows(c, t)
                 c.executemany(f"DELETE FROM {t} WHERE rowid = ?", [(r[0],) for r in rows])
                 ix._fts_insert(c, t, rows)
     c.close()

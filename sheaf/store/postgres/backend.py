@@ -28,10 +28,8 @@ from sheaf.store.postgres.schema import (
 )
 from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.fulltext import FTS_TOKENIZER, build_match_query, match_queries
-from sheaf.store.sqlite.integrity import IndexHealth, artifact_unit_digest, zero_filled
-from sheaf.store.sqlite.reader import (
-    _BODY_COLS, _OBJ_COLS, _body, _obj, collection_segments, filter_papers, query_collection, year_clauses,
-)
+from sheaf.store.health import IndexHealth, artifact_unit_digest, zero_filled
+from sheaf.store.rows import BODY_COLS, OBJECT_COLS, body_from_row, object_from_row, collection_segments, filter_papers, query_collection, year_clauses
 from sheaf.core.models import PaperMeta
 from sheaf.vectors.identity import EmbeddedPassages, Passage
 
@@ -700,15 +698,15 @@ class PostgresIndex:
         ids = list(dict.fromkeys(unit_ids))
         out: dict[str, Unit] = {}
         with snapshot(self.conn, self.where):
-            for r in self.conn.execute(f"SELECT {_BODY_COLS} FROM body_units WHERE unit_id = ANY(%s)", (ids,)):
-                out[r[0]] = _body(r)
-            for r in self.conn.execute(f"SELECT {_OBJ_COLS} FROM object_units WHERE unit_id = ANY(%s)", (ids,)):
-                out[r[0]] = _obj(r)
+            for r in self.conn.execute(f"SELECT {BODY_COLS} FROM body_units WHERE unit_id = ANY(%s)", (ids,)):
+                out[r[0]] = body_from_row(r)
+            for r in self.conn.execute(f"SELECT {OBJECT_COLS} FROM object_units WHERE unit_id = ANY(%s)", (ids,)):
+                out[r[0]] = object_from_row(r)
         return out
 
     @_guarded
     def unit(self, ref: str) -> Unit | None:
-        for cols, table, make in ((_BODY_COLS, "body_units", _body), (_OBJ_COLS, "object_units", _obj)):
+        for cols, table, make in ((BODY_COLS, "body_units", body_from_row), (OBJECT_COLS, "object_units", object_from_row)):
             r = self.conn.execute(f"SELECT {cols} FROM {table} WHERE unit_id = %s OR short_id = %s",
                                   (ref, ref)).fetchone()
             if r is not None:
@@ -718,10 +716,10 @@ class PostgresIndex:
     @_guarded
     def paper_units(self, paper_id: str) -> tuple[list[BodyUnit], list[ObjectUnit]]:
         with snapshot(self.conn, self.where):
-            b = [_body(r) for r in self.conn.execute(
-                f"SELECT {_BODY_COLS} FROM body_units WHERE paper_id = %s ORDER BY seq", (paper_id,))]
-            o = [_obj(r) for r in self.conn.execute(
-                f"SELECT {_OBJ_COLS} FROM object_units WHERE paper_id = %s ORDER BY seq", (paper_id,))]
+            b = [body_from_row(r) for r in self.conn.execute(
+                f"SELECT {BODY_COLS} FROM body_units WHERE paper_id = %s ORDER BY seq", (paper_id,))]
+            o = [object_from_row(r) for r in self.conn.execute(
+                f"SELECT {OBJECT_COLS} FROM object_units WHERE paper_id = %s ORDER BY seq", (paper_id,))]
         return b, o
 
     @_guarded

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from sheaf import __version__
 from sheaf.core.envelope import SheafError
 from sheaf.store.postgres.db import Where, psycopg, unavailable
-from sheaf.store.sqlite.index import IndexSchemaError
+from sheaf.store.rows import IndexSchemaError
 from sheaf.vectors.identity import ModelChangedError, ModelIdentity
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -25,12 +25,9 @@ from sheaf.store.bm25 import FtsTokenizer
 from sheaf.store.postgres.db import Where, psycopg, retrying
 from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES, collections, ensure_collection
 from sheaf.store.fulltext import FTS_TOKENIZER
-from sheaf.store.sqlite.index import _body_fts_row, _object_fts_row, _papers_fts_row
-from sheaf.store.sqlite.writer import (
-    BODY_CONTENT, OBJECT_CONTENT, PASSAGE_CONTENT, ReplaceStats, _as_list, _j, _meta_sha, _validate, as_unit, body_row,
-    object_row, same_passages, units_held,
-)
-from sheaf.store.sqlite.writer import _unchanged_units as sqlite_unchanged_units
+from sheaf.store.rows import body_fts_row, object_fts_row, papers_fts_row
+from sheaf.store.rows import BODY_CONTENT, OBJECT_CONTENT, PASSAGE_CONTENT, ReplaceStats, passages_list, json_text, meta_sha, validate_paper, as_unit, body_row, object_row, same_passages, units_held
+from sheaf.store.rows import unchanged_units as shared_unchanged_units
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.models import PaperMeta
@@ -84,16 +81,16 @@ def cache_put(conn: Conn, where: Where, identity: ModelIdentity, vectors: Mappin
 
 def _lex_items(conn: Conn, paper_id: str, scope: str) -> list[tuple[str, int, tuple[str, ...]]]:
     """(ref, seq, column values) of the paper's rows in `scope`, computed from the base rows as
-    the SQLite writer computes an FTS row (`_fts_rows`)."""
+    the SQLite writer computes an FTS row (`fts_rows`)."""
     if scope == "papers":
-        return [(r[0], r[1], _papers_fts_row(0, *r[2:])[1:]) for r in conn.execute(
+        return [(r[0], r[1], papers_fts_row(0, *r[2:])[1:]) for r in conn.execute(
             "SELECT paper_id, seq, has_metadata, title, authors, abstract, journal, domain, year FROM papers "
             "WHERE paper_id = %s", (paper_id,))]
     if scope == "body":
-        return [(r[0], r[1], _body_fts_row(0, json.loads(r[2]), r[3], r[4])[1:]) for r in conn.execute(
+        return [(r[0], r[1], body_fts_row(0, json.loads(r[2]), r[3], r[4])[1:]) for r in conn.execute(
             "SELECT b.unit_id, b.seq, b.section_path, b.text, p.title FROM body_units b LEFT JOIN papers p "
             "ON p.paper_id = b.paper_id WHERE b.paper_id = %s ORDER BY b.seq", (paper_id,))]
-    return [(r[0], r[1], _object_fts_row(0, *r[2:])[1:]) for r in conn.execute(
+    return [(r[0], r[1], object_fts_row(0, *r[2:])[1:]) for r in conn.execute(
         "SELECT b.unit_id, b.seq, b.caption, b.label, b.table_text, b.nearby_text, p.title FROM object_units b "
         "LEFT JOIN papers p ON p.paper_id = b.paper_id WHERE b.paper_id = %s ORDER BY b.seq", (paper_id,))]
 
@@ -217,8 +214,8 @@ def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity, keep_uni
 
 
 def _unchanged_units(conn: Conn, paper_id: str, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> set[str]:
-    """`sheaf.store.sqlite.writer._unchanged_units`, with Postgres' placeholder."""
-    return sqlite_unchanged_units(conn, paper_id, units, objects, mark="%s")
+    """`sheaf.store.rows.unchanged_units`, with Postgres' placeholder."""
+    return shared_unchanged_units(conn, paper_id, units, objects, mark="%s")
 
 
 def _delete_units(conn: Conn, paper_id: str) -> int:
@@ -270,8 +267,8 @@ def replace_paper(conn: Conn, where: Where, paper_id: str, units: Sequence[Any],
     t0 = time.perf_counter()
     units = [as_unit(u) for u in units]
     objects = [as_unit(o) for o in objects]
-    eps = _as_list(passages)
-    _validate(paper_id, units, objects, eps)
+    eps = passages_list(passages)
+    validate_paper(paper_id, units, objects, eps)
     for ep in eps:
         ensure_collection(conn, ep.identity)
 
@@ -396,9 +393,9 @@ def upsert_papers(conn: Conn, where: Where, metas: Iterable[PaperMeta], *, hook:
         old = {r[0]: (r[1], r[2]) for r in c.execute("SELECT paper_id, meta_sha256, title FROM papers WHERE "
                                                      "paper_id = ANY(%s)", ([m.key for m in metas],))}
         for m in metas:
-            sha = _meta_sha(m)
-            vals = (m.citation_key, m.title, _j(m.authors), m.first_author, m.year, m.journal, m.doi, m.pmid,
-                    m.abstract, _j(m.collections), m.domain, m.item_type, 1, sha, m.source, _j(m.tags), m.link)
+            sha = meta_sha(m)
+            vals = (m.citation_key, m.title, json_text(m.authors), m.first_author, m.year, m.journal, m.doi, m.pmid,
+                    m.abstract, json_text(m.collections), m.domain, m.item_type, 1, sha, m.source, json_text(m.tags), m.link)
             row = old.get(m.key)
             if row is not None and row[0] == sha:
                 stats["unchanged"] += 1

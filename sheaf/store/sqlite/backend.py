@@ -18,8 +18,10 @@ from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.sqlite import integrity, reader, writer
 from sheaf.store.sqlite.db import sqlite3, transaction
 from sheaf.store.fulltext import build_match_query, match_queries
-from sheaf.store.sqlite.index import IndexSchemaError, collections, open_index
-from sheaf.store.sqlite.reader import LexicalEngine, VectorEngine, collection_segments
+from sheaf.store.sqlite.index import collections, open_index
+from sheaf.store.rows import IndexSchemaError
+from sheaf.store.backend import LexicalEngine, VectorEngine
+from sheaf.store.rows import collection_segments
 from sheaf.vectors.identity import EmbeddedPassages, Passage
 
 np = lazy_module("numpy")  # the export only

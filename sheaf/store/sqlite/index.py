@@ -21,7 +21,7 @@ FTS tables are contentless (``content=''``): the text lives once, in the base ta
 rowid is the base row's rowid; what is indexed is `sheaf.store.fulltext.fts_text` of the column (CJK
 spaced, hyphen-joined forms added), written by this module inside the same transaction as the
 base rows (no triggers). What a row indexes is always computed from its base row (and, for
-units, its paper's current title) by `_fts_rows`, both to insert it and to delete it: a
+units, its paper's current title) by `fts_rows`, both to insert it and to delete it: a
 contentless row is deleted with FTS5's ``'delete'`` command and exactly the values it indexed,
 so the deletes run BEFORE the base rows (or the paper's title) change, and bm25's statistics
 (row count, column lengths) stay those of a clean build of the same content. (Schema 2 used
@@ -44,11 +44,11 @@ from typing import TYPE_CHECKING, Any
 from sheaf import __version__
 from sheaf.core.lazy import lazy_module
 from sheaf.store.sqlite.db import connect, sqlite3, transaction
-from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
-from sheaf.store.fulltext import FTS_TEXT_VERSION, FTS_TOKENIZER, fts_text
+from sheaf.store.fulltext import FTS_TEXT_VERSION, FTS_TOKENIZER
 from sheaf.vectors.identity import ModelIdentity
 from sheaf.vectors.identity import ModelChangedError
+from sheaf.store.rows import IndexSchemaError, body_fts_row, object_fts_row, papers_fts_row
 
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import ModelIdentity
@@ -65,15 +65,6 @@ SCHEMA_VERSION = 4
 
 Hook = Callable[[str], None]
 Conn = sqlite3.Connection
-
-
-class IndexSchemaError(SheafError):
-    """The index file was written by another (older without a migration, or newer) version,
-    or is not a Sheaf index at all. Never misread: refused with this error."""
-
-    def __init__(self, message: str, details: dict[str, Any] | None = None,
-                 hint: str | None = None) -> None:
-        super().__init__("BACKEND_UNAVAILABLE", message, details, hint=hint)
 
 
 # --- schema ------------------------------------------------------------------------------
@@ -178,26 +169,7 @@ FTS_V2 = {
 FTS_TABLES = tuple(FTS_V2)  # the columns of schema 3 are those of schema 2
 
 
-def _body_fts_row(rowid: int, section_path: Sequence[str], text: str, title: str | None) -> tuple:
-    return (rowid, fts_text(" > ".join(section_path)), fts_text(text), fts_text(title))
-
-
-def _object_fts_row(rowid: int, caption: str | None, label: str | None, table_text: str | None,
-                    nearby_text: str | None, title: str | None) -> tuple:
-    return (rowid, fts_text(caption), fts_text(label), fts_text(table_text), fts_text(nearby_text),
-            fts_text(title))
-
-
-def _papers_fts_row(rowid: int, has_metadata: int, title: str | None, authors: str | None,
-                    abstract: str | None, journal: str | None, domain: str | None,
-                    year: int | None) -> tuple:
-    if not has_metadata:  # a stub: indexed empty (its title, if any, is not metadata)
-        return (rowid, "", "", "", "", "", "")
-    return (rowid, fts_text(title), fts_text("; ".join(json.loads(authors or "[]"))), fts_text(abstract),
-            fts_text(journal), fts_text(domain), str(year) if year is not None else "")
-
-
-_CURRENT: Any = object()  # `_fts_rows(title=...)` default: the paper's title in the papers table
+_CURRENT: Any = object()  # `fts_rows(title=...)` default: the paper's title in the papers table
 
 _FTS_SELECT = {
     "papers_fts": ("SELECT b.paper_rowid, b.has_metadata, b.title, b.authors, b.abstract, b.journal, "
@@ -209,7 +181,7 @@ _FTS_SELECT = {
 }
 
 
-def _fts_rows(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = (), *,
+def fts_rows(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = (), *,
               title: Any = _CURRENT) -> list[tuple]:
     """``(rowid, *values)`` that `fts` indexes for the base rows matching `where` (columns
     qualified ``b.``): computed from the base rows and, for units, their paper's title as the
@@ -217,11 +189,11 @@ def _fts_rows(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = (), 
     definition of what is indexed: inserts and deletes both use it."""
     rows = conn.execute(f"{_FTS_SELECT[fts]} WHERE {where} ORDER BY 1", tuple(args)).fetchall()
     if fts == "papers_fts":
-        return [_papers_fts_row(*r) for r in rows]
+        return [papers_fts_row(*r) for r in rows]
     if fts == "body_units_fts":
-        return [_body_fts_row(r, json.loads(sp), t, ti if title is _CURRENT else title)
+        return [body_fts_row(r, json.loads(sp), t, ti if title is _CURRENT else title)
                 for r, sp, t, ti in rows]
-    return [_object_fts_row(*r[:5], r[5] if title is _CURRENT else title) for r in rows]
+    return [object_fts_row(*r[:5], r[5] if title is _CURRENT else title) for r in rows]
 
 
 def _fts_insert(conn: Conn, fts: str, rows: Sequence[tuple]) -> None:
@@ -230,9 +202,9 @@ def _fts_insert(conn: Conn, fts: str, rows: Sequence[tuple]) -> None:
                      rows)
 
 
-def _fts_delete(conn: Conn, fts: str, rows: Sequence[tuple]) -> int:
+def fts_delete(conn: Conn, fts: str, rows: Sequence[tuple]) -> int:
     """Take rows out of a contentless FTS table: FTS5's ``'delete'`` command with exactly the
-    values they indexed (`_fts_rows`, computed before the base rows change). Rows the FTS
+    values they indexed (`fts_rows`, computed before the base rows change). Rows the FTS
     table does not hold are skipped: a 'delete' of an absent rowid would still subtract its
     tokens and decrement the row count (silent damage). Returns how many were deleted."""
     if not rows:
@@ -250,17 +222,17 @@ def _fts_delete(conn: Conn, fts: str, rows: Sequence[tuple]) -> int:
     return len(todo)
 
 
-def _fill_fts(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = ()) -> None:
+def fill_fts(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = ()) -> None:
     """Write the FTS rows of the base rows matching `where`; the caller has deleted the old ones."""
-    _fts_insert(conn, fts, _fts_rows(conn, fts, where, args))
+    _fts_insert(conn, fts, fts_rows(conn, fts, where, args))
 
 
-def _fill_unit_fts(conn: Conn, paper_id: str | None = None) -> None:
+def fill_unit_fts(conn: Conn, paper_id: str | None = None) -> None:
     """(Re)write the FTS rows of every unit (of one paper) from the base tables and the
     papers' titles; the caller has deleted the old rows."""
     where, args = ("b.paper_id = ?", (paper_id,)) if paper_id else ("1", ())
     for fts in ("body_units_fts", "object_units_fts"):
-        _fill_fts(conn, fts, where, args)
+        fill_fts(conn, fts, where, args)
 
 
 def _recreate_fts(conn: Conn, opts: str) -> None:
@@ -270,7 +242,7 @@ def _recreate_fts(conn: Conn, opts: str) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5({cols}, {opts})")
     for table in FTS_V2:
-        _fill_fts(conn, table)
+        fill_fts(conn, table)
     new_epoch(conn, FTS_EPOCH)
 
 
@@ -312,7 +284,7 @@ def rebuild_fts(conn: Conn, tables: Iterable[str] = FTS_TABLES) -> None:
         if t not in FTS_V2:
             raise ValueError(f"not an FTS table: {t}")
         conn.execute(f"INSERT INTO {t}({t}) VALUES ('delete-all')")
-        _fill_fts(conn, t)
+        fill_fts(conn, t)
     new_epoch(conn, FTS_EPOCH)
 
 

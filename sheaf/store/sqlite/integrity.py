@@ -8,71 +8,28 @@ an unreadable index is *moved* to ``sheaf.db.corrupt-<timestamp>`` (a refused sc
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.sqlite.db import vec_extension_path
-from sheaf.store.sqlite.index import SCHEMA_VERSION, IndexSchemaError, schema_version
+from sheaf.store.sqlite.index import SCHEMA_VERSION, schema_version
+from sheaf.store.rows import IndexSchemaError
 from sheaf.store.sqlite.index import MIGRATIONS
 from sheaf.store.sqlite.db import transaction
-from sheaf.store.sqlite.index import collections
+from sheaf.store.sqlite.index import collections, open_index
+from sheaf.store.sqlite.reader import counts
+from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.index import VECTORS_EPOCH, new_epoch, rebuild_fts
+from sheaf.store.health import IndexHealth, artifact_unit_digest, zero_filled
 
 SQLITE_HEADER = b"SQLite format 3\x00"
-#: Substrings of SQLite errors that mean the file itself is damaged (not a lock, not a full disk).
-CORRUPTION_MARKERS = ("file is not a database", "database disk image is malformed", "malformed",
-                      "file is encrypted", "database corrupt", "vtable constructor failed",
-                      "no such table: vec_", "no such table: passages_")
 #: ... and of those, the ones that mean the file's pages are damaged (not a missing table).
 FILE_CORRUPTION_MARKERS = ("file is not a database", "malformed", "file is encrypted", "database corrupt")
-DISK_FULL_MARKERS = ("database or disk is full", "no space left on device", "errno 28", "disk i/o error",
-                     "file too large", "errno 27")
-READONLY_MARKERS = ("attempt to write a readonly database", "read-only file system", "readonly database",
-                    "errno 30", "permission denied", "errno 13", "operation not permitted", "errno 1]")
-
-
-def is_corruption(exc: BaseException | str) -> bool:
-    text = str(exc).lower()
-    return any(m in text for m in CORRUPTION_MARKERS)
-
-
-def storage_problem(exc: BaseException | str) -> str | None:
-    """'disk full' / 'read-only' / 'corrupt' when an error (or its message) is a storage fault."""
-    text = str(exc).lower()
-    if any(m in text for m in DISK_FULL_MARKERS):
-        return "disk full"
-    if any(m in text for m in READONLY_MARKERS):
-        return "read-only"
-    if is_corruption(text):
-        return "corrupt"
-    return None
-
-
-@dataclass(slots=True)
-class IndexHealth:
-    """What `check_index` found. `state`: ok | missing | empty | not_sqlite | corrupt | schema |
-    damaged_collections | unreadable."""
-
-    path: str
-    state: str
-    message: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-    damaged_collections: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.state in ("ok", "missing", "empty")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "state": self.state, "message": self.message, "details": self.details,
-                "damaged_collections": self.damaged_collections}
 
 
 def _raw_connect(path: Path, *, immutable: bool = False) -> sqlite3.Connection:
@@ -337,17 +294,6 @@ def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = Non
     return zero_filled(stats, collection_key)
 
 
-def zero_filled(stats: dict[str, dict[str, int]], collection_key: str | None) -> dict[str, dict[str, int]]:
-    """`stats` with every count `paper_index_stats` reports present (0 where a paper has none)."""
-    for s in stats.values():
-        for k in ("body_units", "object_units", "body_fts", "object_fts"):
-            s.setdefault(k, 0)
-        if collection_key:
-            for k in ("passages", "vectors", "dangling_passages"):
-                s.setdefault(k, 0)
-    return stats
-
-
 def unit_digest(conn: sqlite3.Connection, paper_id: str) -> str:
     """A hash of a paper's units as indexed (ids and texts, body then objects): what
     `artifact_unit_digest` gives for the units artifacts of the same units."""
@@ -356,17 +302,6 @@ def unit_digest(conn: sqlite3.Connection, paper_id: str) -> str:
     objects = [dict(zip(("unit_id", "caption", "table_text", "nearby_text"), r)) for r in conn.execute(
         "SELECT unit_id, caption, table_text, nearby_text FROM object_units WHERE paper_id = ?", (paper_id,))]
     return artifact_unit_digest(body, objects)
-
-
-def artifact_unit_digest(body_rows: Iterable[dict[str, Any]], object_rows: Iterable[dict[str, Any]]) -> str:
-    """`unit_digest` computed from the units artifacts (Parquet rows)."""
-    h = hashlib.sha256()
-    for r in sorted(body_rows, key=lambda r: r["unit_id"]):
-        h.update(f"{r['unit_id']}\0{r['text']}\0".encode())
-    for r in sorted(object_rows, key=lambda r: r["unit_id"]):
-        h.update(("\0".join(x or "" for x in (r["unit_id"], r["caption"], r["table_text"], r["nearby_text"]))
-                  + "\0").encode())
-    return h.hexdigest()
 
 
 def global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
@@ -446,3 +381,45 @@ def remove_global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
                 rebuild_fts(conn, [fts])
             out[f"{base}_fts_removed"] = orphans
     return out
+
+
+def probe_file(settings: Any) -> dict[str, Any]:
+    """What `sheaf status` and the PaperForge Memory card say of the SQLite index file: exists,
+    papers indexed, collections, whether a vector query runs on each, row counts; a problem
+    (unreadable, damaged) as a field with a hint, never raised."""
+    if not settings.index_path.exists():
+        return {"path": str(settings.index_path), "exists": False, "problem": "no index yet"}
+    try:
+        conn = open_index(settings=settings, readonly=True)
+    except SheafError as e:
+        return {"path": str(settings.index_path), "exists": True, "problem": f"{e.code}: {e.message}"}
+    except Exception as e:  # noqa: BLE001 - a file SQLite cannot read: what the probe reports
+        return {"path": str(settings.index_path), "exists": True, "problem": f"unreadable index: {e}",
+                "hint": "run `sheaf build --full` (it moves a damaged file aside) or `sheaf doctor`"}
+    try:
+        try:
+            c = counts(conn)
+        except Exception as e:  # noqa: BLE001 - a damaged or missing table: reported, not raised
+            return {"path": str(settings.index_path), "exists": True, "problem": f"index damaged: {e}",
+                    "vectors_queryable": False, "hint": "run `sheaf doctor --repair` or `sheaf build --full`"}
+        out: dict[str, Any] = {"path": str(settings.index_path), "exists": True,
+                               "indexed": conn.execute("SELECT count(DISTINCT paper_id) FROM body_units").fetchone()[0]}
+        cols = collections(conn)
+        out["collections"] = {k: v.name for k, v in cols.items()}
+        embedded = 0
+        for ident in cols.values():
+            try:
+                probe = json.dumps([1.0] + [0.0] * (ident.dimension - 1))
+                conn.execute(f"SELECT passage_rowid, distance FROM {ident.vec_table} "
+                             "WHERE embedding MATCH ? AND k = 1", (probe,)).fetchall()
+                embedded = max(embedded, conn.execute(
+                    f"SELECT count(DISTINCT paper_id) FROM {ident.passages_table}").fetchone()[0])
+                out["vectors_queryable"] = True
+            except Exception as e:  # noqa: BLE001 - a damaged vec table is what the probe reports
+                out["problem"] = f"vector table {ident.vec_table} unreadable: {e}"
+                out["vectors_queryable"] = False
+        out["embedded"] = embedded
+        out["rows"] = c
+        return out
+    finally:
+        conn.close()

@@ -237,7 +237,7 @@ def wait_for_loads(lock: threading.Lock, loading: dict[str, threading.Thread], t
 # --- the accelerator ----------------------------------------------------------------------------
 
 class Bm25Accelerator:
-    """A lexical engine (`sheaf.store.sqlite.reader.LexicalEngine`) for one index file: pass it
+    """A lexical engine (`sheaf.store.backend.LexicalEngine`) for one index file: pass it
     to the index (`SqliteIndex(..., lexical_engine=...)` or `Retriever.open(...)`). Thread-safe.
     Answers None (→ FTS5) for another file, an expression or weights it does not handle, and
     while a table's copy is (re)loaded in the background after a change."""

@@ -384,7 +384,7 @@ def single_thread_blas() -> None:
 
 
 class MatrixAccelerator:
-    """A vector engine (`sheaf.store.sqlite.reader.VectorEngine`) for one index file: pass it to
+    """A vector engine (`sheaf.store.backend.VectorEngine`) for one index file: pass it to
     the index (`SqliteIndex(..., vector_engine=...)` or `Retriever.open(...)`). Thread-safe.
     Answers None (→ sqlite-vec) for a connection to another file, a collection it could not load or verify, any error, and
     while a matrix is being (re)loaded: a load runs in the background (except `matrix(...,

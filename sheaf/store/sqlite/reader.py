@@ -3,9 +3,8 @@ vector candidates (sqlite-vec)."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sheaf.store.sqlite.db import read_snapshot, sqlite3
 from sheaf.core.envelope import SheafError
@@ -18,15 +17,14 @@ from sheaf.core.lazy import lazy_module
 from sheaf.store.records import FtsHit, VectorHit
 from sheaf.store.sqlite.index import Conn, collections
 from sheaf.core.models import PaperMeta
-from sheaf.core.text import fold
-from sheaf.vectors.identity import ModelChangedError
+from sheaf.store.rows import BODY_COLS, OBJECT_COLS, body_from_row, filter_papers, object_from_row, query_collection, year_clauses
+from sheaf.store.backend import LexicalEngine, MAX_KNN_K, VectorEngine
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.models import PaperMeta
-    from sheaf.vectors.identity import ModelIdentity
 
 
 def counts(conn: Conn, paper_id: str | None = None) -> dict[str, int]:
@@ -98,56 +96,6 @@ def paper_ids_where(conn: Conn, *, year_min: int | None = None, year_max: int | 
     return filter_papers(rows, collections=collections, authors=authors, tags=tags)
 
 
-def year_clauses(year_min: int | None, year_max: int | None, mark: str = "?") -> tuple[list[str], list[Any]]:
-    """The WHERE clauses (ANDed; always at least one) and arguments of a year range, for either
-    backend (`mark`: its parameter placeholder)."""
-    where, args = ["1 = 1"], []
-    if year_min is not None:
-        where.append(f"year >= {mark}")
-        args.append(int(year_min))
-    if year_max is not None:
-        where.append(f"year <= {mark}")
-        args.append(int(year_max))
-    return where, args
-
-
-def query_collection(cols: dict[str, ModelIdentity], ident: ModelIdentity) -> ModelIdentity:
-    """The index's collection for a query embedded with `ident` (`cols`: every collection of the
-    index, either backend): VECTOR_NOT_BUILT when it has none, `ModelChangedError`
-    (``MODEL_CHANGED``) when none is of the query's model."""
-    if ident.key not in cols:
-        if not cols:
-            raise SheafError("VECTOR_NOT_BUILT", "the index has no vectors yet",
-                             hint="build the index (sheaf build)")
-        raise ModelChangedError(
-            f"the query was embedded with {ident.describe()}, but the index holds vectors of "
-            + "; ".join(c.describe() for c in cols.values()),
-            {"query_model": ident.to_dict(), "index_models": [c.to_dict() for c in cols.values()]},
-            hint="set SHEAF_EMBEDDING_MODEL back, or rebuild the vectors with the new model")
-    if cols[ident.key] != ident:
-        raise ModelChangedError("collection key collision between two model identities",
-                                {"key": ident.key})
-    return cols[ident.key]
-
-
-def filter_papers(rows: Sequence[Sequence[Any]], *, collections: Sequence[str] | None = None,
-                  authors: Sequence[str] | None = None, tags: Sequence[str] | None = None) -> list[str]:
-    """The ids of ``(paper_id, collections JSON, authors JSON, tags JSON)`` rows passing the
-    `collections`, `authors` and `tags` filters of `paper_ids_where` (every backend filters with
-    this one function)."""
-    if collections:
-        wanted = ["/" + "/".join(p.strip() for p in fold(c).split("/")) + "/" for c in collections]
-        rows = [r for r in rows if any(w in "/" + fold(path) + "/" for path in json.loads(r[1] or "[]")
-                                       for w in wanted)]
-    if authors:
-        pats = [re.compile(r"(?<![^\W_])" + re.escape(fold(a.strip()))) for a in authors if a.strip()]
-        rows = [r for r in rows if any(p.search(fold(name)) for name in json.loads(r[2] or "[]") for p in pats)]
-    if tags:
-        wanted_tags = {fold(t.strip()) for t in tags if t.strip()}
-        rows = [r for r in rows if any(fold(t) in wanted_tags for t in json.loads(r[3] or "[]"))]
-    return [r[0] for r in rows]
-
-
 def get_paper(conn: Conn, paper_id: str) -> PaperMeta | None:
     """A paper's metadata (None when absent or only a stub without metadata)."""
     r = conn.execute("SELECT paper_id, citation_key, title, authors, first_author, year, journal, "
@@ -162,29 +110,6 @@ def get_paper(conn: Conn, paper_id: str) -> PaperMeta | None:
                      tags=tuple(json.loads(r[15] or "[]")), link=r[16])
 
 
-_BODY_COLS = ("unit_id, short_id, paper_id, node_id, section_path, section_level, page_start, "
-              "page_end, block_ids, text, token_count, unit_kind, part_ordinal")
-
-
-_OBJ_COLS = ("unit_id, short_id, paper_id, object_kind, label, caption, table_text, nearby_text, "
-             "node_id, section_path, page, block_ids")
-
-
-def _body(r: Sequence[Any]) -> BodyUnit:
-    return BodyUnit(unit_id=r[0], short_id=r[1], paper_id=r[2], node_id=r[3],
-                    section_path=tuple(json.loads(r[4])), section_level=r[5],
-                    page_span=(r[6], r[7]) if r[6] is not None else None,
-                    block_ids=tuple(json.loads(r[8])), text=r[9], token_count=r[10],
-                    unit_kind=r[11], part_ordinal=r[12])
-
-
-def _obj(r: Sequence[Any]) -> ObjectUnit:
-    return ObjectUnit(unit_id=r[0], short_id=r[1], paper_id=r[2], object_kind=r[3], label=r[4],
-                      caption=r[5], table_text=r[6], nearby_text=r[7], node_id=r[8],
-                      section_path=tuple(json.loads(r[9])), page=r[10],
-                      block_ids=tuple(json.loads(r[11])))
-
-
 def get_units(conn: Conn, unit_ids: Iterable[str]) -> dict[str, BodyUnit | ObjectUnit]:
     """Units (body or object) by unit_id; ids not in the index are absent from the result."""
     ids = list(dict.fromkeys(unit_ids))
@@ -192,16 +117,16 @@ def get_units(conn: Conn, unit_ids: Iterable[str]) -> dict[str, BodyUnit | Objec
     for i in range(0, len(ids), 500):
         chunk = ids[i:i + 500]
         marks = ",".join("?" * len(chunk))
-        for r in conn.execute(f"SELECT {_BODY_COLS} FROM body_units WHERE unit_id IN ({marks})", chunk):
-            out[r[0]] = _body(r)
-        for r in conn.execute(f"SELECT {_OBJ_COLS} FROM object_units WHERE unit_id IN ({marks})", chunk):
-            out[r[0]] = _obj(r)
+        for r in conn.execute(f"SELECT {BODY_COLS} FROM body_units WHERE unit_id IN ({marks})", chunk):
+            out[r[0]] = body_from_row(r)
+        for r in conn.execute(f"SELECT {OBJECT_COLS} FROM object_units WHERE unit_id IN ({marks})", chunk):
+            out[r[0]] = object_from_row(r)
     return out
 
 
 def get_unit(conn: Conn, ref: str) -> BodyUnit | ObjectUnit | None:
     """One unit by unit_id or by short_id."""
-    for cols, table, make in ((_BODY_COLS, "body_units", _body), (_OBJ_COLS, "object_units", _obj)):
+    for cols, table, make in ((BODY_COLS, "body_units", body_from_row), (OBJECT_COLS, "object_units", object_from_row)):
         r = conn.execute(f"SELECT {cols} FROM {table} WHERE unit_id = ? OR short_id = ?",
                          (ref, ref)).fetchone()
         if r is not None:
@@ -211,10 +136,10 @@ def get_unit(conn: Conn, ref: str) -> BodyUnit | ObjectUnit | None:
 
 def paper_units(conn: Conn, paper_id: str) -> tuple[list[BodyUnit], list[ObjectUnit]]:
     """A paper's body units and object units, in insertion order."""
-    b = [_body(r) for r in conn.execute(
-        f"SELECT {_BODY_COLS} FROM body_units WHERE paper_id = ? ORDER BY unit_rowid", (paper_id,))]
-    o = [_obj(r) for r in conn.execute(
-        f"SELECT {_OBJ_COLS} FROM object_units WHERE paper_id = ? ORDER BY unit_rowid", (paper_id,))]
+    b = [body_from_row(r) for r in conn.execute(
+        f"SELECT {BODY_COLS} FROM body_units WHERE paper_id = ? ORDER BY unit_rowid", (paper_id,))]
+    o = [object_from_row(r) for r in conn.execute(
+        f"SELECT {OBJECT_COLS} FROM object_units WHERE paper_id = ? ORDER BY unit_rowid", (paper_id,))]
     return b, o
 
 
@@ -223,26 +148,6 @@ _SCOPES = {
     "object": ("object_units_fts", "object_units", "unit_rowid", "unit_id"),
     "papers": ("papers_fts", "papers", "paper_rowid", "paper_id"),
 }
-
-
-class LexicalEngine(Protocol):
-    """Ranks an FTS table's rows from memory, exactly as FTS5 would: called as
-    ``engine(conn, fts, weights, match, rowids)``, it answers a cursor of (rowid, bm25) best
-    first (ties: rowid) with `fetchmany`/`fetchall`/`close`, or None (then FTS5 answers)."""
-
-    name: str
-
-    def __call__(self, conn: Conn, fts: str, weights: Sequence[float] | None, match: str,
-                 rowids: Sequence[int] | None) -> Any: ...
-
-
-class VectorEngine(Protocol):
-    """Answers a KNN query exactly as sqlite-vec would, from memory: called as
-    ``engine(conn, query, k, paper_ids)``, it answers `VectorHit`s or None (then sqlite-vec answers)."""
-
-    name: str
-
-    def __call__(self, conn: Conn, query: QueryVector, k: int, paper_ids: Sequence[str] | None) -> Any: ...
 
 
 def _fts_scope(scope: str, weights: Sequence[float] | None) -> tuple[str, str, str, str, str]:
@@ -421,10 +326,6 @@ def search_text(conn: Conn, query: str, scope: str = "body", *, limit: int = 20,
     return fts_search(conn, scope, match, limit=limit, paper_ids=paper_ids)
 
 
-#: sqlite-vec refuses a KNN query with k above this ("k value in knn query too large").
-MAX_KNN_K = 4096
-
-
 def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
                   paper_ids: Sequence[str] | None = None, engine: VectorEngine | None = None) -> list[VectorHit]:
     """Exact KNN over the collection of the query's model identity, nearest first
@@ -473,11 +374,3 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
     return [VectorHit(r[2], r[3], r[4], r[5], r[6], float(r[1]), 1.0 - float(r[1])) for r in rows[:k]]
 
 
-def collection_segments(rows: Iterable[str]) -> set[str]:
-    """Every segment of every collection path in `rows` (the papers' `collections` JSON lists:
-    "Library/Ecology" → Library, Ecology), as both index backends report them."""
-    out: set[str] = set()
-    for cols in rows:
-        for path in json.loads(cols):
-            out.update(p for p in path.split("/") if p)
-    return out

@@ -2,9 +2,7 @@
 metadata, and the content-addressed embedding cache."""
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sheaf.store.sqlite.db import transaction
@@ -13,8 +11,10 @@ from sheaf.core.models import BodyUnit, ObjectUnit, valid_paper_key
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity
 from sheaf.core.lazy import lazy_module
-from sheaf.store.sqlite.index import Conn, Hook, VECTORS_EPOCH, _fill_fts, _fill_unit_fts, _fts_delete, _fts_rows, collections, ensure_collection, new_epoch
+from sheaf.store.sqlite.index import Conn, Hook, VECTORS_EPOCH, fill_fts, fill_unit_fts, fts_delete, fts_rows, collections, ensure_collection, new_epoch
 from sheaf.vectors.identity import EmbeddedPassages
+from sheaf.store.rows import unchanged_units
+from sheaf.store.rows import BODY_CONTENT, OBJECT_CONTENT, PASSAGE_CONTENT, ReplaceStats, as_unit, body_row, json_text, meta_sha, object_row, passage_rows, passages_list, same_passages, units_held, validate_paper
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
@@ -65,92 +65,16 @@ def prune_embedding_cache(conn: Conn) -> int:
         return conn.total_changes - before
 
 
-@dataclass(frozen=True, slots=True)
-class ReplaceStats:
-    """What one `replace_paper` wrote (and deleted)."""
-
-    paper_id: str
-    deleted_units: int
-    body_units: int
-    object_units: int
-    passages: int
-    short_ids_lengthened: int
-    seconds: float
-    #: The index already held exactly these rows (and their FTS rows): nothing was written.
-    unchanged: bool = False
-
-
-def _j(v: Any) -> str:
-    return json.dumps(list(v), ensure_ascii=False)
-
-
 def _call(hook: Hook | None, step: str) -> None:
     if hook is not None:
         hook(step)
-
-
-_TUPLE_FIELDS = ("section_path", "block_ids", "page_span")
-
-
-def as_unit(u: BodyUnit | ObjectUnit | Mapping[str, Any]) -> BodyUnit | ObjectUnit:
-    """A unit from a dataclass or from its `to_dict()`/Parquet row form (lists become tuples)."""
-    if isinstance(u, (BodyUnit, ObjectUnit)):
-        return u
-    if not isinstance(u, Mapping):
-        raise TypeError(f"not a unit: {type(u).__name__}")
-    d = {k: (tuple(v) if k in _TUPLE_FIELDS and v is not None else v) for k, v in u.items()}
-    cls = ObjectUnit if "object_kind" in d else BodyUnit
-    names = cls.__dataclass_fields__  # type: ignore[attr-defined]
-    return cls(**{k: v for k, v in d.items() if k in names})
-
-
-def _validate(paper_id: str, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit],
-              passages: Sequence[EmbeddedPassages]) -> None:
-    if not valid_paper_key(paper_id):
-        raise ValueError(f"invalid paper id {paper_id!r}")
-    ids: set[str] = set()
-    for u in (*units, *objects):
-        if u.paper_id != paper_id:
-            raise ValueError(f"unit {u.unit_id} belongs to paper {u.paper_id}, not {paper_id}")
-        if u.unit_id in ids:
-            raise ValueError(f"duplicate unit_id {u.unit_id}")
-        ids.add(u.unit_id)
-    for u in units:
-        if not isinstance(u, BodyUnit):
-            raise TypeError(f"units must be BodyUnit, got {type(u).__name__}")
-    for o in objects:
-        if not isinstance(o, ObjectUnit):
-            raise TypeError(f"objects must be ObjectUnit, got {type(o).__name__}")
-    seen_models: set[str] = set()
-    for ep in passages:
-        if ep.identity.key in seen_models:
-            raise ValueError(f"two passage sets for one model {ep.identity.key}")
-        seen_models.add(ep.identity.key)
-        if not np.all(np.isfinite(ep.vectors)):
-            raise ValueError("vectors contain NaN or infinity")
-        pids: set[str] = set()
-        for p in ep.passages:
-            if p.paper_id != paper_id or p.unit_id not in ids:
-                raise ValueError(f"passage {p.passage_id} does not belong to a unit of {paper_id}")
-            if p.passage_id in pids:
-                raise ValueError(f"duplicate passage_id {p.passage_id}")
-            pids.add(p.passage_id)
-
-
-def _as_list(passages: EmbeddedPassages | Sequence[EmbeddedPassages] | None) -> list[EmbeddedPassages]:
-
-    if passages is None:
-        return []
-    if isinstance(passages, EmbeddedPassages):
-        return [passages]
-    return list(passages)
 
 
 def _ensure_paper_row(conn: Conn, paper_id: str) -> None:
     if conn.execute("SELECT 1 FROM papers WHERE paper_id = ?", (paper_id,)).fetchone() is None:
         rowid = _next_rowid(conn, "papers", "paper_rowid", "papers_fts")
         conn.execute("INSERT INTO papers(paper_rowid, paper_id) VALUES (?, ?)", (rowid, paper_id))
-        _fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
+        fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
 
 
 def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity,
@@ -169,47 +93,6 @@ def _delete_vectors(conn: Conn, paper_id: str, identity: ModelIdentity,
             conn.executemany(f"DELETE FROM {pt} WHERE passage_rowid = ?", [(r,) for r in rowids])
         new_epoch(conn, VECTORS_EPOCH)
     return len(rowids)
-
-
-#: The columns a unit row is compared on: all but the rowid and the short id, which the index assigns.
-BODY_CONTENT = ("unit_id, paper_id, node_id, section_path, section_level, page_start, page_end, block_ids, "
-                "text, token_count, unit_kind, part_ordinal")
-OBJECT_CONTENT = ("unit_id, paper_id, object_kind, label, caption, table_text, nearby_text, node_id, section_path, "
-                  "page, block_ids")
-#: The columns a passage row is compared on (then its vector, byte for byte).
-PASSAGE_CONTENT = "passage_id, unit_id, unit_type, ordinal, char_start, char_end, text_sha256"
-
-
-def body_row(u: BodyUnit) -> tuple:
-    """A body unit as its `BODY_CONTENT` columns hold it."""
-    ps = u.page_span or (None, None)
-    return (u.unit_id, u.paper_id, u.node_id, _j(u.section_path), u.section_level, ps[0], ps[1], _j(u.block_ids),
-            u.text, u.token_count, u.unit_kind, u.part_ordinal)
-
-
-def object_row(o: ObjectUnit) -> tuple:
-    """An object unit as its `OBJECT_CONTENT` columns hold it."""
-    return (o.unit_id, o.paper_id, o.object_kind, o.label, o.caption or "", o.table_text or "", o.nearby_text or "",
-            o.node_id, _j(o.section_path), o.page, _j(o.block_ids))
-
-
-def passage_rows(ep: EmbeddedPassages) -> list[tuple]:
-    """The passages as their `PASSAGE_CONTENT` columns hold them."""
-    return [(p.passage_id, p.unit_id, p.unit_type, p.ordinal, p.char_start, p.char_end, p.text_sha256)
-            for p in ep.passages]
-
-
-def units_held(conn: Any, paper_id: str, body: Sequence[tuple], objects: Sequence[tuple], *,
-               mark: str = "?", order: str = "unit_rowid") -> bool:
-    """Whether the paper's unit rows are exactly `body` and `objects` (`body_row` / `object_row`
-    tuples), in this order. Either backend's connection: `mark` is its placeholder, `order` the
-    column that keeps write order."""
-    for table, cols, new in (("body_units", BODY_CONTENT, body), ("object_units", OBJECT_CONTENT, objects)):
-        old = conn.execute(f"SELECT {cols} FROM {table} WHERE paper_id = {mark} ORDER BY {order}",
-                           (paper_id,)).fetchall()
-        if len(old) != len(new) or any(tuple(o) != n for o, n in zip(old, new)):
-            return False
-    return True
 
 
 def _fts_held(conn: Conn, paper_id: str, n_body: int, n_objects: int) -> bool:
@@ -231,51 +114,12 @@ def _vectors_held(conn: Conn, paper_id: str, ep: EmbeddedPassages) -> bool:
     return same_passages(old, ep, bytes)
 
 
-def same_passages(old: Sequence[Sequence[Any]], ep: EmbeddedPassages, as_bytes: Any) -> bool:
-    """Whether stored passage rows (`PASSAGE_CONTENT` then the vector, None where it is missing)
-    are exactly `ep`, in order. `as_bytes(v)`: a stored vector's float32 bytes."""
-    new = passage_rows(ep)
-    if len(old) != len(new):
-        return False
-    vecs = np.ascontiguousarray(ep.vectors, dtype=np.float32)
-    return all(tuple(o[:-1]) == n and o[-1] is not None and as_bytes(o[-1]) == vecs[i].tobytes()
-               for i, (o, n) in enumerate(zip(old, new)))
-
-
-def _unchanged_units(conn: Any, paper_id: str, units: Sequence[BodyUnit],
-                     objects: Sequence[ObjectUnit], mark: str = "?") -> set[str]:
-    """Unit ids whose indexed text (and section path, caption, label ...) a replace leaves as
-    they are: their passages and vectors stay valid (the vector step re-checks them next). Either
-    backend's connection: `mark` is its parameter placeholder ("?" for SQLite, "%s" for Postgres)."""
-    old: dict[str, tuple] = {}
-    for uid, text, path in conn.execute(
-            f"SELECT unit_id, text, section_path FROM body_units WHERE paper_id = {mark}", (paper_id,)):
-        old[uid] = ("b", text, path)
-    for uid, cap, label, tt, near, path in conn.execute(
-            "SELECT unit_id, caption, label, table_text, nearby_text, section_path FROM object_units "
-            f"WHERE paper_id = {mark}", (paper_id,)):
-        old[uid] = ("o", cap, label, tt, near, path)
-    return unchanged_unit_ids(old, units, objects)
-
-
-def unchanged_unit_ids(old: dict[str, tuple], units: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> set[str]:
-    """The ids of `units`/`objects` whose signature equals the stored one in `old` ({unit id:
-    ("b", text, section_path json) or ("o", caption, label, table_text, nearby_text, section_path
-    json)}, as both index backends read it)."""
-    if not old:
-        return set()
-    new: dict[str, tuple] = {u.unit_id: ("b", u.text, _j(u.section_path)) for u in units}
-    new.update({o.unit_id: ("o", o.caption or "", o.label, o.table_text or "", o.nearby_text or "",
-                            _j(o.section_path)) for o in objects})
-    return {uid for uid, sig in new.items() if old.get(uid) == sig}
-
-
 def _delete_units(conn: Conn, paper_id: str) -> int:
     n = 0
     for table in ("body_units", "object_units"):
-        rows = _fts_rows(conn, f"{table}_fts", "b.paper_id = ?", (paper_id,))  # before the base rows go
+        rows = fts_rows(conn, f"{table}_fts", "b.paper_id = ?", (paper_id,))  # before the base rows go
         if rows:
-            _fts_delete(conn, f"{table}_fts", rows)
+            fts_delete(conn, f"{table}_fts", rows)
             conn.execute(f"DELETE FROM {table} WHERE paper_id = ?", (paper_id,))
         n += len(rows)
     return n
@@ -322,7 +166,7 @@ def _insert_units(conn: Conn, body: Sequence[tuple], objects: Sequence[tuple], s
                          [(r0 + i, shorts[i], *row) for i, row in enumerate(body)])
         _call(hook, "after_body_units")
         # what is indexed is computed from the rows just written, as every delete will compute it
-        _fill_fts(conn, "body_units_fts", "b.unit_rowid >= ?", (r0,))
+        fill_fts(conn, "body_units_fts", "b.unit_rowid >= ?", (r0,))
         _call(hook, "after_body_units_fts")
     if objects:
         r0 = _next_rowid(conn, "object_units", "unit_rowid", "object_units_fts")
@@ -331,7 +175,7 @@ def _insert_units(conn: Conn, body: Sequence[tuple], objects: Sequence[tuple], s
                          "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          [(r0 + i, shorts[k + i], *row) for i, row in enumerate(objects)])
         _call(hook, "after_object_units")
-        _fill_fts(conn, "object_units_fts", "b.unit_rowid >= ?", (r0,))
+        fill_fts(conn, "object_units_fts", "b.unit_rowid >= ?", (r0,))
         _call(hook, "after_object_units_fts")
 
 
@@ -385,8 +229,8 @@ def replace_paper(
     t0 = time.perf_counter()
     units = [as_unit(u) for u in units]
     objects = [as_unit(o) for o in objects]
-    eps = _as_list(passages)
-    _validate(paper_id, units, objects, eps)
+    eps = passages_list(passages)
+    validate_paper(paper_id, units, objects, eps)
     body, objs = [body_row(u) for u in units], [object_row(o) for o in objects]
     with transaction(conn):
         if (not eps and (body or objs) and units_held(conn, paper_id, body, objs)
@@ -395,7 +239,7 @@ def replace_paper(
         _ensure_paper_row(conn, paper_id)
         given = {ep.identity.key for ep in eps}
         cols = collections(conn)
-        keep = _unchanged_units(conn, paper_id, units, objects) if set(cols) - given else set()
+        keep = unchanged_units(conn, paper_id, units, objects) if set(cols) - given else set()
         for ident in cols.values():
             _delete_vectors(conn, paper_id, ident, keep_units=None if ident.key in given else keep)
         deleted = _delete_units(conn, paper_id)
@@ -457,7 +301,7 @@ def remove_paper(conn: Conn, paper_id: str, *, prune_cache: bool = True, keep_me
         row = conn.execute("SELECT paper_rowid, has_metadata FROM papers WHERE paper_id = ?",
                            (paper_id,)).fetchone()
         if row is not None and not (keep_metadata and row[1]):
-            _fts_delete(conn, "papers_fts", _fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (row[0],)))
+            fts_delete(conn, "papers_fts", fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (row[0],)))
             conn.execute("DELETE FROM papers WHERE paper_rowid = ?", (row[0],))
             n += 1
         _call(hook, "after_paper")
@@ -470,11 +314,6 @@ def remove_paper(conn: Conn, paper_id: str, *, prune_cache: bool = True, keep_me
                                  [(ident.key, s) for s in shas - still])
         _call(hook, "before_commit")
     return n > 0
-
-
-def _meta_sha(m: PaperMeta) -> str:
-    return hashlib.sha256(json.dumps(m.to_dict(), sort_keys=True, ensure_ascii=False)
-                          .encode("utf-8")).hexdigest()
 
 
 def upsert_papers(conn: Conn, metas: Iterable[PaperMeta], *, hook: Hook | None = None) -> dict[str, int]:
@@ -494,9 +333,9 @@ def upsert_papers(conn: Conn, metas: Iterable[PaperMeta], *, hook: Hook | None =
             "abstract", "collections", "domain", "item_type", "has_metadata", "meta_sha256", "source", "tags", "link")
     with transaction(conn):
         for m in metas:
-            sha = _meta_sha(m)
-            vals = (m.citation_key, m.title, _j(m.authors), m.first_author, m.year, m.journal, m.doi,
-                    m.pmid, m.abstract, _j(m.collections), m.domain, m.item_type, 1, sha, m.source, _j(m.tags),
+            sha = meta_sha(m)
+            vals = (m.citation_key, m.title, json_text(m.authors), m.first_author, m.year, m.journal, m.doi,
+                    m.pmid, m.abstract, json_text(m.collections), m.domain, m.item_type, 1, sha, m.source, json_text(m.tags),
                     m.link)
             row = conn.execute("SELECT paper_rowid, meta_sha256, title FROM papers WHERE paper_id = ?",
                                (m.key,)).fetchone()
@@ -507,7 +346,7 @@ def upsert_papers(conn: Conn, metas: Iterable[PaperMeta], *, hook: Hook | None =
             retitle = (old_title or "") != (m.title or "")
             if retitle:  # the title is a column of every unit's FTS row: out under the old one
                 for fts in ("body_units_fts", "object_units_fts"):
-                    _fts_delete(conn, fts, _fts_rows(conn, fts, "b.paper_id = ?", (m.key,), title=old_title))
+                    fts_delete(conn, fts, fts_rows(conn, fts, "b.paper_id = ?", (m.key,), title=old_title))
             if row is None:
                 rowid = _next_rowid(conn, "papers", "paper_rowid", "papers_fts")
                 conn.execute(f"INSERT INTO papers(paper_rowid, paper_id, {', '.join(cols)}) "
@@ -515,13 +354,13 @@ def upsert_papers(conn: Conn, metas: Iterable[PaperMeta], *, hook: Hook | None =
                 stats["inserted"] += 1
             else:
                 rowid = row[0]
-                _fts_delete(conn, "papers_fts", _fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (rowid,)))
+                fts_delete(conn, "papers_fts", fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (rowid,)))
                 conn.execute(f"UPDATE papers SET {', '.join(c + ' = ?' for c in cols)} "
                              "WHERE paper_rowid = ?", (*vals, rowid))
                 stats["updated"] += 1
-            _fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
+            fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
             if retitle:
-                _fill_unit_fts(conn, m.key)
+                fill_unit_fts(conn, m.key)
         _call(hook, "before_commit")
     return stats
 
@@ -538,7 +377,7 @@ def prune_metadata(conn: Conn, exported: Iterable[str], *, hook: Hook | None = N
         gone = [r for r in conn.execute("SELECT paper_rowid, paper_id, title FROM papers WHERE has_metadata = 1")
                 if r[1] not in keep]
         for rowid, pid, title in gone:
-            _fts_delete(conn, "papers_fts", _fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (rowid,)))
+            fts_delete(conn, "papers_fts", fts_rows(conn, "papers_fts", "b.paper_rowid = ?", (rowid,)))
             indexed = conn.execute("SELECT 1 FROM body_units WHERE paper_id = ? UNION ALL "
                                    "SELECT 1 FROM object_units WHERE paper_id = ? LIMIT 1", (pid, pid)).fetchone()
             if indexed is None:
@@ -547,14 +386,14 @@ def prune_metadata(conn: Conn, exported: Iterable[str], *, hook: Hook | None = N
                 continue
             if title:  # the title is a column of every unit's FTS row: out under the old one
                 for fts in ("body_units_fts", "object_units_fts"):
-                    _fts_delete(conn, fts, _fts_rows(conn, fts, "b.paper_id = ?", (pid,), title=title))
+                    fts_delete(conn, fts, fts_rows(conn, fts, "b.paper_id = ?", (pid,), title=title))
             conn.execute("UPDATE papers SET citation_key = NULL, title = NULL, authors = '[]', first_author = NULL, "
                          "year = NULL, journal = NULL, doi = NULL, pmid = NULL, abstract = NULL, collections = '[]', "
                          "domain = NULL, item_type = NULL, has_metadata = 0, meta_sha256 = NULL, source = NULL, "
                          "tags = '[]', link = NULL WHERE paper_rowid = ?", (rowid,))
-            _fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
+            fill_fts(conn, "papers_fts", "b.paper_rowid = ?", (rowid,))
             if title:
-                _fill_unit_fts(conn, pid)
+                fill_unit_fts(conn, pid)
             stats["stubbed"] += 1
         _call(hook, "before_commit")
     return stats
