@@ -13,7 +13,7 @@ from pipelines.planning.record import STATUS_ASSET, chain_cursor, load_record, r
 from pipelines.planning.events import latest_events, latest_observed_versions
 from sheaf.ingest.library import discover_library
 from sheaf.store.artifact_store import open_artifacts
-from sheaf.store.report import library_report_data, report_markdown
+from sheaf.store.library_report import library_report_data, report_markdown
 from sheaf.transform.checks import CheckOutcome
 
 

@@ -378,7 +378,7 @@ def changed_paper(home: Path, lib: Path, key: str) -> dict[str, Any]:
     at = text.index("## Acknowledgements")
     f.write_text(text[:at] + para + "\n\n" + text[at:], encoding="utf-8")
     r = sheaf_build(home, lib)
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import search_text
     from sheaf.core.settings import get_settings
 

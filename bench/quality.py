@@ -66,7 +66,7 @@ class Study:
         self.cache_dir = cache_dir
         self.embedder = embedder
         self.path, self.info = beir.build_beir_index(self.ds, cache_dir, embedder=embedder, progress=say)
-        from sheaf.store.sqlite.index import open_index
+        from sheaf.store.sqlite.schema import open_index
 
         self.conn = open_index(self.path, readonly=True)
         rows = self.conn.execute("SELECT unit_id, paper_id, section_path, text FROM body_units "
@@ -159,7 +159,7 @@ class Study:
     def semantic_runs(self, prefix: str = "title > section", depth: int = DEPTH) -> dict[str, list[str]]:
         """Unit rankings per query for a passage context prefix: 'title > section' (product),
         'title', 'none'."""
-        from sheaf.store.sqlite.index import open_index
+        from sheaf.store.sqlite.schema import open_index
 
         cache = open_index(self.cache_dir / "vectors.db")  # the study's own cache of variant vectors
         try:

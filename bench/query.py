@@ -11,7 +11,7 @@ through `Embedder.build_passages` + `Embedder.embed`, cached content-addressed i
 bench/.cache so reruns skip it); a repeat reuses its abstract's passages and vectors plus
 small Gaussian noise (each vector + N(0, 0.05^2/dim) per coordinate, re-normalized:
 cosine ~0.999 to the original), so that repeats are near duplicates, never exact ties.
-The index is written with `sheaf.store.sqlite.index.replace_paper` (units, FTS rows, passages, vectors),
+The index is written with `sheaf.store.sqlite.schema.replace_paper` (units, FTS rows, passages, vectors),
 metadata with `upsert_papers`; the ONNX query encoder is exported once and linked in.
 Queries: the SciFact claims (queries.jsonl), which are natural-language questions/claims.
 
@@ -134,7 +134,7 @@ def base_vectors(embedder: Any, docs: list[dict[str, str]]) -> tuple[list[list[A
     """Passages (no paper title in the context: the section path is the abstract's title) and
     vectors of every distinct abstract, embedded once (content-addressed cache on disk)."""
     from sheaf.store.sqlite.backend import SqliteEmbeddingCache
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
     from sheaf.core.models import BodyUnit
 
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -167,7 +167,7 @@ def build_index(path: Path, n_units: int, docs: list[dict[str, str]], passages: 
     from dataclasses import replace
 
     from sheaf.vectors.identity import EmbeddedPassages
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.writer import replace_paper, upsert_papers
     from sheaf.core.models import PaperMeta
     from sheaf.core.models import BodyUnit
@@ -251,7 +251,7 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
     goes: query encoding (ONNX), vector search (sqlite-vec, and the server's in-memory
     matrix), the lexical leg, the "papers without vectors" check. The last two call
     Retriever internals (bench only)."""
-    from sheaf.store.sqlite import index as ix
+    from sheaf.store.sqlite import schema as ix
     from sheaf.store.sqlite import reader as rd
     from sheaf.search.retriever import Retriever
     from sheaf.store.sqlite.memory_vectors import MatrixAccelerator

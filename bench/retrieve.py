@@ -49,7 +49,7 @@ DOMAINS = ("Neuroscience", "Oncology", "Immunology", "Cardiology")
 def build(path: Path, n_abstracts: int, per_paper: int, seed: int = 7) -> dict:
     import numpy as np
 
-    from sheaf.store.sqlite import index as ix
+    from sheaf.store.sqlite import schema as ix
     from sheaf.store.sqlite import writer as wr
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage
     from sheaf.core.models import PaperMeta
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> dict:
     index = work / "sheaf.db"
     info = build(index, args.abstracts, args.per_paper)
     ident = info.pop("identity")
-    from sheaf.store.sqlite import index as ix
+    from sheaf.store.sqlite import schema as ix
 
     conn = ix.open_index(index, readonly=True)
     sid = conn.execute("SELECT short_id FROM body_units ORDER BY unit_rowid LIMIT 1 OFFSET 5000").fetchone()[0]

@@ -36,7 +36,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.store.artifact_store import ArtifactStore, artifact_store
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.select import check_backend, index_build_lock
-from sheaf.store.sqlite.index import open_index
+from sheaf.store.sqlite.schema import open_index
 from sheaf.store.sqlite.integrity import check_index, drop_collection, quarantine_index, salvage_cache
 from sheaf.store.health import storage_problem
 

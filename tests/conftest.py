@@ -147,7 +147,7 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
     `replace_paper` → `Embedder.embed` → `replace_paper_vectors`, and library metadata →
     `upsert_papers`. Vectors of unchanged passages are reused from earlier sessions
     (pytest's cache folder), so only the model load is paid once the cache is warm."""
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.writer import cache_put, replace_paper, replace_paper_vectors, upsert_papers
     from sheaf.ingest.library import discover
     from sheaf.ingest.metadata import load_library_metadata
@@ -203,7 +203,7 @@ def link_onnx_export(export: Path, home: Path) -> Path:
 @pytest.fixture()
 def conn(tmp_path):
     """An empty index in a temp folder, opened read-write."""
-    from sheaf.store.sqlite import index as ix
+    from sheaf.store.sqlite import schema as ix
 
     c = ix.open_index(tmp_path / "sheaf.db")
     yield c

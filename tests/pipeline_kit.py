@@ -175,7 +175,7 @@ def check_results(inst, partition: str) -> dict[str, str]:
 
 
 def index_counts(home: Home, key: str) -> dict[str, int]:
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import counts
 
     conn = open_index(settings=home.settings())
@@ -187,7 +187,7 @@ def index_counts(home: Home, key: str) -> dict[str, int]:
 
 def search(home: Home, query: str) -> list[str]:
     """Paper ids (sorted, once each) of lexical matches for `query` in body units."""
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import search_text
 
     conn = open_index(settings=home.settings())
@@ -213,7 +213,7 @@ def shared_embedder(home: Home):
 
 def vector_search(home: Home, query: str, k: int = 3) -> list[str]:
     """Paper ids of the `k` nearest passages to `query`."""
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import vector_search as knn
 
     emb = shared_embedder(home)

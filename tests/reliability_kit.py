@@ -42,7 +42,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["TRANSFORMERS_OFFLINE"] = "1"
 import warnings; warnings.filterwarnings("ignore")
 import torch, sentence_transformers, tokenizers, pyarrow, pyarrow.parquet, duckdb  # noqa: F401
 import dagster  # noqa: F401
-import sheaf.cli.app, sheaf.store.sqlite.index, sheaf.store.sqlite.writer, sheaf.vectors.embedder, sheaf.search.retriever  # noqa: F401
+import sheaf.cli.app, sheaf.store.sqlite.schema, sheaf.store.sqlite.writer, sheaf.vectors.embedder, sheaf.search.retriever  # noqa: F401
 import pipelines.build.command, pipelines.build.doctor, pipelines.definitions, assets.index, io_managers.parquet  # noqa: F401
 
 def die():
@@ -340,7 +340,7 @@ def snapshot(db: Path) -> dict[str, Any]:
     different batch can differ in the last bits); everything else exactly."""
     import numpy as np
 
-    from sheaf.store.sqlite.index import collections, open_index
+    from sheaf.store.sqlite.schema import collections, open_index
     from sheaf.store.sqlite.integrity import global_orphans
 
     conn = open_index(db, readonly=True)
@@ -588,7 +588,7 @@ def reader_loop(db: str, expected_file: str, stop_file: str, out_file: str) -> N
     its units, each unit's passages either absent or exactly that version's, one vector per
     passage.
     Writes {reads, violations[], errors[]} to `out_file`."""
-    from sheaf.store.sqlite.index import collections, open_index
+    from sheaf.store.sqlite.schema import collections, open_index
 
     expected = json.loads(Path(expected_file).read_text())
     stats: dict[str, Any] = {"reads": 0, "violations": [], "errors": [], "papers_seen": 0}

@@ -1,6 +1,6 @@
 """The `sheaf` command line: parse argv, get the command's answer from the service layer (for a
 query command: a running `sheaf serve` through the client, else the service run here), then
-print it: the JSON envelope (--json) or the readable view (`sheaf.cli.render`).
+print it: the JSON envelope (--json) or the readable view (`sheaf.cli.tables`).
 
 Light: `sheaf search` must start fast and never import dagster or torch, so the modules of the
 other commands (transforms, Dagster, eval, the server) and the index code are imported only by
@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from sheaf.cli import render
+from sheaf.cli import tables
 from sheaf.cli.parser import FORMATS, STAGES, UsageError, build_parser, request_from_args
 from sheaf.cli.progress_view import BuildView, event_line
 from sheaf.cli.parser import Parser  # noqa: F401 - importable from here (the help-width test)
@@ -62,7 +62,7 @@ def cmd_query(args: argparse.Namespace) -> Outcome:
     if out is None:
         out = run_query(req, local_retrievers(settings))
     if not args.json:
-        (render.query if out.envelope["ok"] else render.error)(out.envelope)
+        (tables.query if out.envelope["ok"] else tables.error)(out.envelope)
     return out
 
 
@@ -74,7 +74,7 @@ def cmd_parse(args: argparse.Namespace) -> Outcome:
     out = parsing.parse(args.path, fmt=args.format, stage=args.stage, paper_id=args.paper_id,
                         token_cap=get_settings().unit_token_cap)
     if not args.json:
-        render.parse(out.envelope, out.view)
+        tables.parse(out.envelope, out.view)
     return out
 
 
@@ -99,7 +99,7 @@ def cmd_build(args: argparse.Namespace) -> Outcome:
         out = pipeline.build(settings, papers=args.paper, full=args.full,
                              progress=view.line, events=view.event, exact_progress=args.events)
     if not args.json and not args.events:
-        render.build(out.envelope, out.view)
+        tables.build(out.envelope, out.view)
     return out
 
 
@@ -109,14 +109,14 @@ def cmd_stop(args: argparse.Namespace) -> Outcome:
 
     out = pipeline.stop(get_settings(), timeout=args.timeout, progress=_say(args.json, sys.stderr))
     if not args.json:
-        render.stop(out.envelope)
+        tables.stop(out.envelope)
     return out
 
 
 def cmd_status(args: argparse.Namespace) -> Outcome:
     out = _pipeline_service().status(_settings(args))
     if not args.json:
-        render.status(out.envelope, out.view)
+        tables.status(out.envelope, out.view)
     return out
 
 
@@ -130,7 +130,7 @@ def cmd_report(args: argparse.Namespace) -> Outcome:
 def cmd_doctor(args: argparse.Namespace) -> Outcome:
     out = _pipeline_service().doctor(_settings(args), repair=args.repair, progress=_say(args.json))
     if not args.json:
-        render.doctor(*out.view)
+        tables.doctor(*out.view)
     return out
 
 
@@ -148,7 +148,7 @@ def cmd_eval(args: argparse.Namespace) -> Outcome:
         out = evaluation.library(sample=args.sample, seed=args.seed, modes=modes, per_query=args.per_query,
                                  out=args.out, progress=say)
     if not args.json:
-        render.eval_table(out.envelope, evaluation.METRICS)
+        tables.eval_table(out.envelope, evaluation.METRICS)
     return out
 
 
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     except SheafError as e:
         out = Outcome(error(args.command, e.code, e.message, e.details), 2)
         if not _machine(args):
-            render.error(out.envelope)
+            tables.error(out.envelope)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

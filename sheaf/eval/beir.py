@@ -33,7 +33,7 @@ from sheaf.core.models import PaperMeta
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.store.fulltext import FTS_TEXT_VERSION, FTS_TOKENIZER
-from sheaf.store.sqlite.index import SCHEMA_VERSION, open_index
+from sheaf.store.sqlite.schema import SCHEMA_VERSION, open_index
 from sheaf.store.sqlite.integrity import salvage_cache
 from sheaf.transform.chain import units_from_paper
 from sheaf.transform.units import DEFAULT_TOKEN_CAP

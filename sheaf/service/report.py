@@ -7,7 +7,7 @@ from sheaf.core.envelope import SheafError, ok
 from sheaf.core.settings import where
 from sheaf.service.requests import Outcome
 from sheaf.store.artifact_store import open_artifacts
-from sheaf.store.report import library_report_data, report_markdown
+from sheaf.store.library_report import library_report_data, report_markdown
 
 __all__ = ["report", "report_markdown"]
 

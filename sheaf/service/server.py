@@ -30,7 +30,7 @@ memory as a numpy matrix, refreshed when the index changes (``PRAGMA data_versio
 request, then a cheap signature of the passage table). It answers exactly what sqlite-vec
 answers (candidates by ``X @ q``, then sqlite-vec's own cosine arithmetic, reproduced
 bit for bit and checked against sqlite-vec when a matrix is loaded; ties by rowid as
-`sheaf.store.sqlite.index.vector_search` breaks them), only faster.
+`sheaf.store.sqlite.schema.vector_search` breaks them), only faster.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from sheaf import __version__
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
 from tests.paperkit import one_envelope

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
 from sheaf.core.envelope import ERROR_CODES, error

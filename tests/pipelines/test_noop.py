@@ -204,7 +204,7 @@ def _unfinished_run(home: Home) -> None:
 
 
 def _index_rows_lost(home: Home) -> None:  # a paper's units deleted outside Sheaf
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
 
     conn = open_index(settings=home.settings())
     try:

@@ -132,7 +132,7 @@ def test_a_full_build_reads_each_papers_status_once_after_its_runs(home, monkeyp
 
 def _index_rows(home: Home) -> dict[str, list[tuple]]:
     """Every unit and passage row of the index with its rowid (a rewrite gives new rowids)."""
-    from sheaf.store.sqlite.index import collections, open_index
+    from sheaf.store.sqlite.schema import collections, open_index
 
     conn = open_index(settings=home.settings())
     try:

@@ -226,7 +226,7 @@ def test_paper_dropped_from_the_export_loses_its_metadata(home):
     """The export no longer lists a paper still in the library: its metadata goes from the
     index (a stub row stays for its units: found by its text, no longer by its title)."""
     from sheaf.store.fulltext import build_match_query
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import fts_search
 
     key = "W6TB4YRS"
@@ -260,7 +260,7 @@ def test_paper_dropped_from_the_export_loses_its_metadata(home):
 def test_unreadable_export_strips_no_metadata(home):
     """An export that cannot be read (Zotero rewriting it) is not an export listing nothing:
     every paper keeps its metadata."""
-    from sheaf.store.sqlite.index import open_index
+    from sheaf.store.sqlite.schema import open_index
 
     def n_meta() -> int:
         conn = open_index(settings=home.settings())

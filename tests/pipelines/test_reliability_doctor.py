@@ -32,7 +32,7 @@ def _plant(home: Path, lib: Path) -> None:
     from tests.dagster_kit import InstanceRef, create_run_for_test
 
     from sheaf.store.sqlite.db import connect, transaction
-    from sheaf.store.sqlite.index import fts_delete, fts_rows, collections
+    from sheaf.store.sqlite.schema import fts_delete, fts_rows, collections
     from sheaf.store.sqlite.writer import replace_paper
     from sheaf.core.models import BodyUnit
 

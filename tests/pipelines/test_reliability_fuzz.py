@@ -325,7 +325,7 @@ _CONN: list[Any] = []
 
 def _index():
     if not _CONN:
-        from sheaf.store.sqlite.index import open_index
+        from sheaf.store.sqlite.schema import open_index
 
         _CONN.append(open_index(":memory:"))
     return _CONN[0]

@@ -168,7 +168,7 @@ def _random_middle(db: Path) -> None:
 
 def _drop_vec_table(db: Path) -> None:
     from sheaf.store.sqlite.db import connect
-    from sheaf.store.sqlite.index import collections
+    from sheaf.store.sqlite.schema import collections
 
     conn = connect(db)
     try:

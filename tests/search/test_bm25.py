@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.store.sqlite.memory_bm25 import Bm25Accelerator, RankedRows, parse_match
 from sheaf.store.sqlite.db import connect
@@ -163,7 +163,7 @@ def test_declines_what_it_cannot_answer_exactly(table, tmp_path):
         c.close()
 
 
-# --- through sheaf.store.sqlite.index, on a Sheaf index ---------------------------------------------------------
+# --- through sheaf.store.sqlite.schema, on a Sheaf index ---------------------------------------------------------
 
 @pytest.fixture()
 def sheaf_index(tmp_path):

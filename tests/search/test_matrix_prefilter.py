@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd
 from sheaf.vectors.identity import ModelIdentity, QueryVector
 from sheaf.store.sqlite.memory_vectors import MatrixAccelerator, _f32_sums, _Int8Scan, _kth_largest, _Matrix, _vec0_cosine

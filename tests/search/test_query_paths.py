@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.identity import ModelIdentity
 from sheaf.core.envelope import SheafError

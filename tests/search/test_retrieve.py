@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.search import grep as gr
 from sheaf.search import retriever as rv

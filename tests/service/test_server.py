@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, QueryVector
 from sheaf.core.models import BodyUnit

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 import pyarrow.parquet as pq
 
-from sheaf.store.report import library_report_data
+from sheaf.store.library_report import library_report_data
 
 LONG = "A paragraph long enough to count as shared text between papers, " * 4
 
@@ -71,7 +71,7 @@ def test_shared_text_is_shown_by_its_first_120_characters(tmp_path):
 def test_the_reports_duckdb_prints_no_progress_bar():
     """DuckDB draws a progress bar on stdout once a query runs past 2 s (the report's did at
     10,000 papers), inside `sheaf build --json`, whose stdout is one envelope."""
-    from sheaf.store.report import connect
+    from sheaf.store.library_report import connect
 
     con = connect()
     try:

@@ -14,7 +14,7 @@ import pytest
 
 from sheaf.core.envelope import SheafError
 from sheaf.store.sqlite.backend import SqliteEmbeddingCache
-from sheaf.store.sqlite import index as ix
+from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import DEFAULT_MODEL, ModelChangedError, resolve_model_path, unit_embedding_text

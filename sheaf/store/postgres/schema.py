@@ -278,7 +278,7 @@ def has_vector_type(conn: psycopg.Connection) -> bool:
 
 
 def collections(conn: psycopg.Connection) -> dict[str, ModelIdentity]:
-    """Every vector collection: identity key → identity (as `sheaf.store.sqlite.index.collections`)."""
+    """Every vector collection: identity key → identity (as `sheaf.store.sqlite.schema.collections`)."""
     return {k[len("collection:"):]: ModelIdentity.from_json(v) for k, v in
             conn.execute("SELECT key, value FROM meta WHERE key LIKE 'collection:%%'")}
 

@@ -1,7 +1,7 @@
 """Writes to the Postgres index: a paper's rows replaced in one transaction (units, lexical rows
 and their term statistics, passages and vectors), removal, library metadata, the embedding cache.
 
-What a lexical row indexes is the SQLite backend's definition (`sheaf.store.sqlite.index`'s
+What a lexical row indexes is the SQLite backend's definition (`sheaf.store.sqlite.schema`'s
 FTS row functions over `fts_text`), tokenized by FTS5's own tokenizer in process
 (`sheaf.store.bm25.FtsTokenizer`): the same terms, positions and lengths as the FTS5 tables,
 so bm25 computed from them ranks as FTS5 does. The validation, the unit conversion and the

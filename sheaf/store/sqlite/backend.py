@@ -18,7 +18,7 @@ from sheaf.store.records import FtsHit, Unit, VectorHit
 from sheaf.store.sqlite import integrity, reader, writer
 from sheaf.store.sqlite.db import sqlite3, transaction
 from sheaf.store.fulltext import build_match_query, match_queries
-from sheaf.store.sqlite.index import collections, open_index
+from sheaf.store.sqlite.schema import collections, open_index
 from sheaf.store.rows import IndexSchemaError
 from sheaf.store.backend import LexicalEngine, VectorEngine
 from sheaf.store.rows import collection_segments

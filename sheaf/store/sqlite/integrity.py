@@ -17,14 +17,14 @@ from typing import Any
 
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.sqlite.db import vec_extension_path
-from sheaf.store.sqlite.index import SCHEMA_VERSION, schema_version
+from sheaf.store.sqlite.schema import SCHEMA_VERSION, schema_version
 from sheaf.store.rows import IndexSchemaError
-from sheaf.store.sqlite.index import MIGRATIONS
+from sheaf.store.sqlite.schema import MIGRATIONS
 from sheaf.store.sqlite.db import transaction
-from sheaf.store.sqlite.index import collections, open_index
+from sheaf.store.sqlite.schema import collections, open_index
 from sheaf.store.sqlite.reader import counts
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.index import VECTORS_EPOCH, new_epoch, rebuild_fts
+from sheaf.store.sqlite.schema import VECTORS_EPOCH, new_epoch, rebuild_fts
 from sheaf.store.health import IndexHealth, artifact_unit_digest, zero_filled
 
 SQLITE_HEADER = b"SQLite format 3\x00"

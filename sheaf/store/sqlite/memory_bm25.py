@@ -138,7 +138,7 @@ def _table_sql(conn: Any, fts: str) -> tuple[list[str], str] | None:
 
 def signature(conn: Any, fts: str) -> tuple[Any, ...]:
     """The state of an FTS table: FTS5's averages (rowid 1) and structure (rowid 10) records,
-    which every write changes, and the index's ``fts_epoch`` (`sheaf.store.sqlite.index.FTS_EPOCH`), which a
+    which every write changes, and the index's ``fts_epoch`` (`sheaf.store.sqlite.schema.FTS_EPOCH`), which a
     rebuild replaces (a rebuild restarts FTS5's records, so a state could look like an earlier
     one), read in one statement (one snapshot)."""
     try:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from sheaf.store.sqlite.reader import VectorHit
-from sheaf.store.sqlite.index import VECTORS_EPOCH
+from sheaf.store.sqlite.schema import VECTORS_EPOCH
 from sheaf.store.sqlite.db import connect
-from sheaf.store.sqlite.index import collections
+from sheaf.store.sqlite.schema import collections
 from sheaf.store.sqlite.reader import vector_search
 from sheaf.store.sqlite.memory_bm25 import wait_for_loads
 from sheaf.store.sqlite.db import connected_to
@@ -416,7 +416,7 @@ class MatrixAccelerator:
     @staticmethod
     def _signature(conn: Any, identity: Any) -> tuple[Any, ...]:
         """The collection's state, in one statement (one snapshot): count, max and sum of the
-        passage rowids, and the vectors epoch (`sheaf.store.sqlite.index.VECTORS_EPOCH`, a token replaced
+        passage rowids, and the vectors epoch (`sheaf.store.sqlite.schema.VECTORS_EPOCH`, a token replaced
         on every vector write or delete). The rowids alone are not enough: re-embedding the
         paper that holds the highest rowids with as many passages reuses the very rowids
         (the writer allocates max + 1)."""

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf searc
     from sheaf.vectors.identity import QueryVector
 from sheaf.core.lazy import lazy_module
 from sheaf.store.records import FtsHit, VectorHit
-from sheaf.store.sqlite.index import Conn, collections
+from sheaf.store.sqlite.schema import Conn, collections
 from sheaf.core.models import PaperMeta
 from sheaf.store.rows import BODY_COLS, OBJECT_COLS, body_from_row, filter_papers, object_from_row, query_collection, year_clauses
 from sheaf.store.backend import LexicalEngine, MAX_KNN_K, VectorEngine

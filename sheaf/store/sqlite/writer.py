@@ -11,7 +11,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit, valid_paper_key
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity
 from sheaf.core.lazy import lazy_module
-from sheaf.store.sqlite.index import Conn, Hook, VECTORS_EPOCH, fill_fts, fill_unit_fts, fts_delete, fts_rows, collections, ensure_collection, new_epoch
+from sheaf.store.sqlite.schema import Conn, Hook, VECTORS_EPOCH, fill_fts, fill_unit_fts, fts_delete, fts_rows, collections, ensure_collection, new_epoch
 from sheaf.vectors.identity import EmbeddedPassages
 from sheaf.store.rows import unchanged_units
 from sheaf.store.rows import BODY_CONTENT, OBJECT_CONTENT, PASSAGE_CONTENT, ReplaceStats, as_unit, body_row, json_text, meta_sha, object_row, passage_rows, passages_list, same_passages, units_held, validate_paper
