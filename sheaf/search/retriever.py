@@ -183,6 +183,20 @@ def _positive(name: str, value: int, minimum: int = 1) -> int:
     return value
 
 
+@dataclass
+class _Ranked:
+    """What ranking a retrieval found: the units picked (best first, with each leg's rank and
+    score), the query vector, each unit's best passage, and what the lexical leg relaxed."""
+
+    picked: list[dict[str, Any]] = field(default_factory=list)
+    qv: Any = None
+    ordinals: dict[str, int] = field(default_factory=dict)
+    relaxed: bool = False
+    every_word: set[str] = field(default_factory=set)
+    dropped: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
 class Retriever:
     """Read-only queries over one open index (an `IndexBackend`).
 
@@ -471,7 +485,30 @@ class Retriever:
         `fetch` is the first number of candidates per leg (times four until `limit` is met);
         the metadata filters as `search`'s; `min_score`: only matches scoring that or more (in
         the mode's score: bm25, cosine or rrf). Every match says whether it is `strong` (its
-        unit holds every word of the query, or its cosine is near the best one's)."""
+        unit holds every word of the query, or its cosine is near the best one's).
+
+        In steps: check the request, scope it to the papers the filters leave, rank (both legs,
+        fetching more until `limit` is met), then make the matches and the envelope."""
+        self._check_retrieve(query, mode, kind, limit, per_paper)
+        kinds = ("body", "object") if kind == "all" else (kind,)
+        paper_ids = self._require_papers(papers)
+        filtered, filter_warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections, tags)
+        if filtered is not None:
+            paper_ids = filtered if paper_ids is None else [k for k in paper_ids if k in set(filtered)]
+        data = {"query": query, "mode": mode, "limit": limit, "per_paper": per_paper, "kind": kind,
+                "papers": list(papers or []), "filters": filters, "full": full, "score_kind": SCORE_KINDS[mode]}
+        if paper_ids == []:  # the filters leave no paper: nothing to rank
+            res = Result({**data, "strong_matches": 0, "matches": [], "engines": self.engines()}, list(filter_warnings))
+            self._nothing_found(res, semantic=mode != "lexical", filtered=True)
+            return res
+        n = max(fetch or 0, 1) if fetch else max(limit * max(per_paper, 1) * 3, 30)
+        ranked = self._rank_units(query, mode, kinds, n, paper_ids, limit, per_paper, min_score)
+        matches = self._unit_matches(ranked, query, full)
+        return self._retrieve_result(data, ranked, matches, [*filter_warnings, *ranked.warnings], paper_ids,
+                                     filtered is not None)
+
+    def _check_retrieve(self, query: str, mode: str, kind: str, limit: int, per_paper: int) -> None:
+        """BAD_QUERY for a request that cannot run, before any model is loaded."""
         if mode not in MODES:
             raise SheafError("BAD_QUERY", f"mode must be one of {', '.join(MODES)}", {"mode": mode})
         if kind not in KINDS:
@@ -480,80 +517,72 @@ class Retriever:
         _positive("--per-paper", per_paper, 0)
         if not (query or "").strip():
             raise SheafError("BAD_QUERY", "the query is empty", hint="give a question or some words")
-        kinds = ("body", "object") if kind == "all" else (kind,)
-        paper_ids = self._require_papers(papers)
-        filtered, filter_warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections, tags)
-        if filtered is not None:
-            paper_ids = filtered if paper_ids is None else [k for k in paper_ids if k in set(filtered)]
         if mode != "semantic":
-            self._matches(query)  # BAD_QUERY before any model is loaded
+            self._matches(query)
         elif not WORD_RE.search(unicodedata.normalize("NFKC", query)):
             raise SheafError("BAD_QUERY", "the query holds no word", {"query": query},
                              hint="ask with words: punctuation alone has no meaning to embed")
-        warnings: list[str] = list(filter_warnings)
-        if paper_ids == []:  # the filters leave no paper: nothing to rank
-            res = Result({"query": query, "mode": mode, "limit": limit, "per_paper": per_paper, "kind": kind,
-                          "papers": list(papers or []), "filters": filters, "full": full,
-                          "score_kind": SCORE_KINDS[mode], "strong_matches": 0, "matches": [],
-                          "engines": self.engines()}, warnings)
-            self._nothing_found(res, semantic=mode != "lexical", filtered=True)
-            return res
-        n = max(fetch or 0, 1) if fetch else max(limit * max(per_paper, 1) * 3, 30)
+
+    def _rank_units(self, query: str, mode: str, kinds: tuple[str, ...], n: int, paper_ids: list[str] | None,
+                    limit: int, per_paper: int, min_score: float | None) -> _Ranked:
+        """The units to show, best first: each leg's first `n` candidates, fused (RRF for hybrid),
+        capped per paper; `n` times four until `limit` is met or the legs run out. In hybrid mode
+        the lexical leg's first round runs in a thread while the query is encoded."""
+        r = _Ranked()
         pending = None
-        if mode == "hybrid":  # the lexical leg's first round runs while the query is encoded
-            self._collection()  # VECTOR_NOT_BUILT / MODEL_CHANGED first, as without it
+        if mode == "hybrid":
+            self._collection()  # VECTOR_NOT_BUILT / MODEL_CHANGED first, as without the thread
             pending = self._lexical_in_background(query, kinds, n, paper_ids)
-        qv = None
         if mode != "lexical":
             try:
-                qv, w = self.query_vector(query)
+                r.qv, w = self.query_vector(query)
             except BaseException:
                 if pending is not None:
                     pending.join()  # the encoder's error, as without the background leg
                 raise
-            warnings += w
-        relaxed = False
-        every_word: set[str] = set()
-        dropped: dict[str, int] = {}
+            r.warnings += w
         while True:
             legs: dict[str, list[tuple[str, str, float]]] = {}
             exhausted = True
             sem_done: Any = None
             if pending is not None:  # the semantic leg meanwhile; errors in the sequential order
                 try:
-                    sem_done = self._semantic_units(qv, kinds, n, paper_ids)
+                    sem_done = self._semantic_units(r.qv, kinds, n, paper_ids)
                 except Exception as e:  # noqa: BLE001 - raised below unless the lexical leg failed
                     sem_done = e
             if mode != "semantic":
                 if pending is not None:
-                    lex, ex, relaxed, every_word = pending.result()
+                    lex, ex, r.relaxed, r.every_word = pending.result()
                     pending = None
                 else:
-                    lex, ex, relaxed, every_word = self._lexical_units(query, kinds, n, paper_ids)
+                    lex, ex, r.relaxed, r.every_word = self._lexical_units(query, kinds, n, paper_ids)
                 legs["lexical"] = [(h.ref, h.paper_id, h.score) for h in lex]
                 exhausted &= ex
             if isinstance(sem_done, Exception):
                 raise sem_done
-            ordinals: dict[str, int] = {}
-            if qv is not None:
-                sem, ex = sem_done if sem_done is not None else self._semantic_units(qv, kinds, n, paper_ids)
+            if r.qv is not None:
+                sem, ex = sem_done if sem_done is not None else self._semantic_units(r.qv, kinds, n, paper_ids)
                 legs["semantic"] = [(u, p, s) for u, p, s, _ in sem]
-                ordinals = {u: o for u, _, _, o in sem}
+                r.ordinals = {u: o for u, _, _, o in sem}
                 exhausted &= ex
             fused = self._fuse(legs, mode)
             if min_score is not None:
                 fused = [c for c in fused if c["score"] >= min_score]
-            dropped = {}
-            picked = self._cap(fused, per_paper, limit, dropped)
-            if len(picked) >= limit or exhausted or self._below(min_score, mode, legs, n):
-                break
+            r.dropped = {}
+            r.picked = self._cap(fused, per_paper, limit, r.dropped)
+            if len(r.picked) >= limit or exhausted or self._below(min_score, mode, legs, n):
+                return r
             n *= 4
-        units = self._units([c["unit_id"] for c in picked])
-        passage_starts = self._passage_starts(qv, ordinals, picked) if qv is not None else {}
-        sem_scores = [c["legs"]["semantic"]["score"] for c in picked if c["legs"].get("semantic")]
+
+    def _unit_matches(self, r: _Ranked, query: str, full: bool) -> list[dict[str, Any]]:
+        """The matches of the ranked units: text (whole or a snippet around the best passage),
+        each leg's rank and score, and whether the match is strong."""
+        units = self._units([c["unit_id"] for c in r.picked])
+        passage_starts = self._passage_starts(r.qv, r.ordinals, r.picked) if r.qv is not None else {}
+        sem_scores = [c["legs"]["semantic"]["score"] for c in r.picked if c["legs"].get("semantic")]
         strong_cos = max(max(sem_scores, default=1.0) - SEMANTIC_STRONG_GAP, SEMANTIC_STRONG_MIN)
         matches = []
-        for c in picked:
+        for c in r.picked:
             u = units.get(c["unit_id"])
             if u is None:  # removed between two statements (a concurrent build): skip it
                 continue
@@ -562,30 +591,33 @@ class Retriever:
             m = self._match(u, score=c["score"], text=shown, query=query, full=full, full_text=text)
             m["legs"] = c["legs"]
             sem = c["legs"].get("semantic")
-            m["strong"] = (c["legs"].get("lexical") is not None and c["unit_id"] in every_word) or \
+            m["strong"] = (c["legs"].get("lexical") is not None and c["unit_id"] in r.every_word) or \
                 (sem is not None and sem["score"] >= strong_cos)
             matches.append(m)
-        if relaxed:
+        return matches
+
+    def _retrieve_result(self, data: dict[str, Any], r: _Ranked, matches: list[dict[str, Any]],
+                         warnings: list[str], paper_ids: list[str] | None, filtered: bool) -> Result:
+        """The envelope's data and warnings of a retrieval, with what to do next."""
+        limit, per_paper, mode = data["limit"], data["per_paper"], data["mode"]
+        if r.relaxed:
             warnings.append("no unit contains every word of the query; these contain some of them")
-        capped = {k: v for k, v in dropped.items() if v}
+        capped = {k: v for k, v in r.dropped.items() if v}
         if per_paper and capped and len(matches) < limit:
             warnings.append(f"{len(matches)} of the {limit} asked for: --per-paper {per_paper} left out "
                             + ", ".join(f"{v} more unit{'s' if v != 1 else ''} of {k}"
                                         for k, v in sorted(capped.items()))
                             + " (--per-paper 0 shows every unit)")
-        data = {"query": query, "mode": mode, "limit": limit, "per_paper": per_paper, "kind": kind,
-                "papers": list(papers or []), "filters": filters, "full": full,
-                "score_kind": SCORE_KINDS[mode], "strong_matches": sum(1 for m in matches if m["strong"]),
-                "capped": capped, "matches": matches}
+        data = {**data, "strong_matches": sum(1 for m in matches if m["strong"]), "capped": capped, "matches": matches}
         if mode == "hybrid":
             data["fusion"] = {"method": "rrf", "k": HYBRID_RRF_K}
-        if qv is not None:
-            data["model"] = qv.identity.name
-            warnings += self._embedding_gaps(qv.identity, paper_ids)
+        if r.qv is not None:
+            data["model"] = r.qv.identity.name
+            warnings += self._embedding_gaps(r.qv.identity, paper_ids)
         data["engines"] = self.engines()
         res = Result(data, warnings)
         if not matches:
-            self._nothing_found(res, semantic=mode != "lexical", filtered=filtered is not None)
+            self._nothing_found(res, semantic=mode != "lexical", filtered=filtered)
         else:
             res.next_actions.append("sheaf get SHORT_ID... for whole units; sheaf timeline SHORT_ID for "
                                     "the units around one")
