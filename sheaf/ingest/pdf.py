@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import itertools
+import math
 import re
 import threading
 from collections import Counter, defaultdict
@@ -241,18 +242,18 @@ def _layer_problem(api, path: Path) -> str | None:
 class Run:
     """Consecutive characters of one text object: one font, one size, one baseline."""
 
-    __slots__ = ("text", "x0", "x1", "base", "size", "bold", "mono")
+    __slots__ = ("text", "x0", "x1", "base", "size", "bold", "mono", "font")
 
-    def __init__(self, text, x0, x1, base, size, bold, mono):
+    def __init__(self, text, x0, x1, base, size, bold, mono, font=0):
         self.text, self.x0, self.x1, self.base = text, x0, x1, base
-        self.size, self.bold, self.mono = size, bold, mono
+        self.size, self.bold, self.mono, self.font = size, bold, mono, font
 
 
 class Line:
     """Runs sharing a baseline; y grows downwards (top-of-page = 0), in points."""
 
     __slots__ = ("runs", "x0", "x1", "base", "size", "bold", "mono", "text", "nchars", "side", "page",
-                 "top", "bottom", "bold_start", "bold_end", "band", "crowded", "top_size")
+                 "top", "bottom", "bold_start", "bold_end", "band", "crowded", "top_size", "spans")
 
     def __init__(self, run: Run, page: int):
         self.runs = [run]
@@ -286,6 +287,8 @@ class Line:
     def finish(self) -> None:
         runs = sorted(self.runs, key=lambda r: r.x0) if len(self.runs) > 1 else self.runs
         parts: list[str] = []
+        spans: list[int] = []  # where each run starts in the joined text
+        at = 0
         prev = None
         sizes: Counter[float] = Counter()
         bold = mono = total = 0
@@ -295,7 +298,10 @@ class Line:
                 # ink-to-ink distance: letters of one word sit ~0.1 em apart, words >= 0.2 em
                 if gap > 0.18 * max(r.size, prev.size) and not parts[-1].endswith(" ") and not r.text.startswith(" "):
                     parts.append(" ")
+                    at += 1
             parts.append(r.text)
+            spans.append(at)
+            at += len(r.text)
             n = len(r.text) - r.text.count(" ")
             sizes[round(r.size, 1)] += n
             total += n
@@ -303,7 +309,10 @@ class Line:
             mono += n * r.mono
             prev = r
         self.runs = runs
-        self.text = "".join(parts).strip()
+        joined = "".join(parts)
+        self.text = joined.strip()
+        lead = len(joined) - len(joined.lstrip())
+        self.spans = [a - lead for a in spans]
         self.nchars = total
         self.size = max(sizes.items(), key=lambda kv: (kv[1], kv[0]))[0] if sizes else self.size
         main = [r for r in runs if abs(r.size - self.size) < 0.6]
@@ -437,7 +446,7 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
             weight = raw.FPDFText_GetFontWeight(tp, a)
             bold = bool(_BOLD_NAME.search(name)) or (weight >= 700 and not _LIGHT_NAME.search(name))
             mono = bool(_MONO_NAME.search(name)) or bool(flags.value & 1)  # FixedPitch flag
-            fi = fonts[font] = (bold, mono)
+            fi = fonts[font] = (bold, mono, len(fonts))
         raw.FPDFText_GetCharOrigin(tp, a, ox, oy)
         raw.FPDFText_GetCharBox(tp, a, l_, r_, b_, t_)
         x0 = l_.value
@@ -454,7 +463,7 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
             s = _CTRL.sub("", s.translate(_LIGATURES))
             if not s.strip():
                 continue
-            run = Run(s, x0 - left, x1 - left, base, size, fi[0], fi[1])
+            run = Run(s, x0 - left, x1 - left, base, size, fi[0], fi[1], fi[2])
             if cur is not None:
                 last = cur.runs[-1]
                 if last.text == s and abs(last.x0 - run.x0) < 0.3 * size and abs(last.base - base) < 0.3 * size:
@@ -495,6 +504,182 @@ def _split_wide(raw, tp, text, a, z, size, l_, r_, b_, t_):
     raw.FPDFText_GetCharBox(tp, z, l_, r_, b_, t_)
     out.append((text[start:z + 1], seg_x0, max(r_.value, seg_x0 + 0.1)))
     return [p for p in out if p[0].strip()]
+
+
+# --- glyphs without a proper Unicode map --------------------------------------------
+
+#: What a font whose ligature glyphs lack a Unicode map leaves in their place (PDFium falls
+#: back to the glyph's code): a capital or an ASCII punctuation mark ("di'erent", "speciBc").
+_SUBST = re.compile(r"[A-Z'\"!#$%&*+/<=>?@\\^_|~]")
+#: The Latin ligatures Unicode has a letter for (U+FB00-FB04), the likelier first (a tie keeps the first).
+_LIGATURE_GUESSES = ("fi", "ff", "fl", "ffi", "ffl")
+_TOKEN = re.compile(r"\S+")
+_LETTERS = re.compile(r"[^\W\d_]+")
+#: "don't", "Husserl's": an apostrophe that belongs to the word.
+_CONTRACTION = re.compile(r"(?:s|t|d|m|ll|re|ve)(?![^\W\d_])")
+
+
+class _Bigrams:
+    """Letter bigrams of a document's own clean words. A glyph is judged by the letters it
+    joins: how likely its first letter follows the one before it and the next letter
+    follows its last (a ligature's inside is left out: the document's copies of "fi" may all
+    be broken, and a longer guess must not lose for its length)."""
+
+    def __init__(self, words: Counter):
+        self.bi: Counter = Counter()
+        self.uni: Counter = Counter()
+        for w, n in words.items():
+            s = f"^{w}$"
+            for k in range(len(s) - 1):
+                self.bi[s[k:k + 2]] += n
+                self.uni[s[k]] += n
+
+    def p(self, a: str, b: str) -> float:
+        return math.log((self.bi[a + b] + 0.1) / (self.uni[a] + 3.0))
+
+    def join(self, before: str, glyph: str, after: str) -> float:
+        """`glyph` ("" for a word break) between the letters `before` and `after` ("" at an edge)."""
+        a = before.lower() if before.isalpha() else "^"
+        z = after.lower() if after.isalpha() else "$"
+        if not glyph:
+            return self.p(a, "$") + self.p("^", z) if a != "^" and z != "$" else 0.0
+        return self.p(a, glyph[0]) + self.p(glyph[-1], z)
+
+
+def _glyph_slots(token: str, c: str) -> list[tuple[int, str]]:
+    """Where `c` stands in `token` next to lower-case letters: "inside" (between two, not an
+    apostrophe of a contraction), "start" (before one, at the word's start), "end" (after one)."""
+    out = []
+    n = len(token)
+    for j, ch in enumerate(token):
+        if ch != c:
+            continue
+        before = j > 0 and token[j - 1].islower()
+        after = j + 1 < n and token[j + 1].islower()
+        if before and after:
+            if c == "'" and _CONTRACTION.match(token, j + 1):
+                continue
+            out.append((j, "inside"))
+        elif after and (j == 0 or not token[j - 1].isalpha()):
+            out.append((j, "start"))
+        elif before and (j + 1 == n or not token[j + 1].isalpha()):
+            out.append((j, "end"))
+    return out
+
+
+def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
+    """Ligature glyphs that a font maps to a wrong character ("speciBc", "di'erent",
+    "inIuence"): each (font, character) that stands between lower-case letters in three
+    words or more is tested against every ligature; the one that makes the most of those
+    words look like the document's own words (its clean words and their letter trigrams)
+    and beats the character itself in most of them is that glyph's meaning. Every word
+    holding the character of that font next to a lower-case letter is then rewritten where
+    the ligature reads better than the character ("Bgure" -> "figure"; "By", "Berlin" and
+    "Husserl's" stay). The run holding the glyph gets the letters, and its line is joined
+    again. Runs after lines are finished: a ligature glyph is often a text object of its
+    own. Returns {(character, ligature): glyphs rewritten}."""
+    def font_at(ln: Line, pos: int) -> tuple[Run, int]:
+        k = bisect.bisect_right(ln.spans, pos) - 1
+        return ln.runs[k], pos - ln.spans[k]
+
+    lines = [ln for pg in pages for ln in pg.lines]
+    inside: dict[tuple[int, str], set[str]] = defaultdict(set)
+    hits = []
+    for ln in lines:
+        t = ln.text
+        for m in _INSIDE.finditer(t):
+            c = m.group(1)
+            start = t.rfind(" ", 0, m.start()) + 1
+            end = t.find(" ", m.end())
+            token = t[start:end if end >= 0 else len(t)]
+            if any(kind == "inside" for _, kind in _glyph_slots(token, c)):
+                r, _ = font_at(ln, m.start())
+                if not r.mono:  # code: "getValue", "a'b" are what they are
+                    inside[(r.font, c)].add(token)
+        hits.append(ln)
+    suspects = {k: v for k, v in inside.items() if len(v) >= 3}
+    if not suspects:
+        return {}
+    bad_chars = "".join(sorted({c for _, c in suspects}))
+    vocab: Counter = Counter()
+    marked: list[tuple[Line, int, int, str]] = []  # line, token start, token end, token
+    for ln in lines:
+        t = ln.text
+        for m in _TOKEN.finditer(t):
+            token = m.group()
+            odd = [j for j, ch in enumerate(token) if ch in bad_chars
+                   and (font_at(ln, m.start() + j)[0].font, ch) in suspects]
+            if odd:
+                marked.append((ln, m.start(), m.end(), token))
+            else:
+                vocab.update(w for w in _LETTERS.findall(token.lower()) if len(w) >= 2)
+    bigrams = _Bigrams(vocab)
+
+    def known(token: str) -> bool:
+        parts = [w for w in _LETTERS.findall(token.lower()) if len(w) >= 4]
+        return bool(parts) and all(vocab[w] for w in parts)
+
+    pieces: set[str] = set()  # every 4-8 letter stretch of the clean words
+    for w in vocab:
+        for n in range(4, min(8, len(w)) + 1):
+            pieces.update(w[k:k + n] for k in range(len(w) - n + 1))
+
+    def fit(token: str, j: int, glyph: str) -> tuple[bool, bool, float]:
+        """How well `glyph` in place of token[j] makes a word: a known word; the glyph with
+        two letters either side found in a clean word ("iffere" of "indifferent"); the joins."""
+        before = token[j - 1] if j > 0 else ""
+        after = token[j + 1] if j + 1 < len(token) else ""
+        own = glyph.lower() if glyph.isalpha() else ""
+        window = "".join(_LETTERS.findall(token[max(0, j - 2):j].lower())[-1:]) + own \
+            + "".join(_LETTERS.findall(token[j + 1:j + 3].lower())[:1])
+        seen = bool(own) and len(window) >= 4 and window in pieces
+        return known(token[:j] + glyph + token[j + 1:]), seen, bigrams.join(before, own, after)
+
+    mapping: dict[tuple[int, str], str] = {}
+    for (f, c), tokens in suspects.items():
+        evidence: Counter = Counter()  # words the guess makes known, or a known stretch of
+        joins: Counter = Counter()
+        for token in tokens:
+            j = next(j for j, kind in _glyph_slots(token, c) if kind == "inside")
+            for lig in _LIGATURE_GUESSES:
+                known_, seen, join = fit(token, j, lig)
+                evidence[lig] += known_ or seen
+                joins[lig] += join
+        best = max(_LIGATURE_GUESSES, key=lambda lig: (evidence[lig], joins[lig]))
+        # the document's own words must back the guess, and no other ligature as well
+        if evidence[best] and all(evidence[lig] < evidence[best] for lig in _LIGATURE_GUESSES if lig != best):
+            mapping[(f, c)] = best
+    if not mapping:
+        return {}
+    done: Counter = Counter()
+    edits: dict[int, list[tuple[Run, int, str]]] = defaultdict(list)
+    changed: dict[int, Line] = {}
+    for ln, start, _end, token in marked:
+        for c in {ch for ch in token if ch in bad_chars}:
+            for j, kind in reversed(_glyph_slots(token, c)):
+                r, off = font_at(ln, start + j)
+                lig = mapping.get((r.font, c))
+                if lig is None:
+                    continue
+                new, old = fit(token, j, lig), fit(token, j, c)
+                if old[0] and not new[0]:
+                    continue
+                if kind == "inside" or new[:2] > old[:2] or new[2] > old[2] + 2.0:
+                    token = token[:j] + lig + token[j + 1:]
+                    edits[id(r)].append((r, off, lig))
+                    changed[id(ln)] = ln
+                    done[(c, lig)] += 1
+    for fixes in edits.values():
+        for r, off, lig in sorted(fixes, key=lambda e: -e[1]):
+            r.text = r.text[:off] + lig + r.text[off + 1:]
+    for ln in changed.values():
+        size, base, top, bottom = ln.size, ln.base, ln.top, ln.bottom
+        ln.finish()
+        ln.size, ln.base, ln.top, ln.bottom = size, base, top, bottom
+    return dict(done)
+
+
+_INSIDE = re.compile(r"(?<=[^\W\d_])(" + _SUBST.pattern + r")(?=[a-z\u00df-\u00ff])")
 
 
 def _merge_same_baseline(pg: Page) -> None:
@@ -1541,6 +1726,10 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
             ln.finish()
         pg.lines = [ln for ln in pg.lines if ln.text]
         _absorb_marks(pg)
+    repaired = _repair_glyphs(pages)
+    if repaired:
+        warnings.append("ligature glyphs without a proper Unicode map, read as the letters they are: "
+                        + ", ".join(f"{c!r} as {lig!r} ({n} words)" for (c, lig), n in sorted(repaired.items())))
     visible = sum(ln.nchars for pg in pages for ln in pg.lines)
     bad = sum(ln.text.count("\ufffd") for pg in pages for ln in pg.lines)
     if visible - bad < 0.3 * total:
