@@ -636,21 +636,45 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
         return known(token[:j] + glyph + token[j + 1:]), seen, bigrams.join(before, own, after)
 
     mapping: dict[tuple[int, str], str] = {}
+    joins: dict[tuple[int, str], Counter] = {}
     for (f, c), tokens in suspects.items():
-        evidence: Counter = Counter()  # words the guess makes known, or a known stretch of
-        joins: Counter = Counter()
+        evidence: Counter = Counter()  # words the guess makes known, or a known stretch of one
+        joins[(f, c)] = sums = Counter()
         for token in tokens:
             j = next(j for j, kind in _glyph_slots(token, c) if kind == "inside")
             for lig in _LIGATURE_GUESSES:
                 known_, seen, join = fit(token, j, lig)
                 evidence[lig] += known_ or seen
-                joins[lig] += join
-        best = max(_LIGATURE_GUESSES, key=lambda lig: (evidence[lig], joins[lig]))
+                sums[lig] += join
+        best = max(_LIGATURE_GUESSES, key=lambda lig: (evidence[lig], sums[lig]))
         # the document's own words must back the guess, and no other ligature as well
         if evidence[best] and all(evidence[lig] < evidence[best] for lig in _LIGATURE_GUESSES if lig != best):
             mapping[(f, c)] = best
+    # A font shown to hold unmapped ligatures holds each ligature once: a capital of it that
+    # stands inside words is one of the ligatures still free, the one whose joins read best
+    # ("inIuence": "fl", once "B" is "fi" and "'" is "ff"), even where no clean word backs it.
+    for (f, c), sums in joins.items():
+        taken = {lig for (g, _), lig in mapping.items() if g == f}
+        if (f, c) in mapping or not taken or not c.isupper():
+            continue
+        free = [lig for lig in _LIGATURE_GUESSES if lig not in taken]
+        if free:
+            mapping[(f, c)] = max(free, key=lambda lig: sums[lig])
     if not mapping:
         return {}
+    # a font of its own for the ligatures (almost all its characters are the ones read as
+    # ligatures) holds no capitals: there a word's first or last glyph is a ligature too
+    mapped_chars: dict[int, set[str]] = defaultdict(set)
+    for f, c in mapping:
+        mapped_chars[f].add(c)
+    ink: Counter = Counter()
+    lig_ink: Counter = Counter()
+    for ln in lines:
+        for r in ln.runs:
+            if r.font in mapped_chars:
+                ink[r.font] += len(r.text) - r.text.count(" ")
+                lig_ink[r.font] += sum(r.text.count(c) for c in mapped_chars[r.font])
+    dedicated = {f for f in mapped_chars if lig_ink[f] >= 0.95 * ink[f]}
     done: Counter = Counter()
     edits: dict[int, list[tuple[Run, int, str]]] = defaultdict(list)
     changed: dict[int, Line] = {}
@@ -664,7 +688,7 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
                 new, old = fit(token, j, lig), fit(token, j, c)
                 if old[0] and not new[0]:
                     continue
-                if kind == "inside" or new[:2] > old[:2] or new[2] > old[2] + 2.0:
+                if kind == "inside" or r.font in dedicated or new[:2] > old[:2] or new[2] > old[2] + 2.0:
                     token = token[:j] + lig + token[j + 1:]
                     edits[id(r)].append((r, off, lig))
                     changed[id(ln)] = ln
