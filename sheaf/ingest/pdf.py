@@ -30,6 +30,7 @@ import bisect
 import ctypes
 import itertools
 import math
+import operator
 import re
 import threading
 from collections import Counter, defaultdict
@@ -509,10 +510,11 @@ def _split_wide(raw, tp, text, a, z, size, l_, r_, b_, t_):
 # --- glyphs without a proper Unicode map --------------------------------------------
 
 #: What a font whose ligature glyphs lack a Unicode map leaves in their place (PDFium falls
-#: back to the glyph's code): a capital or an ASCII punctuation mark ("di'erent", "speciBc").
-_SUBST = re.compile(r"[A-Z'\"!#$%&*+/<=>?@\\^_|~]")
-#: The Latin ligatures Unicode has a letter for (U+FB00-FB04), the likelier first (a tie keeps the first).
-_LIGATURE_GUESSES = ("fi", "ff", "fl", "ffi", "ffl")
+#: back to the glyph's code): a capital or an ASCII punctuation mark ("di'erent", "speciBc");
+#: not the marks that join words ("and/or", "a@b", "snake_case", "well-known").
+_SUBST = re.compile(r"[A-Z'\"!#$%&*+<=>?\\^|~]")
+#: The ligatures such a glyph stands for (Unicode's U+FB00-FB05), the likelier first (a tie keeps the first).
+_LIGATURE_GUESSES = ("fi", "ff", "fl", "ffi", "ffl", "ft")
 _TOKEN = re.compile(r"\S+")
 _LETTERS = re.compile(r"[^\W\d_]+")
 #: "don't", "Husserl's": an apostrophe that belongs to the word.
@@ -526,13 +528,9 @@ class _Bigrams:
     be broken, and a longer guess must not lose for its length)."""
 
     def __init__(self, words: Counter):
-        self.bi: Counter = Counter()
-        self.uni: Counter = Counter()
-        for w, n in words.items():
-            s = f"^{w}$"
-            for k in range(len(s) - 1):
-                self.bi[s[k:k + 2]] += n
-                self.uni[s[k]] += n
+        s = "".join(f"^{w}$" * n for w, n in words.items())
+        self.bi: Counter = Counter(map(operator.add, s, s[1:]))  # "$^" pairs are never asked for
+        self.uni: Counter = Counter(s)
 
     def p(self, a: str, b: str) -> float:
         return math.log((self.bi[a + b] + 0.1) / (self.uni[a] + 3.0))
@@ -584,7 +582,6 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
 
     lines = [ln for pg in pages for ln in pg.lines]
     inside: dict[tuple[int, str], set[str]] = defaultdict(set)
-    hits = []
     for ln in lines:
         t = ln.text
         for m in _INSIDE.finditer(t):
@@ -592,63 +589,77 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
             start = t.rfind(" ", 0, m.start()) + 1
             end = t.find(" ", m.end())
             token = t[start:end if end >= 0 else len(t)]
-            if any(kind == "inside" for _, kind in _glyph_slots(token, c)):
+            # a word in lower case but for the glyph ("di'erent", "speciBc"); not "McNeill"
+            plain = _PLAIN_WORD.match(token.replace(c, "")) and not (
+                c.isupper() and token.lstrip(_OPENERS)[:1].isupper())
+            if plain and any(kind == "inside" for _, kind in _glyph_slots(token, c)):
                 r, _ = font_at(ln, m.start())
                 if not r.mono:  # code: "getValue", "a'b" are what they are
-                    inside[(r.font, c)].add(token)
-        hits.append(ln)
+                    inside[(r.font, c)].add(token.strip(_EDGES))  # "arXiv:1803.05069," is "arXiv"
     suspects = {k: v for k, v in inside.items() if len(v) >= 3}
     if not suspects:
         return {}
-    bad_chars = "".join(sorted({c for _, c in suspects}))
-    vocab: Counter = Counter()
-    marked: list[tuple[Line, int, int, str]] = []  # line, token start, token end, token
+    bad = re.compile("[" + re.escape("".join({c for _, c in suspects})) + "]")
+    # the clean words: every word of the text, less those holding a suspect character
+    vocab: Counter = Counter(_LETTERS.findall("\n".join(ln.text for ln in lines).lower()))
+    marked: dict[tuple[int, int], tuple[Line, int, str]] = {}  # (line, token start): token
     for ln in lines:
         t = ln.text
-        for m in _TOKEN.finditer(t):
-            token = m.group()
-            odd = [j for j, ch in enumerate(token) if ch in bad_chars
-                   and (font_at(ln, m.start() + j)[0].font, ch) in suspects]
-            if odd:
-                marked.append((ln, m.start(), m.end(), token))
-            else:
-                vocab.update(w for w in _LETTERS.findall(token.lower()) if len(w) >= 2)
-    bigrams = _Bigrams(vocab)
+        for m in bad.finditer(t):
+            if (font_at(ln, m.start())[0].font, m.group()) not in suspects:
+                continue
+            start = t.rfind(" ", 0, m.start()) + 1
+            if (id(ln), start) not in marked:
+                end = t.find(" ", m.end())
+                token = t[start:end if end >= 0 else len(t)]
+                marked[(id(ln), start)] = (ln, start, token)
+                vocab.subtract(_LETTERS.findall(token.lower()))
+    vocab = +vocab
+    pieces = " ".join(w for w in vocab if len(w) >= 4)  # the clean words, to find stretches in
+    bigrams: list[_Bigrams] = []  # built when first asked for
 
     def known(token: str) -> bool:
         parts = [w for w in _LETTERS.findall(token.lower()) if len(w) >= 4]
         return bool(parts) and all(vocab[w] for w in parts)
 
-    pieces: set[str] = set()  # every 4-8 letter stretch of the clean words
-    for w in vocab:
-        for n in range(4, min(8, len(w)) + 1):
-            pieces.update(w[k:k + n] for k in range(len(w) - n + 1))
-
-    def fit(token: str, j: int, glyph: str) -> tuple[bool, bool, float]:
-        """How well `glyph` in place of token[j] makes a word: a known word; the glyph with
-        two letters either side found in a clean word ("iffere" of "indifferent"); the joins."""
-        before = token[j - 1] if j > 0 else ""
-        after = token[j + 1] if j + 1 < len(token) else ""
+    def backed(token: str, j: int, glyph: str) -> tuple[bool, bool]:
+        """`glyph` in place of token[j] makes a known word; the glyph with its two letters
+        either side is found in a clean word ("iffere" of "indifferent")."""
         own = glyph.lower() if glyph.isalpha() else ""
         window = "".join(_LETTERS.findall(token[max(0, j - 2):j].lower())[-1:]) + own \
             + "".join(_LETTERS.findall(token[j + 1:j + 3].lower())[:1])
-        seen = bool(own) and len(window) >= 4 and window in pieces
-        return known(token[:j] + glyph + token[j + 1:]), seen, bigrams.join(before, own, after)
+        return known(token[:j] + glyph + token[j + 1:]), bool(own) and len(window) >= 4 and window in pieces
 
+    def joins_at(token: str, j: int, glyph: str) -> float:
+        if not bigrams:
+            bigrams.append(_Bigrams(vocab))
+        own = glyph.lower() if glyph.isalpha() else ""
+        return bigrams[0].join(token[j - 1] if j > 0 else "", own, token[j + 1] if j + 1 < len(token) else "")
+
+    def fit(token: str, j: int, glyph: str) -> tuple[bool, bool, float]:
+        return (*backed(token, j, glyph), joins_at(token, j, glyph))
+
+    evidence: dict[tuple[int, str], Counter] = {}
+    for (f, c), tokens in suspects.items():
+        evidence[(f, c)] = ev = Counter()  # words the guess makes known, or a known stretch of one
+        for token in tokens:
+            j = next(j for j, kind in _glyph_slots(token, c) if kind == "inside")
+            for lig in _LIGATURE_GUESSES:
+                ev[lig] += any(backed(token, j, lig))
+    if not any(sum(ev.values()) for ev in evidence.values()):
+        return {}  # nothing backs any guess: the usual case, decided without letter statistics
     mapping: dict[tuple[int, str], str] = {}
     joins: dict[tuple[int, str], Counter] = {}
     for (f, c), tokens in suspects.items():
-        evidence: Counter = Counter()  # words the guess makes known, or a known stretch of one
+        ev = evidence[(f, c)]
         joins[(f, c)] = sums = Counter()
         for token in tokens:
             j = next(j for j, kind in _glyph_slots(token, c) if kind == "inside")
             for lig in _LIGATURE_GUESSES:
-                known_, seen, join = fit(token, j, lig)
-                evidence[lig] += known_ or seen
-                sums[lig] += join
-        best = max(_LIGATURE_GUESSES, key=lambda lig: (evidence[lig], sums[lig]))
+                sums[lig] += joins_at(token, j, lig)
+        best = max(_LIGATURE_GUESSES, key=lambda lig: (ev[lig], sums[lig]))
         # the document's own words must back the guess, and no other ligature as well
-        if evidence[best] and all(evidence[lig] < evidence[best] for lig in _LIGATURE_GUESSES if lig != best):
+        if ev[best] and all(ev[lig] < ev[best] for lig in _LIGATURE_GUESSES if lig != best):
             mapping[(f, c)] = best
     # A font shown to hold unmapped ligatures holds each ligature once: a capital of it that
     # stands inside words is one of the ligatures still free, the one whose joins read best
@@ -678,8 +689,8 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
     done: Counter = Counter()
     edits: dict[int, list[tuple[Run, int, str]]] = defaultdict(list)
     changed: dict[int, Line] = {}
-    for ln, start, _end, token in marked:
-        for c in {ch for ch in token if ch in bad_chars}:
+    for ln, start, token in marked.values():
+        for c in set(bad.findall(token)):
             for j, kind in reversed(_glyph_slots(token, c)):
                 r, off = font_at(ln, start + j)
                 lig = mapping.get((r.font, c))
@@ -704,6 +715,10 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
 
 
 _INSIDE = re.compile(r"(?<=[^\W\d_])(" + _SUBST.pattern + r")(?=[a-z\u00df-\u00ff])")
+_OPENERS = "([{\"'\u2018\u201c\u00ab"
+_EDGES = "".join(map(chr, range(33, 65))) + "[]{}\u2018\u2019\u201c\u201d\u00ab\u00bb"  # marks and digits
+#: A word in lower case (an initial capital allowed) between any opening and closing marks.
+_PLAIN_WORD = re.compile(r"^[\W\d_]*[A-Z\u00c0-\u00de]?[a-z\u00df-\u00ff]+[\W\d_]*$")
 
 
 def _merge_same_baseline(pg: Page) -> None:
