@@ -49,9 +49,9 @@ from sheaf.transform.chain import process_paper  # noqa: E402
 DATA = ROOT.parent / "shared" / "data"
 _WORDS4 = re.compile(r"[^\W\d_]{4,}")
 _TOKENS = re.compile(r"[^\W\d_]+")
-#: A word the reference itself has broken: a capital or an apostrophe between lower-case
-#: letters ("di'erent", "speciBc": pdftotext keeps a font's unmapped ligature glyphs too).
-_BROKEN = re.compile(r"\S*[^\W\d_][A-Z'][a-z]\S*")
+#: A word the reference itself has broken: a capital or an ASCII mark between lower-case
+#: letters ("di'erent", "speciBc", "a\"er": pdftotext keeps a font's unmapped ligatures too).
+_BROKEN = re.compile(r"\S*[^\W\d_][A-Z'\"!#$%&*+<=>?\\^|~][a-z]\S*")
 _GAP = "\u2060"  # stands for a broken word: counted nowhere, and no run crosses it
 RUNS = 80
 
