@@ -5,7 +5,8 @@ grouped here into *runs* (consecutive characters of one PDF text object: one fon
 size), runs into *lines* (same baseline, horizontally adjacent), lines into reading order
 (two- and three-column pages: column by column, full-width lines where they stand; a page
 whose text runs up or down, a landscape table, is read turned a quarter) and lines into
-*blocks* (paragraphs, headings, captions, code).
+*blocks* (paragraphs, headings, captions, code). Ligature glyphs that a font maps to wrong
+characters ("speciBc", "di'erent") are read as the ligatures the document's words need.
 
 Roles come from typography: the body size is the size covering the most characters of
 body-like lines; a heading is a short stand-alone block noticeably larger than the body,
