@@ -11,6 +11,8 @@ Two comparisons, a row per PDF, then the medians and minimums:
      Sheaf's blocks (reading order);
    - searchable: the share of Zotero's words present in Sheaf's units (body and object units:
      what search can find).
+   Words that Zotero's text itself has broken ("di'erent", "speciBc": a font's unmapped
+   ligatures) are left out of both measures.
    Words are compared as tokens; a word of 7+ letters missing as a token may be found in the
    letter stream (both extractors sometimes glue words: "inawaythat"). Runs are compared on
    the letter stream, so spacing and hyphenation do not count.
@@ -47,6 +49,10 @@ from sheaf.transform.chain import process_paper  # noqa: E402
 DATA = ROOT.parent / "shared" / "data"
 _WORDS4 = re.compile(r"[^\W\d_]{4,}")
 _TOKENS = re.compile(r"[^\W\d_]+")
+#: A word the reference itself has broken: a capital or an ASCII mark between lower-case
+#: letters ("di'erent", "speciBc", "a\"er": pdftotext keeps a font's unmapped ligatures too).
+_BROKEN = re.compile(r"\S*[^\W\d_][A-Z'\"!#$%&*+<=>?\\^|~][a-z]\S*")
+_GAP = "\u2060"  # stands for a broken word: counted nowhere, and no run crosses it
 RUNS = 80
 
 
@@ -69,12 +75,12 @@ def _word_share(ref_words: list[str], text: str) -> float:
 
 
 def _order_share(ref_text: str, text: str) -> float:
-    toks = _TOKENS.findall(ref_text.lower())
+    toks = re.findall(r"[^\W\d_]+|" + _GAP, ref_text.lower())
     if len(toks) < 8:
         return 0.0
     stream = _letters(text)
     starts = [round(k * (len(toks) - 4) / (RUNS - 1)) for k in range(RUNS)]
-    runs = ["".join(toks[s:s + 4]) for s in starts]
+    runs = ["".join(toks[s:s + 4]) for s in starts if _GAP not in toks[s:s + 4]]
     runs = [r for r in runs if len(r) >= 12]
     return sum(r in stream for r in runs) / max(1, len(runs))
 
@@ -98,7 +104,7 @@ def zotero_row(pdf: Path) -> dict[str, Any]:
         row["error"] = "no .zotero-ft-cache beside the PDF"
         return row
     ref = cache.read_text(encoding="utf-8", errors="replace")
-    ref = ref[int(0.10 * len(ref)):int(0.65 * len(ref))]
+    ref = _BROKEN.sub(f" {_GAP} ", ref[int(0.10 * len(ref)):int(0.65 * len(ref))])
     ref_words = _WORDS4.findall(ref.lower())
     text = "\n".join(b.text for b in blocks)
     units = "\n".join([u.text for u in out.body_units] + [f"{u.caption}\n{u.table_text}" for u in out.object_units])

@@ -247,6 +247,30 @@ def test_three_columns_read_column_by_column(tmp_path):
     assert marks == sorted(marks), marks[:12]
 
 
+@pytest.mark.parametrize("left,right", [(86, 290), (140, 345)])
+def test_two_columns_set_off_the_page_middle(tmp_path, left, right):
+    # a book's pages shifted towards the spine: the right column starts left of the middle
+    # (86-275 and 290-480 on a 595 pt page), or the left ends right of it (140-325, 345-530)
+    items = [(left, 50, 14, "Columns Beside the Spine", "B")]
+    for col, x in enumerate((left, right)):
+        for i in range(40):
+            words = " ".join(WORDS[(col * 5 + i + j) % len(WORDS)] for j in range(8))
+            text = f"c{col}l{i:02d} {words}"  # filled to the column's width, 185 pt
+            items.append((x, 90 + 12 * i, 9, text + " x" * max(0, (48 - len(text)) // 2), "R"))
+    p = parse_paper(raw_pdf(tmp_path / "shifted.pdf", [items, lines_page(_prose(40))]))
+    marks = re.findall(r"\bc(\d)l(\d\d)\b", " ".join(b.text for b in p.blocks if b.page == 1))
+    assert len(marks) == 80
+    assert marks == sorted(marks), marks[:12]
+
+
+def test_games_paper_with_shifted_columns_reads_in_order():
+    pdf = _zotero_pdf("RXKWSLBR")  # pages 4 and 6 set off the middle
+    text = " ".join(b.text for b in parse_paper(pdf, "RXKWSLBR", "pdf").blocks)
+    flat = re.sub(r"[^a-z]+", "", text.lower())
+    assert "onlydiscretenonoverlappingpositionstomovebetweeninquake" in flat
+    assert "wouldprobablynotmakesenseinamultiplayersetting" in flat
+
+
 def test_an_absurd_page_width_does_not_size_the_column_search(tmp_path):
     """A damaged page box two billion points wide: the three-column search once sized an array by
     it and took the process down (16 GB); it is read as any page."""
