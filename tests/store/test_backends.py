@@ -339,10 +339,10 @@ def test_lexical_rankings_equal_across_backends(pg_url, tmp_path, reading, monke
     index`: what phrases of common terms get there (the rows holding all of a phrase's terms, not
     its rarest term's; some words read in two passes, the phrases' rows first)."""
     if reading != "default":
-        from sheaf.store.postgres import backend
+        from sheaf.store.postgres import lexical as pg_lexical
 
-        monkeypatch.setattr(backend, "PHRASE_NARROWING", (0, 10**9))
-        monkeypatch.setattr(backend, "TWO_PASSES_FROM", -1)
+        monkeypatch.setattr(pg_lexical, "PHRASE_NARROWING", (0, 10**9))
+        monkeypatch.setattr(pg_lexical, "TWO_PASSES_FROM", -1)
     fresh_database(pg_url)
     sq, pg = open_url(f"sqlite:{tmp_path / 'a.db'}"), open_url(pg_url)
     try:
@@ -396,14 +396,14 @@ def test_postgres_reads_a_phrases_rows_only_where_they_can_matter(pg_url, tmp_pa
     phrase row (a long claim's every-word query mostly matches nothing); some words, read in two
     passes, read the query's other terms only in the rows that hold the phrase. The answers stay
     FTS5's."""
-    from sheaf.store.postgres import backend
+    from sheaf.store.postgres import lexical as pg_lexical
 
     fresh_database(pg_url)
     sq, pg = open_url(f"sqlite:{tmp_path / 'a.db'}"), open_url(pg_url)
     calls: list[dict] = []
-    real = backend.PostgresIndex._postings
-    monkeypatch.setattr(backend.PostgresIndex, "_postings", lambda self, *a, **kw: calls.append(kw) or real(self, *a, **kw))
-    monkeypatch.setattr(backend, "TWO_PASSES_FROM", -1)
+    real = pg_lexical.PostgresBm25._postings
+    monkeypatch.setattr(pg_lexical.PostgresBm25, "_postings", lambda self, *a, **kw: calls.append(kw) or real(self, *a, **kw))
+    monkeypatch.setattr(pg_lexical, "TWO_PASSES_FROM", -1)
     try:
         for i, pid in enumerate(["PA", "PB", "PC"]):
             units, objects = paper_units(pid, "abc"[i])
