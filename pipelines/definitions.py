@@ -9,7 +9,7 @@ from dagster import (
 
 from assets.checks import ALL_CHECKS
 from assets.index import fts_tables, library_metadata, vector_collections
-from assets.paper import ocr_blocks, ocr_render, retrieval_units, structure_tree
+from assets.paper import body_units_and_object_units, fulltext_markdown_and_render_map, ocr_blocks, structure_tree
 from assets.report import library_report, library_status
 from pipelines.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
@@ -68,8 +68,8 @@ def build_definitions(home: str = "", library: str = "",
     (`model_code_version`: its name and a fingerprint of its files, read without loading it),
     so Dagster's own code-version checks see a model change."""
     settings = get_settings(**({"home": home} if home else {}), **({"library": library} if library else {}))
-    assets = [ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
-              vector_collections, library_metadata, library_report, library_status]
+    assets = [ocr_result, ocr_blocks, fulltext_markdown_and_render_map, structure_tree, body_units_and_object_units,
+              fts_tables, vector_collections, library_metadata, library_report, library_status]
     # every chain asset's code version as `pipelines.planning.versions` says now (what the no-op proof reads)
     versions = {**chain_code_versions(settings.embedding_model), **(code_versions or {})}
     assets = with_code_versions(assets, versions)

@@ -204,3 +204,25 @@ def test_library_status_is_refreshed_after_a_run_over_papers_whatever_launched_i
     assert defs.resolve_job_def("library_status_job").execute_in_process(instance=inst, tags=req.tags).success
     assert {r["state"] for r in _status_table(inst).values()} == {"built"}
     assert isinstance(_refresh_tick(inst), SkipReason)
+
+
+def test_run_steps_are_named_after_the_assets_they_write(built):
+    """A run's timeline shows steps, the graph shows assets: each step of the chain is named
+    after the assets it writes (a multi-asset's two, joined by "_and_"), and renaming the steps
+    changed neither the assets nor their code versions, so no paper became stale."""
+    from pipelines.planning.statuses import chain_of, paper_statuses
+    from pipelines.planning.versions import chain_code_versions
+    from sheaf.core.settings import get_settings
+
+    defs = definitions()
+    chain = chain_of(defs)
+    assert chain.code_versions == chain_code_versions(get_settings().embedding_model)
+    expected = {"_and_".join(step) for step in chain.steps} | {"paper_checks"}
+    assert expected >= {"fulltext_markdown_and_render_map", "body_units_and_object_units"}
+    inst = instance()
+    assert {st.state for st in paper_statuses(inst, defs).values()} == {"built"}  # built before the run
+    res = defs.resolve_job_def("paper_chain").execute_in_process(instance=inst, partition_key=EDITED, run_config={
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    assert res.success
+    started = {e.step_key for e in res.all_events if e.event_type_value == "STEP_START"}
+    assert started == expected
