@@ -16,6 +16,7 @@ from assets.source import ocr_result
 from pipelines.planning.versions import chain_code_versions
 from io_managers import PaperArtifactIOManager
 from pipelines.planning.statuses import chain_of
+from pipelines.automation.rebuild import OwnDefinitions, rebuild_stale
 from pipelines.automation.schedules import nightly_rebuild
 from pipelines.automation.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor, library_status_refresh_sensor
 from sheaf.core.settings import get_settings
@@ -81,16 +82,19 @@ def build_definitions(home: str = "", library: str = "",
     # The per-paper chain, for the steps that read every paper's state (paper_up_to_date, library_status):
     # a run's own asset graph is only its selection, and runs of `sheaf build` carry no repository.
     chain = chain_of(Definitions(assets=[a for a in assets if a is not library_status], resources=resources))
-    return Definitions(
+    own = OwnDefinitions()  # what `rebuild_stale` runs paper_chain from
+    own.defs = Definitions(
         assets=assets,
         asset_checks=ALL_CHECKS,
-        jobs=[paper_chain_job, library_job, status_job],
+        jobs=[paper_chain_job, library_job, status_job, rebuild_stale],
         sensors=[library_discovery_sensor, automation_sensor, library_status_refresh_sensor],
         schedules=[nightly_rebuild],
         resources={**resources, "chain": ResourceDefinition.hardcoded_resource(
-            chain, "The per-paper chain of these definitions, in order, with its code versions.")},
+            chain, "The per-paper chain of these definitions, in order, with its code versions."),
+            "own_definitions": ResourceDefinition.hardcoded_resource(own, "These definitions (rebuild_stale's runs).")},
         executor=executor or in_process_executor,
     )
+    return own.defs
 
 
 defs = build_definitions()

@@ -11,7 +11,7 @@ from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
 from pipelines.planning.paper_view import verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planning.model import needs_build
-from pipelines.planning.statuses import chain_of, chunk_targets, paper_statuses, selection_from
+from pipelines.planning.statuses import Chain, chain_of, chunk_targets, paper_statuses, selection_from
 
 
 def _describe(why: dict[str, str], limit: int = 250) -> str:
@@ -20,16 +20,27 @@ def _describe(why: dict[str, str], limit: int = 250) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def stale_runs(instance, chain: Chain, sheaf: SheafConfig) -> tuple[list[tuple[str, list[str], str]], int]:
+    """The runs that rebuild every paper needing work (what `library_status` lists first, less
+    the failed papers whose input and code are unchanged: a retry would fail the same way), and
+    the number of papers: ``[(first asset, papers, "KEY (reason); …"), …]`` grouped by where each
+    paper's rebuild starts, cut into contiguous ranges of at most MAX_PARTITIONS_PER_RUN papers.
+    What the nightly schedule requests and the `rebuild_stale` job runs."""
+    ordered = list(instance.get_dynamic_partitions(papers_partitions.name))
+    statuses = paper_statuses(instance, chain, sheaf.settings(), ordered)
+    starts = {k: st.rebuild_from or chain.first for k, st in statuses.items() if needs_build(st)}
+    return [(first, keys, _describe({k: verdict(statuses[k])[1] for k in keys}))
+            for first, keys in chunk_targets(chain, ordered, starts, MAX_PARTITIONS_PER_RUN)], len(ordered)
+
+
 @schedule(cron_schedule=NIGHTLY_CRON, job_name="paper_chain", execution_timezone="UTC",
           default_status=DefaultScheduleStatus.RUNNING,  # on whenever the daemon runs (dagster dev)
           description="Nightly: rebuild every missing or stale paper, in chunks of papers per run.")
 def nightly_rebuild(context: ScheduleEvaluationContext, sheaf: SheafConfig):
     chain = chain_of(context.repository_def)
-    ordered = list(context.instance.get_dynamic_partitions(papers_partitions.name))
-    statuses = paper_statuses(context.instance, chain, sheaf.settings(), ordered)
-    starts = {k: st.rebuild_from or chain.first for k, st in statuses.items() if needs_build(st)}
-    if not starts:
-        return SkipReason(f"all {len(ordered)} papers are built")
+    runs, total = stale_runs(context.instance, chain, sheaf)
+    if not runs:
+        return SkipReason(f"all {total} papers are built")
     day = context.scheduled_execution_time.strftime("%Y-%m-%d") if context.scheduled_execution_time else "now"
     return [
         RunRequest(
@@ -37,6 +48,6 @@ def nightly_rebuild(context: ScheduleEvaluationContext, sheaf: SheafConfig):
             asset_selection=selection_from(chain, first),
             tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1],
                   # what the preview and the run's tags show: which papers, and why each is rebuilt
-                  "sheaf/papers": _describe({k: verdict(statuses[k])[1] for k in keys if k in starts})})
-        for first, keys in chunk_targets(chain, ordered, starts, MAX_PARTITIONS_PER_RUN)
+                  "sheaf/papers": why})
+        for first, keys, why in runs
     ]
