@@ -1,6 +1,14 @@
-"""The one assembly point: every asset, check, job, sensor, schedule and resource of Sheaf."""
+"""The one assembly point: every asset, check, job, sensor, schedule and resource of Sheaf.
 
-from collections.abc import Mapping
+Importing it (what `dagster dev`'s code server and every run do) silences Dagster's Beta and
+Preview warnings before the asset modules are imported: they warned once per definition in
+every such process."""
+
+from pipelines.dagster_internals.private import quiet_beta_warnings
+
+quiet_beta_warnings()  # before the asset modules below: their decorators warn as they are imported
+
+from collections.abc import Mapping  # noqa: E402 - after the warnings filter, as every import below
 
 from dagster import (
     AssetsDefinition, AssetSelection, Definitions, ExecutorDefinition, ResourceDefinition, define_asset_job,
