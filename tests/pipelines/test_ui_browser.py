@@ -227,7 +227,7 @@ def test_an_edited_paper_reads_as_needing_work_in_the_ui_until_rebuilt(served):
     _wait("the discovery sensor's status run", lambda: _statuses(inst).get("FAILED") == [EDITED]
           and EDITED in _status_rows(inst), 90, srv.logs)
     rows = _status_rows(inst)
-    assert rows[EDITED]["state"] == "stale" and rows[EDITED]["reasons"] == "OCR changed"
+    assert rows[EDITED]["state"] == "stale" and rows[EDITED]["why"] == "OCR changed"
 
     with sync_playwright() as pw:
         b = Browser(pw, srv.url, img)
@@ -253,6 +253,7 @@ def _browse(b: Browser, srv: Servers, inst, others: list[str]) -> None:
         b.page.get_by_text("OCR changed").first.wait_for()
         text = b.text()
         assert "stale" in text and "papers_table" in text
+        assert all(r["paper"] in text for r in _status_rows(inst).values())  # each paper whole, not cut
         b.page.get_by_text("papers_table").first.scroll_into_view_if_needed()
         b.shot("library-status-stale")
 

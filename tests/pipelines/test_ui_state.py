@@ -92,9 +92,9 @@ def test_an_edited_paper_is_red_with_its_reason_until_rebuilt(built):
         "FAILED": [EDITED], "SUCCEEDED": sorted(set(BASE_PAPERS) - {EDITED})}
     assert _description(inst, EDITED) == "OCR changed"
     rows = _status_table(inst)
-    assert rows[EDITED]["state"] == "stale" and rows[EDITED]["reasons"] == "OCR changed"
+    assert rows[EDITED]["state"] == "stale" and rows[EDITED]["why"] == "OCR changed"
     assert {k: r["state"] for k, r in rows.items() if k != EDITED} == {k: "built" for k in BASE_PAPERS if k != EDITED}
-    assert all(r["title"] and r["year"] for r in rows.values())
+    assert all(r["paper"] and r["last_built"] for r in rows.values())
     assert list(rows)[0] == EDITED  # papers that need work come first
 
     code, env = run_cli(["build", "--json"])
@@ -244,3 +244,29 @@ def test_loading_the_code_location_emits_no_beta_or_preview_warning():
     warned = [line for line in out.stderr.splitlines() if "Warning:" in line]
     assert not [w for w in warned if "BetaWarning" in w or "PreviewWarning" in w], warned
     assert len(warned) <= 3, warned  # what is left is not ours (a Dagster deprecation inside Dagster)
+
+
+def test_library_status_table_shows_whole_titles_in_few_short_columns():
+    """Titles were cut at 48 characters and the table, seven columns wide, ran past its panel
+    (last_built out of sight): five short-headed columns, the paper whole as 'Title (Author,
+    Year)', the build time to the minute."""
+    import re
+
+    from pipelines.planning.model import PaperStatus
+    from pipelines.planning.paper_view import status_table
+
+    title = "A very long title about the microtubule capture sites of focal adhesions in migrating cells"
+    statuses = {"AAAA1111": PaperStatus("AAAA1111", "built"),
+                "BBBB2222": PaperStatus("BBBB2222", "stale", reasons=["OCR changed"]),
+                "CCCC3333": PaperStatus("CCCC3333", "missing", reasons=["never built"])}
+    ids = {"AAAA1111": {"title": title, "first_author": "Ana Author", "year": 2001},
+           "BBBB2222": {"title": "Short", "year": 2019}}
+    table = status_table(statuses, ids, {"AAAA1111": 1796000000.0, "BBBB2222": 1796000000.0})
+    assert [c.name for c in table.schema.columns] == ["state", "key", "why", "paper", "last_built"]
+    assert all(c.description for c in table.schema.columns)
+    rows = [r.data for r in table.records]
+    assert [r["key"] for r in rows] == ["BBBB2222", "CCCC3333", "AAAA1111"]  # needing work first
+    assert rows[2]["paper"] == f"{title} (Ana Author, 2001)"  # whole, however long
+    assert rows[0]["paper"] == "Short (2019)" and rows[1]["paper"] == ""
+    assert rows[0]["why"] == "OCR changed" and rows[1]["why"] == "missing: never built" and rows[2]["why"] == ""
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", rows[2]["last_built"]) and rows[1]["last_built"] == ""
