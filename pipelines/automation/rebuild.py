@@ -45,13 +45,14 @@ def rebuild_papers_needing_work(context: OpExecutionContext, sheaf: SheafConfig,
             context.log.info(f"all {total} papers are built: nothing to rebuild")
             return
         failed = []
-        for first, keys, why in runs:
+        for first, keys, why, titles in runs:
             context.log.info(f"rebuilding {len(keys)} paper(s) from {first}: {why}")
             res = run_chain(context.instance, defs, keys, first, chain,
-                            tags={"sheaf/papers": why, "sheaf/launched_by": f"{REBUILD_JOB} {context.run_id}"})
+                            tags={"sheaf/papers": why, "sheaf/launched_by": f"{REBUILD_JOB} {context.run_id}",
+                                  **({"sheaf/titles": titles} if titles else {})})
             if not res["success"]:
                 failed.append(f"run {res['run_id']} ({keys[0]}…{keys[-1]}): " + "; ".join(res["errors"])[:300])
-    papers = [k for _, keys, _ in runs for k in keys]
+    papers = [k for _, keys, _, _ in runs for k in keys]
     context.log.info(f"rebuilt {len(papers)} of {total} papers in {len(runs)} run(s)")
     if failed:
         raise Failure(f"{len(failed)} of {len(runs)} runs failed", metadata={"failed": MetadataValue.json(failed)})

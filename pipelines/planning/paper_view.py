@@ -40,6 +40,12 @@ def identities(metadata_files: Iterable[str | Path], keys: Iterable[str] | None 
     return {m.key: {"title": m.title, "first_author": m.first_author, "year": m.year} for m in load.papers}
 
 
+def titles_of(events: Mapping[str, Any]) -> dict[str, str]:
+    """{paper: title} from the papers' latest `ocr_blocks` materializations (`EventInfo`s, whose
+    metadata holds the paper's identity), where they have one."""
+    return {k: str(e.metadata["title"]) for k, e in events.items() if e.metadata.get("title")}
+
+
 def identity_metadata(identity: Mapping[str, Any] | None) -> dict[str, Any]:
     """A paper's identity as materialization metadata (only the fields it has)."""
     return {k: v for k, v in (identity or {}).items() if v not in (None, "")}

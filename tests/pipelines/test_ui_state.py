@@ -270,3 +270,51 @@ def test_library_status_table_shows_whole_titles_in_few_short_columns():
     assert rows[0]["paper"] == "Short (2019)" and rows[1]["paper"] == ""
     assert rows[0]["why"] == "OCR changed" and rows[1]["why"] == "missing: never built" and rows[2]["why"] == ""
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", rows[2]["last_built"]) and rows[1]["last_built"] == ""
+
+
+def test_titles_shown_where_dagster_lets_a_paper_carry_one(built):
+    """A partition key cannot carry a title (Dagster's dynamic partitions are bare keys), so each
+    paper's `paper_up_to_date` result carries it in its metadata (shown when the paper is clicked
+    in the check's Partitions tab), after a run over papers and after a status refresh; the
+    nightly schedule's requests (and the runs they launch) carry `sheaf/titles`."""
+    from dagster import AssetCheckKey
+
+    from pipelines.dagster_internals.private import PartitionKeyFilter
+    from pipelines.planning.events import latest_events
+    from pipelines.planning.paper_view import titles_of
+
+    inst = instance()
+    defs = definitions()
+    titles = titles_of(latest_events(inst, "ocr_blocks", partitions=list(BASE_PAPERS)))
+    assert set(titles) == set(BASE_PAPERS)
+
+    def title_in_check(key: str):
+        (rec,) = inst.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(AssetKey("vector_collections"), "paper_up_to_date"), limit=1,
+            partition_filter=PartitionKeyFilter(key=key))
+        return rec.event.dagster_event.event_specific_data.metadata["title"].value
+
+    tags = {"dagster/asset_partition_range_start": BASE_PAPERS[0], "dagster/asset_partition_range_end": BASE_PAPERS[1]}
+    assert defs.resolve_job_def("paper_chain").execute_in_process(instance=inst, tags=tags, run_config={
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}}}).success
+    assert [title_in_check(k) for k in BASE_PAPERS[:2]] == [titles[k] for k in BASE_PAPERS[:2]]
+    assert defs.resolve_job_def("paper_chain").execute_in_process(instance=inst, partition_key=EDITED, run_config={
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}}}).success
+    assert title_in_check(EDITED) == titles[EDITED]
+
+    edit_markdown(built.papers / EDITED / "paper.md", "A new paragraph about lichen thalli.")
+    _discover(built, inst)
+    assert defs.resolve_job_def("library_status_job").execute_in_process(instance=inst).success
+    assert _description(inst, EDITED) == "OCR changed" and title_in_check(EDITED) == titles[EDITED]
+
+    import datetime as dt
+
+    from dagster import build_schedule_context
+
+    from pipelines.automation.schedules import nightly_rebuild
+
+    at = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc)
+    with build_schedule_context(instance=inst, resources={"sheaf": _sheaf(built)},
+                                repository_def=defs.get_repository_def(), scheduled_execution_time=at) as ctx:
+        (req,) = list(nightly_rebuild(ctx))
+    assert req.tags["sheaf/titles"] == f"{EDITED}: {titles[EDITED]}"[:250]
