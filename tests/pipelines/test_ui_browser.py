@@ -135,6 +135,15 @@ class Servers:
                            "... on PythonError { message } } }", {"p": params})
         assert res["launchRun"]["__typename"] == "LaunchRunSuccess", res
 
+    def launch_job(self, job: str) -> None:
+        """Launch `job` with no tags and no config, as its Launchpad's Launch Run does."""
+        params = {"selector": {"repositoryLocationName": "pipelines.definitions:defs",
+                               "repositoryName": "__repository__", "jobName": job},
+                  "runConfigData": {}, "mode": "default"}
+        res = self.graphql("mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename "
+                           "... on PythonError { message } } }", {"p": params})
+        assert res["launchRun"]["__typename"] == "LaunchRunSuccess", res
+
     def stop(self) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -302,6 +311,10 @@ def _browse(b: Browser, srv: Servers, inst, others: list[str]) -> None:
         _rebuild_while_paused(b, srv, inst, two, lambda: srv.launch_backfill(two))
         _rebuild_while_paused(b, srv, inst, [EDITED], lambda: srv.launch_nightly_request(
             {"dagster/asset_partition_range_start": EDITED, "dagster/asset_partition_range_end": EDITED}))
+        # rebuild_stale from its Launchpad, no keys picked: it rebuilds the edited paper, and only it
+        _rebuild_while_paused(b, srv, inst, [EDITED], lambda: srv.launch_job("rebuild_stale"))
+        runs = [r for r in inst.get_runs(limit=10) if r.tags.get("sheaf/launched_by", "").startswith("rebuild_stale")]
+        assert [r.tags.get("dagster/partition") for r in runs] == [EDITED], [r.tags for r in runs]
 
 
 def _all_checks(inst) -> dict[str, dict[str, list[str]]]:
