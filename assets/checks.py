@@ -20,7 +20,7 @@ from dagster import (
 from pipelines.resources import SheafConfig
 from io_managers import PaperArtifactIOManager
 from pipelines.dagster_internals.private import check_target, log_check_evaluations
-from pipelines.planning.paper_view import verdict
+from pipelines.planning.paper_view import titles_of, verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import Chain, chain_events, statuses_of
 from pipelines.planning.events import latest_events
@@ -95,11 +95,13 @@ def _missing(what: str) -> CheckOutcome:
 def evaluate(keys: list[str], wanted: set[str], *, read: Callable[[str, str], Any],
              rows: Callable[[str, str], int | None], counts: Callable[[str], dict[str, int]] | None,
              vector_tables: tuple[str, str] | None,
-             states: Mapping[str, Any] | None) -> dict[str, dict[str, CheckOutcome]]:
+             states: Mapping[str, Any] | None,
+             titles: Mapping[str, str] | None = None) -> dict[str, dict[str, CheckOutcome]]:
     """{check: {paper: outcome}} of the `wanted` checks over `keys`. `read(asset, key)`: an artifact
     (None when missing); `rows(asset, key)`: its row count from the file's footer; `counts(key)`:
     the paper's index rows; `vector_tables`: (passages table, vector table) of the model;
-    `states`: each paper's status (for `paper_up_to_date`)."""
+    `states`: each paper's status (for `paper_up_to_date`); `titles`: papers' titles, shown with
+    their `paper_up_to_date` result (a partition itself cannot carry one)."""
     out: dict[str, dict[str, CheckOutcome]] = {c: {} for c in wanted}
     full = bool(wanted & {COVER_CHECK, FURNITURE_CHECK})
     for key in keys:
@@ -132,7 +134,9 @@ def evaluate(keys: list[str], wanted: set[str], *, read: Callable[[str, str], An
                                        else check_vectors(index_rows, *vector_tables, sum(p.unit_rows)))
         if UP_TO_DATE_CHECK in wanted and states is not None:
             passed, why = verdict(states[key])
-            out[UP_TO_DATE_CHECK][key] = CheckOutcome(passed, why, {"state": states[key].state})
+            title = (titles or {}).get(key)
+            out[UP_TO_DATE_CHECK][key] = CheckOutcome(passed, why, {"state": states[key].state,
+                                                                    **({"title": title} if title else {})})
     return out
 
 
@@ -170,7 +174,7 @@ def paper_checks(context: AssetCheckExecutionContext, sheaf: SheafConfig, embedd
         outcomes = evaluate(keys, wanted, read=artifacts.read, rows=artifacts.rows,
                             counts=index.counts if index is not None else None,
                             vector_tables=(ident.passages_table, ident.vec_table) if ident is not None else None,
-                            states=states)
+                            states=states, titles=titles_of(latest.get(chain.first, {})))
     finally:
         if index is not None:
             index.close()

@@ -3,7 +3,9 @@
 Each asset is a thin wrapper over one stage of `sheaf.transform.chain` (the same functions
 `process_paper` composes), run for every partition of the run (`context.partition_keys`):
 read its inputs, call the stage, return `{paper_key: artifact}` with small per-paper
-metadata. Assets stored as per-paper files declare their suffix (`sheaf/artifact`
+metadata. A step that writes two assets (a multi-asset) is named after both,
+`fulltext_markdown_and_render_map`, `body_units_and_object_units`: what a run's timeline
+shows is what the asset graph shows. Assets stored as per-paper files declare their suffix (`sheaf/artifact`
 definition metadata): `pipelines.planning.statuses` reads the chain's artifacts from it.
 """
 
@@ -75,8 +77,9 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
     group_name="render",
     **MULTI,
 )
-def ocr_render(context: AssetExecutionContext, ocr_blocks: dict[str, Any]):
-    """OCR render: each paper's Markdown and its render-map (heading and emitted-block events)."""
+def fulltext_markdown_and_render_map(context: AssetExecutionContext, ocr_blocks: dict[str, Any]):
+    """OCR render: each paper's Markdown and its render-map (heading and emitted-block events).
+    The op (a run's step) is named after the two assets it writes, as the asset graph shows them."""
     def one(key: str):
         if key not in ocr_blocks:
             raise _missing(key, "ocr_blocks")
@@ -120,9 +123,10 @@ def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any],
     group_name="units",
     **MULTI,
 )
-def retrieval_units(context: AssetExecutionContext, sheaf: SheafConfig, structure_tree: dict[str, Any],
+def body_units_and_object_units(context: AssetExecutionContext, sheaf: SheafConfig, structure_tree: dict[str, Any],
                     ocr_blocks: dict[str, Any]):
-    """Retrieval units: section-level body text (split past the token cap) and figures/tables."""
+    """Retrieval units: section-level body text (split past the token cap) and figures/tables.
+    The op is named after the two assets it writes, as the asset graph shows them."""
     cap = sheaf.settings().unit_token_cap
 
     def one(key: str):

@@ -49,14 +49,15 @@ def library_status(context: AssetExecutionContext, sheaf: SheafConfig,
     last = chain.assets[-1]
     passed_now = set(check_partition_statuses(instance, last, UP_TO_DATE_CHECK, papers_partitions)
                      .get("SUCCEEDED", []))
+    ids = identities(discover_library(sheaf.settings()).metadata_files)
     due = {}
     for k, st in statuses.items():
         ok, why = verdict(st)
         if not ok or k not in passed_now:
-            due[k] = CheckOutcome(ok, why, {"state": st.state})
+            title = ids.get(k, {}).get("title")
+            due[k] = CheckOutcome(ok, why, {"state": st.state, **({"title": title} if title else {})})
     log_check_evaluations(context, paper_evaluations(instance, last, UP_TO_DATE_CHECK, due))
     built = {k: e.timestamp for k, e in latest_events(instance, last, partitions=keys).items()}
-    ids = identities(discover_library(sheaf.settings()).metadata_files)
     need = sorted(k for k, st in statuses.items() if st.state != "built")
     if need:
         context.log.info(f"{len(need)} of {len(keys)} papers need work: "

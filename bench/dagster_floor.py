@@ -1,8 +1,9 @@
 """What Dagster alone costs a paper of Sheaf's chain: the floor under "orchestration ≤ 30 ms a paper".
 
 The same graph as `pipelines.definitions` (one dynamic partition per paper; six steps writing the
-eight chain assets: `ocr_blocks`, `ocr_render` → `fulltext_markdown` + `render_map`,
-`structure_tree`, `retrieval_units` → `body_units` + `object_units`, `fts_tables`,
+eight chain assets: `ocr_blocks`, `fulltext_markdown_and_render_map` → `fulltext_markdown` +
+`render_map`,
+`structure_tree`, `body_units_and_object_units` → `body_units` + `object_units`, `fts_tables`,
 `vector_collections`; the five per-paper checks in one step), run the way `sheaf build` runs it:
 Sheaf's dagster.yaml (its event log storage, batched event writes), runs of 100 papers through
 `execute_in_process` with a partition range, each step's papers through `assets._batch.run_per_paper`
@@ -58,11 +59,11 @@ META = {
     "ocr_blocks": {"title": "CLASPs link focal adhesion-associated microtubule capture to cell migration",
                    "first_author": "A. Author", "year": 2001, "ocr_result_hash": HASH, "source_format": "markdown",
                    "adapter": "markdown/1", "blocks": 8, "warnings": [], "output_hash": HASH},
-    "ocr_render": {"ocr_result_hash": HASH, "headings": 3, "emitted_blocks": 8, "markdown_lines": 19,
-                   "output_hash": HASH},
+    "fulltext_markdown_and_render_map": {"ocr_result_hash": HASH, "headings": 3, "emitted_blocks": 8,
+                                         "markdown_lines": 19, "output_hash": HASH},
     "structure_tree": {"ocr_result_hash": HASH, "sections": 4, "depth": 1, "output_hash": HASH},
-    "retrieval_units": {"ocr_result_hash": HASH, "body_units": 3, "object_units": 0, "tokens": 770,
-                        "output_hash": HASH + ":" + HASH[:16]},
+    "body_units_and_object_units": {"ocr_result_hash": HASH, "body_units": 3, "object_units": 0, "tokens": 770,
+                                    "output_hash": HASH + ":" + HASH[:16]},
     "fts_tables": {"body_units": 3, "object_units": 0, "rows_unchanged": False, "replace_ms": 1.5},
     "vector_collections": {"passages": 7, "embeddings_computed": 0, "embeddings_reused": 7,
                            "model": "sentence-transformers/all-MiniLM-L6-v2", "model_identity": "a3b6abd534f5",
@@ -112,8 +113,8 @@ def ocr_blocks(context: AssetExecutionContext) -> dict[str, Any]:
 
 
 @multi_asset(outs={"fulltext_markdown": _out(), "render_map": _out()}, ins={"ocr_blocks": AssetIn()}, **COMMON)
-def ocr_render(context: AssetExecutionContext, ocr_blocks: dict[str, Any]):
-    res = _step(context, "ocr_render", ("fulltext_markdown", "render_map"))
+def fulltext_markdown_and_render_map(context: AssetExecutionContext, ocr_blocks: dict[str, Any]):
+    res = _step(context, "fulltext_markdown_and_render_map", ("fulltext_markdown", "render_map"))
     return res.get("fulltext_markdown", {}), res.get("render_map", {})
 
 
@@ -124,8 +125,9 @@ def structure_tree(context: AssetExecutionContext, render_map: dict[str, Any], o
 
 @multi_asset(outs={"body_units": _out(), "object_units": _out()},
              ins={"structure_tree": AssetIn(), "ocr_blocks": AssetIn()}, **COMMON)
-def retrieval_units(context: AssetExecutionContext, structure_tree: dict[str, Any], ocr_blocks: dict[str, Any]):
-    res = _step(context, "retrieval_units", ("body_units", "object_units"))
+def body_units_and_object_units(context: AssetExecutionContext, structure_tree: dict[str, Any],
+                                ocr_blocks: dict[str, Any]):
+    res = _step(context, "body_units_and_object_units", ("body_units", "object_units"))
     return res.get("body_units", {}), res.get("object_units", {})
 
 
@@ -160,7 +162,8 @@ def paper_checks(context: AssetCheckExecutionContext):
 
 
 def floor_definitions() -> Definitions:
-    assets = [ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables, vector_collections]
+    assets = [ocr_blocks, fulltext_markdown_and_render_map, structure_tree, body_units_and_object_units, fts_tables,
+              vector_collections]
     job = define_asset_job("paper_chain", selection=AssetSelection.assets(*assets))
     return Definitions(assets=assets, asset_checks=[paper_checks], jobs=[job],
                        resources={"artifacts": memory_io_manager}, executor=in_process_executor)

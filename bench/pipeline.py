@@ -77,8 +77,8 @@ CHAIN = ("ocr_blocks", "fulltext_markdown", "render_map", "structure_tree", "bod
 #: One asset per step (a multi-asset's two outputs carry the same per-paper duration).
 STEP_ASSETS = ("ocr_blocks", "render_map", "structure_tree", "body_units", "fts_tables", "vector_collections")
 TARGET_RATIO, TARGET_CHANGED_S, TARGET_NOOP_S = 1.11, 5.0, 2.0
-STEP_COLS = ("ocr_blocks", "ocr_render", "structure_tree", "retrieval_units", "fts_tables", "vector_collections",
-             "checks")
+STEP_COLS = ("ocr_blocks", "fulltext_markdown_and_render_map", "structure_tree", "body_units_and_object_units",
+             "fts_tables", "vector_collections", "checks")
 
 # --- corpus ---------------------------------------------------------------------------------
 
@@ -359,8 +359,9 @@ def run_breakdown(home: Path, lib: Path) -> dict[str, Any]:
     from pipelines.planning.events import latest_events
 
     work = {}
-    for step, asset in (("ocr_blocks", "ocr_blocks"), ("ocr_render", "render_map"), ("structure_tree", "structure_tree"),
-                        ("retrieval_units", "body_units"), ("fts_tables", "fts_tables"),
+    for step, asset in (("ocr_blocks", "ocr_blocks"), ("fulltext_markdown_and_render_map", "render_map"),
+                        ("structure_tree", "structure_tree"),
+                        ("body_units_and_object_units", "body_units"), ("fts_tables", "fts_tables"),
                         ("vector_collections", "vector_collections")):
         work[step] = sum(float(ev.metadata.get("duration_ms") or 0) / 1000
                          for ev in latest_events(inst, asset, partitions=keys).values())

@@ -1,6 +1,14 @@
-"""The one assembly point: every asset, check, job, sensor, schedule and resource of Sheaf."""
+"""The one assembly point: every asset, check, job, sensor, schedule and resource of Sheaf.
 
-from collections.abc import Mapping
+Importing it (what `dagster dev`'s code server and every run do) silences Dagster's Beta and
+Preview warnings before the asset modules are imported: they warned once per definition in
+every such process."""
+
+from pipelines.dagster_internals.private import quiet_beta_warnings
+
+quiet_beta_warnings()  # before the asset modules below: their decorators warn as they are imported
+
+from collections.abc import Mapping  # noqa: E402 - after the warnings filter, as every import below
 
 from dagster import (
     AssetsDefinition, AssetSelection, Definitions, ExecutorDefinition, ResourceDefinition, define_asset_job,
@@ -9,13 +17,14 @@ from dagster import (
 
 from assets.checks import ALL_CHECKS
 from assets.index import fts_tables, library_metadata, vector_collections
-from assets.paper import ocr_blocks, ocr_render, retrieval_units, structure_tree
+from assets.paper import body_units_and_object_units, fulltext_markdown_and_render_map, ocr_blocks, structure_tree
 from assets.report import library_report, library_status
 from pipelines.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
 from pipelines.planning.versions import chain_code_versions
 from io_managers import PaperArtifactIOManager
 from pipelines.planning.statuses import chain_of
+from pipelines.automation.rebuild import OwnDefinitions, rebuild_stale
 from pipelines.automation.schedules import nightly_rebuild
 from pipelines.automation.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor, library_status_refresh_sensor
 from sheaf.core.settings import get_settings
@@ -68,8 +77,8 @@ def build_definitions(home: str = "", library: str = "",
     (`model_code_version`: its name and a fingerprint of its files, read without loading it),
     so Dagster's own code-version checks see a model change."""
     settings = get_settings(**({"home": home} if home else {}), **({"library": library} if library else {}))
-    assets = [ocr_result, ocr_blocks, ocr_render, structure_tree, retrieval_units, fts_tables,
-              vector_collections, library_metadata, library_report, library_status]
+    assets = [ocr_result, ocr_blocks, fulltext_markdown_and_render_map, structure_tree, body_units_and_object_units,
+              fts_tables, vector_collections, library_metadata, library_report, library_status]
     # every chain asset's code version as `pipelines.planning.versions` says now (what the no-op proof reads)
     versions = {**chain_code_versions(settings.embedding_model), **(code_versions or {})}
     assets = with_code_versions(assets, versions)
@@ -81,16 +90,19 @@ def build_definitions(home: str = "", library: str = "",
     # The per-paper chain, for the steps that read every paper's state (paper_up_to_date, library_status):
     # a run's own asset graph is only its selection, and runs of `sheaf build` carry no repository.
     chain = chain_of(Definitions(assets=[a for a in assets if a is not library_status], resources=resources))
-    return Definitions(
+    own = OwnDefinitions()  # what `rebuild_stale` runs paper_chain from
+    own.defs = Definitions(
         assets=assets,
         asset_checks=ALL_CHECKS,
-        jobs=[paper_chain_job, library_job, status_job],
+        jobs=[paper_chain_job, library_job, status_job, rebuild_stale],
         sensors=[library_discovery_sensor, automation_sensor, library_status_refresh_sensor],
         schedules=[nightly_rebuild],
         resources={**resources, "chain": ResourceDefinition.hardcoded_resource(
-            chain, "The per-paper chain of these definitions, in order, with its code versions.")},
+            chain, "The per-paper chain of these definitions, in order, with its code versions."),
+            "own_definitions": ResourceDefinition.hardcoded_resource(own, "These definitions (rebuild_stale's runs).")},
         executor=executor or in_process_executor,
     )
+    return own.defs
 
 
 defs = build_definitions()

@@ -41,6 +41,17 @@ def quiet_dagster_warnings() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", module="dagster")
+    quiet_beta_warnings()
+
+
+def quiet_beta_warnings() -> None:
+    """Silence Dagster's Beta and Preview warnings, and only those: our knowing use of such APIs
+    (`observable_source_asset`, `backfill_policy`, partitioned asset checks) warned once per
+    definition in every process that loads the code location (`dagster dev`'s code server and
+    each run), dozens of lines of its log. Called by `pipelines.definitions` before it imports
+    the asset modules. Other warnings (deprecations among them) still show."""
+    import warnings
+
     try:
         from dagster._utils.warnings import BetaWarning, PreviewWarning
     except ImportError:  # pragma: no cover - renamed in another Dagster version

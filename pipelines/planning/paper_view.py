@@ -22,7 +22,7 @@ STATE_ORDER = {"failed": 0, "stale": 1, "missing": 2, "built": 3}
 #: Papers listed in the UI table (the counts cover all of them).
 TABLE_ROWS = 500
 _TEXT = 160
-_TITLE = 48
+_TITLE = 300  # a title longer than this is bad metadata: cut, not shown whole
 
 
 def _short(text: str, n: int) -> str:
@@ -38,6 +38,12 @@ def identities(metadata_files: Iterable[str | Path], keys: Iterable[str] | None 
     except Exception:  # noqa: BLE001 - identity is decoration: never fail a step over it
         return {}
     return {m.key: {"title": m.title, "first_author": m.first_author, "year": m.year} for m in load.papers}
+
+
+def titles_of(events: Mapping[str, Any]) -> dict[str, str]:
+    """{paper: title} from the papers' latest `ocr_blocks` materializations (`EventInfo`s, whose
+    metadata holds the paper's identity), where they have one."""
+    return {k: str(e.metadata["title"]) for k, e in events.items() if e.metadata.get("title")}
 
 
 def identity_metadata(identity: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -64,24 +70,38 @@ def verdict(st: PaperStatus) -> tuple[bool, str]:
 
 
 def _iso(ts: float | None) -> str:
-    return "" if ts is None else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "" if ts is None else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def paper_label(identity: Mapping[str, Any] | None) -> str:
+    """'Title (First Author, Year)', whichever of them the paper's metadata has; "" for none."""
+    ident = identity or {}
+    title = _short(str(ident.get("title") or ""), _TITLE)
+    by = ", ".join(str(v) for v in (ident.get("first_author"), ident.get("year")) if v not in (None, ""))
+    return f"{title} ({by})" if title and by else title or by
+
+
+#: The table's columns. The UI draws the table as wide as its cells' words need and wraps the
+#: rest (the header row does not wrap), inside a panel that scrolls sideways past its width: so
+#: a few short-headed columns, one of them the paper whole ('Title (First Author, Year)', wrapped
+#: rather than cut), and the build time without seconds or zone (UTC, in the column's description).
+STATUS_COLUMNS = (
+    TableColumn("state", description="built, stale, missing or failed"),
+    TableColumn("key", description="the paper's key (its partition)"),
+    TableColumn("why", description="why the paper needs work (empty when built)"),
+    TableColumn("paper", description="title (first author, year)"),
+    TableColumn("last_built", description="when its chain last finished, UTC"),
+)
 
 
 def status_table(statuses: Mapping[str, PaperStatus], ids: Mapping[str, Mapping[str, Any]],
                  last_built: Mapping[str, float]) -> Any:
-    """The papers by state as a `MetadataValue.table` (title, key, state, reasons, last built)."""
+    """The papers by state as a `MetadataValue.table` (`STATUS_COLUMNS`), those needing work first."""
     rows = sorted(statuses.values(), key=lambda s: (STATE_ORDER.get(s.state, 9), s.key))
-    schema = TableSchema(columns=[
-        TableColumn("state"), TableColumn("key"), TableColumn("reasons"), TableColumn("title"),
-        TableColumn("first_author"), TableColumn("year", "int"), TableColumn("last_built")])
-    records = []
-    for st in rows[:TABLE_ROWS]:
-        ident = ids.get(st.key, {})
-        records.append(TableRecord({
-            "state": st.state, "key": st.key, "reasons": reason_text(st)[:_TEXT],
-            "title": _short(str(ident.get("title") or ""), _TITLE), "first_author": str(ident.get("first_author") or ""),
-            "year": ident.get("year"), "last_built": _iso(last_built.get(st.key))}))
-    return MetadataValue.table(records=records, schema=schema)
+    records = [TableRecord({"state": st.state, "key": st.key, "why": reason_text(st)[:_TEXT],
+                            "paper": paper_label(ids.get(st.key)), "last_built": _iso(last_built.get(st.key))})
+               for st in rows[:TABLE_ROWS]]
+    return MetadataValue.table(records=records, schema=TableSchema(columns=list(STATUS_COLUMNS)))
 
 
 def state_counts(statuses: Iterable[PaperStatus]) -> dict[str, int]:

@@ -223,3 +223,42 @@ def test_every_asset_has_its_own_description():
     descriptions = {k.to_user_string(): graph.get(k).description for k in graph.get_all_asset_keys()}
     assert all(descriptions.values()), [k for k, d in descriptions.items() if not d]
     assert len(set(descriptions.values())) == len(descriptions), descriptions
+
+
+@pytest.mark.slow
+def test_rebuild_stale_job_rebuilds_exactly_the_papers_needing_work(built):
+    """`rebuild_stale`, launched with no config (as from the Launchpad), runs paper_chain for the
+    papers the nightly schedule would rebuild now, one run per contiguous range, naming them;
+    with nothing to do it runs nothing."""
+    from pipelines.build.sync import apply_sync, plan_sync
+    from pipelines.planning.statuses import paper_statuses
+
+    inst = instance()
+    defs = definitions()
+    job = defs.resolve_job_def("rebuild_stale")
+    assert not job.run_config_schema.config_type.fields or all(
+        not f.is_required for f in job.run_config_schema.config_type.fields.values())
+    edit_markdown(built.papers / "L2YSNC8V" / "paper.md", "Stale now: a new closing paragraph.")
+    built.add_paper("D2LPA7XK")
+    apply_sync(inst, built.settings(), plan_sync(inst, built.settings()))
+    assert {k for k, st in paper_statuses(inst, defs).items() if st.state != "built"} == {"L2YSNC8V", "D2LPA7XK"}
+    planned = _schedule(built, inst)
+
+    before = {r.run_id for r in inst.get_runs()}
+    res = job.execute_in_process(instance=inst)
+    assert res.success
+    chain_runs = [r for r in inst.get_runs() if r.run_id not in before and r.job_name == "paper_chain"]
+    # the nightly's plan, run as it is: the same ranges, papers and reasons
+    from pipelines.automation.sensors import papers_of_run
+
+    assert sorted((papers_of_run(r.tags), r.tags["sheaf/papers"]) for r in chain_runs) == sorted(
+        (papers_of_run(q.tags), q.tags["sheaf/papers"]) for q in planned)
+    assert {r.tags["sheaf/papers"] for r in chain_runs} == {"L2YSNC8V (OCR changed)", "D2LPA7XK (missing: never built)"}
+    assert all(r.tags["sheaf/launched_by"] == f"rebuild_stale {res.run_id}" for r in chain_runs)
+    assert {st.state for st in paper_statuses(inst, defs).values()} == {"built"}
+
+    before = {r.run_id for r in inst.get_runs()}
+    again = job.execute_in_process(instance=inst)
+    assert again.success
+    assert [r.job_name for r in inst.get_runs() if r.run_id not in before] == ["rebuild_stale"]
+    assert any("all 5 papers are built" in e.user_message for e in inst.all_logs(again.run_id))

@@ -135,6 +135,15 @@ class Servers:
                            "... on PythonError { message } } }", {"p": params})
         assert res["launchRun"]["__typename"] == "LaunchRunSuccess", res
 
+    def launch_job(self, job: str) -> None:
+        """Launch `job` with no tags and no config, as its Launchpad's Launch Run does."""
+        params = {"selector": {"repositoryLocationName": "pipelines.definitions:defs",
+                               "repositoryName": "__repository__", "jobName": job},
+                  "runConfigData": {}, "mode": "default"}
+        res = self.graphql("mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename "
+                           "... on PythonError { message } } }", {"p": params})
+        assert res["launchRun"]["__typename"] == "LaunchRunSuccess", res
+
     def stop(self) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -227,7 +236,7 @@ def test_an_edited_paper_reads_as_needing_work_in_the_ui_until_rebuilt(served):
     _wait("the discovery sensor's status run", lambda: _statuses(inst).get("FAILED") == [EDITED]
           and EDITED in _status_rows(inst), 90, srv.logs)
     rows = _status_rows(inst)
-    assert rows[EDITED]["state"] == "stale" and rows[EDITED]["reasons"] == "OCR changed"
+    assert rows[EDITED]["state"] == "stale" and rows[EDITED]["why"] == "OCR changed"
 
     with sync_playwright() as pw:
         b = Browser(pw, srv.url, img)
@@ -253,6 +262,7 @@ def _browse(b: Browser, srv: Servers, inst, others: list[str]) -> None:
         b.page.get_by_text("OCR changed").first.wait_for()
         text = b.text()
         assert "stale" in text and "papers_table" in text
+        assert all(r["paper"] in text for r in _status_rows(inst).values())  # each paper whole, not cut
         b.page.get_by_text("papers_table").first.scroll_into_view_if_needed()
         b.shot("library-status-stale")
 
@@ -301,6 +311,10 @@ def _browse(b: Browser, srv: Servers, inst, others: list[str]) -> None:
         _rebuild_while_paused(b, srv, inst, two, lambda: srv.launch_backfill(two))
         _rebuild_while_paused(b, srv, inst, [EDITED], lambda: srv.launch_nightly_request(
             {"dagster/asset_partition_range_start": EDITED, "dagster/asset_partition_range_end": EDITED}))
+        # rebuild_stale from its Launchpad, no keys picked: it rebuilds the edited paper, and only it
+        _rebuild_while_paused(b, srv, inst, [EDITED], lambda: srv.launch_job("rebuild_stale"))
+        runs = [r for r in inst.get_runs(limit=10) if r.tags.get("sheaf/launched_by", "").startswith("rebuild_stale")]
+        assert [r.tags.get("dagster/partition") for r in runs] == [EDITED], [r.tags for r in runs]
 
 
 def _all_checks(inst) -> dict[str, dict[str, list[str]]]:

@@ -92,9 +92,9 @@ def test_an_edited_paper_is_red_with_its_reason_until_rebuilt(built):
         "FAILED": [EDITED], "SUCCEEDED": sorted(set(BASE_PAPERS) - {EDITED})}
     assert _description(inst, EDITED) == "OCR changed"
     rows = _status_table(inst)
-    assert rows[EDITED]["state"] == "stale" and rows[EDITED]["reasons"] == "OCR changed"
+    assert rows[EDITED]["state"] == "stale" and rows[EDITED]["why"] == "OCR changed"
     assert {k: r["state"] for k, r in rows.items() if k != EDITED} == {k: "built" for k in BASE_PAPERS if k != EDITED}
-    assert all(r["title"] and r["year"] for r in rows.values())
+    assert all(r["paper"] and r["last_built"] for r in rows.values())
     assert list(rows)[0] == EDITED  # papers that need work come first
 
     code, env = run_cli(["build", "--json"])
@@ -204,3 +204,117 @@ def test_library_status_is_refreshed_after_a_run_over_papers_whatever_launched_i
     assert defs.resolve_job_def("library_status_job").execute_in_process(instance=inst, tags=req.tags).success
     assert {r["state"] for r in _status_table(inst).values()} == {"built"}
     assert isinstance(_refresh_tick(inst), SkipReason)
+
+
+def test_run_steps_are_named_after_the_assets_they_write(built):
+    """A run's timeline shows steps, the graph shows assets: each step of the chain is named
+    after the assets it writes (a multi-asset's two, joined by "_and_"), and renaming the steps
+    changed neither the assets nor their code versions, so no paper became stale."""
+    from pipelines.planning.statuses import chain_of, paper_statuses
+    from pipelines.planning.versions import chain_code_versions
+    from sheaf.core.settings import get_settings
+
+    defs = definitions()
+    chain = chain_of(defs)
+    assert chain.code_versions == chain_code_versions(get_settings().embedding_model)
+    expected = {"_and_".join(step) for step in chain.steps} | {"paper_checks"}
+    assert expected >= {"fulltext_markdown_and_render_map", "body_units_and_object_units"}
+    inst = instance()
+    assert {st.state for st in paper_statuses(inst, defs).values()} == {"built"}  # built before the run
+    res = defs.resolve_job_def("paper_chain").execute_in_process(instance=inst, partition_key=EDITED, run_config={
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    assert res.success
+    started = {e.step_key for e in res.all_events if e.event_type_value == "STEP_START"}
+    assert started == expected
+
+
+def test_loading_the_code_location_emits_no_beta_or_preview_warning():
+    """`dagster dev` loads `pipelines.definitions` in its code server and in every run: our
+    knowing use of Beta/Preview APIs printed a warning per definition each time (~80 lines of
+    its log). A fresh process showing every warning (`-W always`) prints none of those now."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.pipeline_kit import ROOT
+
+    out = subprocess.run([sys.executable, "-W", "always", "-c", "import pipelines.definitions"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=180, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    warned = [line for line in out.stderr.splitlines() if "Warning:" in line]
+    assert not [w for w in warned if "BetaWarning" in w or "PreviewWarning" in w], warned
+    assert len(warned) <= 3, warned  # what is left is not ours (a Dagster deprecation inside Dagster)
+
+
+def test_library_status_table_shows_whole_titles_in_few_short_columns():
+    """Titles were cut at 48 characters and the table, seven columns wide, ran past its panel
+    (last_built out of sight): five short-headed columns, the paper whole as 'Title (Author,
+    Year)', the build time to the minute."""
+    import re
+
+    from pipelines.planning.model import PaperStatus
+    from pipelines.planning.paper_view import status_table
+
+    title = "A very long title about the microtubule capture sites of focal adhesions in migrating cells"
+    statuses = {"AAAA1111": PaperStatus("AAAA1111", "built"),
+                "BBBB2222": PaperStatus("BBBB2222", "stale", reasons=["OCR changed"]),
+                "CCCC3333": PaperStatus("CCCC3333", "missing", reasons=["never built"])}
+    ids = {"AAAA1111": {"title": title, "first_author": "Ana Author", "year": 2001},
+           "BBBB2222": {"title": "Short", "year": 2019}}
+    table = status_table(statuses, ids, {"AAAA1111": 1796000000.0, "BBBB2222": 1796000000.0})
+    assert [c.name for c in table.schema.columns] == ["state", "key", "why", "paper", "last_built"]
+    assert all(c.description for c in table.schema.columns)
+    rows = [r.data for r in table.records]
+    assert [r["key"] for r in rows] == ["BBBB2222", "CCCC3333", "AAAA1111"]  # needing work first
+    assert rows[2]["paper"] == f"{title} (Ana Author, 2001)"  # whole, however long
+    assert rows[0]["paper"] == "Short (2019)" and rows[1]["paper"] == ""
+    assert rows[0]["why"] == "OCR changed" and rows[1]["why"] == "missing: never built" and rows[2]["why"] == ""
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", rows[2]["last_built"]) and rows[1]["last_built"] == ""
+
+
+def test_titles_shown_where_dagster_lets_a_paper_carry_one(built):
+    """A partition key cannot carry a title (Dagster's dynamic partitions are bare keys), so each
+    paper's `paper_up_to_date` result carries it in its metadata (shown when the paper is clicked
+    in the check's Partitions tab), after a run over papers and after a status refresh; the
+    nightly schedule's requests (and the runs they launch) carry `sheaf/titles`."""
+    from dagster import AssetCheckKey
+
+    from pipelines.dagster_internals.private import PartitionKeyFilter
+    from pipelines.planning.events import latest_events
+    from pipelines.planning.paper_view import titles_of
+
+    inst = instance()
+    defs = definitions()
+    titles = titles_of(latest_events(inst, "ocr_blocks", partitions=list(BASE_PAPERS)))
+    assert set(titles) == set(BASE_PAPERS)
+
+    def title_in_check(key: str):
+        (rec,) = inst.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(AssetKey("vector_collections"), "paper_up_to_date"), limit=1,
+            partition_filter=PartitionKeyFilter(key=key))
+        return rec.event.dagster_event.event_specific_data.metadata["title"].value
+
+    tags = {"dagster/asset_partition_range_start": BASE_PAPERS[0], "dagster/asset_partition_range_end": BASE_PAPERS[1]}
+    assert defs.resolve_job_def("paper_chain").execute_in_process(instance=inst, tags=tags, run_config={
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}}}).success
+    assert [title_in_check(k) for k in BASE_PAPERS[:2]] == [titles[k] for k in BASE_PAPERS[:2]]
+    assert defs.resolve_job_def("paper_chain").execute_in_process(instance=inst, partition_key=EDITED, run_config={
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}}}).success
+    assert title_in_check(EDITED) == titles[EDITED]
+
+    edit_markdown(built.papers / EDITED / "paper.md", "A new paragraph about lichen thalli.")
+    _discover(built, inst)
+    assert defs.resolve_job_def("library_status_job").execute_in_process(instance=inst).success
+    assert _description(inst, EDITED) == "OCR changed" and title_in_check(EDITED) == titles[EDITED]
+
+    import datetime as dt
+
+    from dagster import build_schedule_context
+
+    from pipelines.automation.schedules import nightly_rebuild
+
+    at = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc)
+    with build_schedule_context(instance=inst, resources={"sheaf": _sheaf(built)},
+                                repository_def=defs.get_repository_def(), scheduled_execution_time=at) as ctx:
+        (req,) = list(nightly_rebuild(ctx))
+    assert req.tags["sheaf/titles"] == f"{EDITED}: {titles[EDITED]}"[:250]
