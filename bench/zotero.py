@@ -340,37 +340,35 @@ def render(r: dict[str, Any], out_name: str) -> str:
         return f"{w[0]} / {statistics.median(w)} s"
 
     lines = [BEGIN, "## Zotero library", "",
-             "`bench/zotero.py`: a copy of the real Zotero 6 database of `../shared` with N items added "
-             "through its schema (metadata, tags, nested collections, one stored PDF each: one in "
-             f"{PDF_EVERY} a real PDF, the others missing with a `.zotero-ft-cache` of one SciFact abstract"
-             + (f" cut to {chars} characters" if chars else "") + "); each figure a fresh process "
-             "(2 cores shared with other jobs: the load is in the raw file). Rerun: "
+             "`bench/zotero.py`: the real Zotero 6 database of `../shared` plus N items made through its schema "
+             f"(one in {PDF_EVERY} with a real PDF, the others a `.zotero-ft-cache` of one SciFact abstract"
+             + (f", {chars} characters" if chars else "") + "); each figure a fresh process. Rerun: "
              + (f"`{embed} " if embed else "`")
              + f"python bench/zotero.py --sizes {' '.join(map(str, sizes))} --build {' '.join(map(str, r['build']))}"
-             + (f" --text-chars {chars}" if chars else "") + " --write-docs` (add `--work DIR --until full`, "
-             f"then `--resume`, to build once and measure again; raw: `bench/results/{out_name}`).", "",
-             "| | " + " | ".join(f"{n} items" for n in sizes) + " | goal |", "|---|" + "---|" * (len(sizes) + 1)]
+             + (f" --text-chars {chars}" if chars else "") + " --write-docs` (`--work W --until full`, then "
+             f"`--resume`: build once, measure again; raw: `bench/results/{out_name}`).", "",
+             "| | " + " | ".join(f"{n:,} items" for n in sizes) + " | goal |", "|---|" + "---|" * (len(sizes) + 1)]
 
     def row(label, fn, goal=""):
         lines.append(f"| {label} | " + " | ".join(cell(fn, r["results"].get(str(n), {})) for n in sizes) + f" | {goal} |")
 
     row("zotero.sqlite", lambda s: f"{s['corpus']['db_mb']} MB")
-    row("discovery, cold (snapshot, catalog, hash, manifests)", lambda s: f"{s['discovery_cold']['s']} s")
-    row("discovery, warm (nothing changed), in process", lambda s: f"{min(x['s'] for x in s['discovery_warm'])} s",
+    row("discovery, cold", lambda s: f"{s['discovery_cold']['s']} s")
+    row("discovery, warm, in process", lambda s: f"{min(x['s'] for x in s['discovery_warm'])} s",
         "≤ 1 s at 10,000")
     row("library side of a no-op build (scan + export hash)",
         lambda s: f"{min(x['s'] for x in s['library_side_noop'])} s")
-    row("the same on a plain library of N papers (`bench/scale.py`'s)",
+    row("the same, plain library of N papers",
         lambda s: f"{min(x['s'] for x in s['plain_library_side_noop'])} s")
     row("full `sheaf build`", lambda s: f"{round(s['full']['wall_s'])} s ({s['full']['embeddings_computed']} passages)")
-    row("**no-op `sheaf build`** (fresh process), min / median",
-        lambda s: f"**{walls(s['noop'])}** ({len(s['noop'])} runs)", "≤ 1 s at 10,000")
+    row("**no-op `sheaf build`**, min / median of 5",
+        lambda s: f"**{walls(s['noop'])}**", "≤ 1 s at 10,000")
     row("one PDF added → `sheaf search` finds it",
         lambda s: f"{s['add_pdf']['searchable_s']} s" + ("" if s["add_pdf"]["searchable"] else " (NOT found)"),
-        "~3 s (one edit, plain library, 1,000)")
+        "~3 s (one edit, plain, 1,000)")
     row("one item trashed → `sheaf search` no longer finds it",
         lambda s: f"{s['trash']['gone_s']} s" + ("" if s["trash"]["gone"] else " (still found)"))
-    row("load average (1 min) during the no-ops", lambda s: s["noop_uptime"].split()[0])
+    row("load average (2 cores) at the no-ops", lambda s: s["noop_uptime"].split()[0])
     lines += ["", r.get("note", ""), END]
     return "\n".join(x for x in lines if x is not None) + "\n"
 
@@ -415,13 +413,13 @@ def main() -> None:
             save()
         if a.until:
             return
-    finally:
-        if a.work is None:
-            shutil.rmtree(work, ignore_errors=True)
-        elif not a.until:  # the scratch libraries and homes, not the folder given
+        if a.work is not None:  # done: the scratch libraries and homes, not the folder given
             for n in a.sizes:
                 for p in (work / f"zotero-{n}", work / f"home-{n}", work / "added.pdf"):
                     shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    finally:
+        if a.work is None:
+            shutil.rmtree(work, ignore_errors=True)
     print(render(r, out_name))
     if a.write_docs:
         write_docs_section(render(r, out_name), BEGIN, END)
