@@ -23,8 +23,13 @@ Measured per size, each a fresh process, one at a time:
   times), one new item with a stored PDF holding a unique word until `sheaf search` finds it,
   that item moved to the trash until `sheaf search` no longer does.
 
-Run from the project root (both sizes, the full build at 1,000: ~6 minutes on a 2-core machine):
-    .venv/bin/python bench/zotero.py --sizes 1000 10000 --build 1000 --write-docs
+Short texts (`--text-chars 250`: one or two passages a paper) and torch in bf16 make a full
+build of 10,000 items affordable (about an hour on 2 shared cores). `--work DIR --until full`
+keeps the built libraries and homes; `--resume` (same sizes and DIR) measures them again.
+
+Run from the project root:
+    SHEAF_EMBED_BACKEND=torch SHEAF_EMBED_PRECISION=bf16 .venv/bin/python bench/zotero.py \
+        --sizes 1000 10000 --build 1000 10000 --text-chars 250 --write-docs
     .venv/bin/python bench/zotero.py --sizes 1000 --build            # discovery only, prints only
 """
 from __future__ import annotations
@@ -35,6 +40,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,8 +79,16 @@ def stand_in_pdfs() -> list[Path]:
     return sorted(p for p in (SOURCE_DIR / "storage").glob("*/*.pdf") if p.stat().st_size < 400_000)
 
 
-def make_zotero_dir(dest: Path, n: int) -> dict[str, Any]:
-    """A Zotero data directory of the source's items plus `n` synthetic ones (see the module doc)."""
+def short(text: str, chars: int) -> str:
+    """`text` cut to at most `chars` characters at a word boundary (0: whole)."""
+    if not chars or len(text) <= chars:
+        return text
+    return text[:chars].rsplit(" ", 1)[0]
+
+
+def make_zotero_dir(dest: Path, n: int, text_chars: int = 0) -> dict[str, Any]:
+    """A Zotero data directory of the source's items plus `n` synthetic ones (see the module doc);
+    `text_chars`: each ft-cache's abstract cut to that many characters (one passage a paper)."""
     from tests.zotero_kit import ZoteroDb, copy_zotero_dir
 
     copy_zotero_dir(SHARED, SOURCE_DIR.name, dest)  # its database and storage/, writable
@@ -92,7 +106,7 @@ def make_zotero_dir(dest: Path, n: int) -> dict[str, Any]:
             year = 1990 + i % 35
             iid = z.add_item(zkey("Q", i), title, author=(f"Ann{i % 97}", f"Author{i % 1009}"),
                              date=f"{year}-{1 + i % 12:02d}-00 {year}-{1 + i % 12:02d}")
-            z.set_field(iid, "abstractNote", d["text"][:300])
+            z.set_field(iid, "abstractNote", short(d["text"], min(300, text_chars or 300)))
             z.set_field(iid, "DOI", f"10.5555/bench.{i}")
             z.set_field(iid, "publicationTitle", f"Journal {i % 40}")
             z.add_tag(iid, f"tag{i % 50}")
@@ -104,8 +118,9 @@ def make_zotero_dir(dest: Path, n: int) -> dict[str, Any]:
                 real += 1
             else:
                 z.add_stored_file(iid, zkey("R", i), f"Author{i % 1009} - {year} - paper.pdf",
-                                  ft_cache=f"{d['title']}\n\n{d['text']}\n")
-    return {"items": n, "real_pdfs": real, "ft_cache_only": n - real, "stand_in_pdfs": [p.name for p in pdfs]}
+                                  ft_cache=f"{d['title']}\n\n{short(d['text'], text_chars)}\n")
+    return {"items": n, "real_pdfs": real, "ft_cache_only": n - real, "text_chars": text_chars,
+            "stand_in_pdfs": [p.name for p in pdfs]}
 
 
 def make_pdf(path: Path, lines: list[str]) -> Path:
@@ -240,17 +255,38 @@ def trash_until_gone(home: Path, lib: Path, word: str) -> dict[str, Any]:
     return r
 
 
-def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save) -> dict[str, Any]:
+def load() -> str:
+    """The machine's load averages (1, 5, 15 min): other jobs share its cores."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save, *, text_chars: int = 0,
+             repeats: int = 5, until: str = "") -> dict[str, Any]:
+    """Measure one size. With `s` holding a finished full build of this size whose library and
+    home are still in `work` (`--resume`), go on from the no-op."""
     lib, home = work / f"zotero-{n}", work / f"home-{n}"
-    for p in (lib, home):
-        shutil.rmtree(p, ignore_errors=True)
-    t0 = time.perf_counter()
-    s["corpus"] = make_zotero_dir(lib, n)
-    s["corpus"]["generate_s"] = round(time.perf_counter() - t0, 1)
-    s["corpus"]["db_mb"] = round((lib / "zotero.sqlite").stat().st_size / 1e6, 1)
-    s["date"] = dt.date.today().isoformat()
-    say(f"{n}: corpus {s['corpus']}")
-    s["discovery_cold"] = child(home, lib, "discover")
+    resume = bool(s.get("full")) and (lib / "zotero.sqlite").is_file() and home.is_dir()
+    if not resume:
+        s.clear()
+        for p in (lib, home):
+            shutil.rmtree(p, ignore_errors=True)
+        t0 = time.perf_counter()
+        s["corpus"] = make_zotero_dir(lib, n, text_chars)
+        s["corpus"]["generate_s"] = round(time.perf_counter() - t0, 1)
+        s["corpus"]["db_mb"] = round((lib / "zotero.sqlite").stat().st_size / 1e6, 1)
+        s["date"] = dt.date.today().isoformat()
+        say(f"{n}: corpus {s['corpus']}")
+        cold = work / f"cold-home-{n}"  # an empty mirror: the snapshot, the catalog, every hash
+        s["discovery_cold"] = child(cold, lib, "discover")
+        shutil.rmtree(cold, ignore_errors=True)
+        say(f"{n}: discovery cold {s['discovery_cold']}")
+        if full:  # built first: the discovery figures below are then those of a built home
+            s["full"] = build(home, lib)
+            s["full"]["uptime"] = load()
+            say(f"{n}: full build {s['full']}")
+            save()
+    if until == "full":
+        return s
     s["discovery_warm"] = [child(home, lib, "discover") for _ in range(3)]
     s["library_side_noop"] = [child(home, lib, "library_side") for _ in range(3)]
     # side by side: the same library side of a no-op on a plain library of N papers (bench/scale.py's)
@@ -265,17 +301,15 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save) -> di
     shutil.rmtree(plain_home, ignore_errors=True)
     s["mirror_mb"] = {"state_json": round((home / "library-mirror" / "zotero" / "state.json").stat().st_size / 1e6, 2),
                       "library_json": round((home / "library-mirror" / "zotero" / "library.json").stat().st_size / 1e6, 2)}
-    say(f"{n}: discovery cold {s['discovery_cold']}, warm {[r['s'] for r in s['discovery_warm']]}, "
+    say(f"{n}: discovery warm {[r['s'] for r in s['discovery_warm']]}, "
         f"library side of a no-op {[r['s'] for r in s['library_side_noop']]} "
         f"(plain library {[r['s'] for r in s['plain_library_side_noop']]}), mirror {s['mirror_mb']}")
     save()
     if not full:
         return s
-    s["full"] = build(home, lib)
-    say(f"{n}: full build {s['full']}")
-    save()
-    s["noop"] = [build(home, lib) for _ in range(3)]
-    say(f"{n}: no-op {[r['wall_s'] for r in s['noop']]} ({s['noop'][0]['plan']})")
+    s["noop"] = [build(home, lib) for _ in range(repeats)]
+    s["noop_uptime"] = load()
+    say(f"{n}: no-op {[r['wall_s'] for r in s['noop']]} ({s['noop'][0]['plan']}), load {s['noop_uptime']}")
     save()
     s["add_pdf"] = add_pdf_until_searchable(home, lib, work)
     say(f"{n}: one PDF added {s['add_pdf']}")
@@ -283,6 +317,7 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save) -> di
     s["trash"] = trash_until_gone(home, lib, s["add_pdf"]["word"])
     say(f"{n}: one item trashed {s['trash']}")
     s["noop_after"] = build(home, lib)
+    s["uptime"] = load()
     save()
     return s
 
@@ -290,48 +325,50 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save) -> di
 # --- report -----------------------------------------------------------------------------------------
 
 def render(r: dict[str, Any], out_name: str) -> str:
-    m = r["machine"]
-    where = f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores, {m.get('memory', '?')}), Python {m.get('python', '?')}"
     sizes = r["sizes"]
+    chars = next((s["corpus"].get("text_chars") for s in r["results"].values() if s.get("corpus")), 0)
+    embed = " ".join(f"{k}={v}" for k, v in sorted(r.get("embed", {}).items()))
 
     def cell(fn, s):
         try:
             return fn(s)
-        except (KeyError, TypeError, IndexError):
+        except (KeyError, TypeError, IndexError, ValueError):
             return "not measured"
 
+    def walls(xs):
+        w = sorted(x["wall_s"] for x in xs)
+        return f"{w[0]} / {statistics.median(w)} s"
+
     lines = [BEGIN, "## Zotero library", "",
-             "`bench/zotero.py`: a synthetic Zotero data directory (a copy of the real Zotero 6 database "
-             "`San7o__research-papers-collection` of `../shared`, N items added through its schema by name: "
-             "title, authors, date, abstract, DOI, tags, nested collections, one stored PDF attachment each; "
-             f"one in {PDF_EVERY} a real PDF copied from that library, the others a missing PDF with a "
-             "`.zotero-ft-cache` of one SciFact abstract). Every figure is a fresh process, one at a time; "
-             f"measured {r['date']} on {where}. Rerun: "
-             f"`python bench/zotero.py --sizes {' '.join(map(str, sizes))} --build {' '.join(map(str, r['build']))} "
-             f"--write-docs` (raw: `bench/results/{out_name}`).".replace(" --build  ", " --build "), "",
-             "| | " + " | ".join(f"{n} items" for n in sizes) + " | goal |", "|---|" + "---|" * (len(sizes) + 1)]
+             "`bench/zotero.py`: the real Zotero 6 database of `../shared` plus N items made through its schema "
+             f"(one in {PDF_EVERY} with a real PDF, the others a `.zotero-ft-cache` of one SciFact abstract"
+             + (f", {chars} characters" if chars else "") + "); each figure a fresh process. Rerun: "
+             + (f"`{embed} " if embed else "`")
+             + f"python bench/zotero.py --sizes {' '.join(map(str, sizes))} --build {' '.join(map(str, r['build']))}"
+             + (f" --text-chars {chars}" if chars else "") + " --write-docs` (`--work W --until full`, then "
+             f"`--resume`: build once, measure again; raw: `bench/results/{out_name}`).", "",
+             "| | " + " | ".join(f"{n:,} items" for n in sizes) + " | goal |", "|---|" + "---|" * (len(sizes) + 1)]
 
     def row(label, fn, goal=""):
-        lines.append(f"| {label} | " + " | ".join(cell(fn, r["results"][str(n)]) for n in sizes) + f" | {goal} |")
+        lines.append(f"| {label} | " + " | ".join(cell(fn, r["results"].get(str(n), {})) for n in sizes) + f" | {goal} |")
 
     row("zotero.sqlite", lambda s: f"{s['corpus']['db_mb']} MB")
-    row("discovery, cold (snapshot, catalog, hash, manifests)", lambda s: f"{s['discovery_cold']['s']} s")
-    row("discovery, warm (nothing changed), in process", lambda s: f"{min(x['s'] for x in s['discovery_warm'])} s",
+    row("discovery, cold", lambda s: f"{s['discovery_cold']['s']} s")
+    row("discovery, warm, in process", lambda s: f"{min(x['s'] for x in s['discovery_warm'])} s",
         "≤ 1 s at 10,000")
-    row("discovery, warm, whole process", lambda s: f"{min(x['process_s'] for x in s['discovery_warm'])} s")
     row("library side of a no-op build (scan + export hash)",
         lambda s: f"{min(x['s'] for x in s['library_side_noop'])} s")
-    row("the same on a plain library of N papers (`bench/scale.py`'s)",
+    row("the same, plain library of N papers",
         lambda s: f"{min(x['s'] for x in s['plain_library_side_noop'])} s")
-    row("mirror's state.json / library.json",
-        lambda s: f"{s['mirror_mb']['state_json']} / {s['mirror_mb']['library_json']} MB")
-    row("full `sheaf build`", lambda s: f"{s['full']['wall_s']} s ({s['full']['embeddings_computed']} passages)")
-    row("no-op `sheaf build` (fresh process)", lambda s: f"{min(x['wall_s'] for x in s['noop'])} s", "≤ 1 s at 10,000")
+    row("full `sheaf build`", lambda s: f"{round(s['full']['wall_s'])} s ({s['full']['embeddings_computed']} passages)")
+    row("**no-op `sheaf build`**, min / median of 5",
+        lambda s: f"**{walls(s['noop'])}**", "≤ 1 s at 10,000")
     row("one PDF added → `sheaf search` finds it",
         lambda s: f"{s['add_pdf']['searchable_s']} s" + ("" if s["add_pdf"]["searchable"] else " (NOT found)"),
-        "~3 s (one edit, plain library, 1,000)")
+        "~3 s (one edit, plain, 1,000)")
     row("one item trashed → `sheaf search` no longer finds it",
         lambda s: f"{s['trash']['gone_s']} s" + ("" if s["trash"]["gone"] else " (still found)"))
+    row("load average (2 cores) at the no-ops", lambda s: s["noop_uptime"].split()[0])
     lines += ["", r.get("note", ""), END]
     return "\n".join(x for x in lines if x is not None) + "\n"
 
@@ -342,6 +379,12 @@ def main() -> None:
     ap.add_argument("--build", type=int, nargs="*", default=[1000],
                     help="sizes that also get the full build, no-op, add and trash (none: discovery only)")
     ap.add_argument("--work", type=Path, default=None, help="keep the corpora and homes here (default: a temp dir)")
+    ap.add_argument("--text-chars", type=int, default=0,
+                    help="cut each ft-cache's abstract to this many characters (0: whole; 250: one passage a paper)")
+    ap.add_argument("--repeats", type=int, default=5, help="no-op builds measured")
+    ap.add_argument("--until", choices=["full"], default=None, help="stop after the full builds (go on with --resume)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --work: go on from the full builds the results file records as done there")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--note", default="")
     a = ap.parse_args()
@@ -350,8 +393,13 @@ def main() -> None:
         return
     out_name = "zotero-" + "-".join(map(str, a.sizes)) + ".json"
     out = RESULTS / out_name
-    r = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "sizes": a.sizes, "build": a.build,
-         "machine": machine(("dagster",)), "note": a.note, "results": {}}
+    if a.resume and (a.work is None or not out.is_file()):
+        raise SystemExit(f"--resume needs --work and {out}")
+    r = json.loads(out.read_text()) if a.resume else {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "sizes": a.sizes, "build": a.build,
+        "machine": machine(("dagster",)), "note": a.note, "results": {},
+        "embed": {k: os.environ[k] for k in ("SHEAF_EMBED_BACKEND", "SHEAF_EMBED_PRECISION") if k in os.environ}}
+    r["note"] = a.note or r.get("note", "")
 
     def save() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -360,9 +408,15 @@ def main() -> None:
     work = a.work or Path(tempfile.mkdtemp(prefix="sheaf-zbench-"))
     try:
         for n in a.sizes:
-            r["results"][str(n)] = {}
-            run_size(work, n, n in a.build, lambda m: print(m, flush=True), r["results"][str(n)], save)
+            run_size(work, n, n in a.build, lambda m: print(m, flush=True), r["results"].setdefault(str(n), {}), save,
+                     text_chars=a.text_chars, repeats=a.repeats, until=a.until or "")
             save()
+        if a.until:
+            return
+        if a.work is not None:  # done: the scratch libraries and homes, not the folder given
+            for n in a.sizes:
+                for p in (work / f"zotero-{n}", work / f"home-{n}", work / "added.pdf"):
+                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
     finally:
         if a.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sheaf.core.models import valid_paper_key
@@ -24,12 +24,31 @@ PAPERFORGE_OCR = Path("System/PaperForge/ocr")
 PAPERFORGE_EXPORTS = Path("System/PaperForge/exports")
 
 
-@dataclass(frozen=True, slots=True)
 class PaperSource:
-    """One paper found in a library: its key and the folder or file holding its OCR output."""
+    """One paper found in a library: its key and the folder or file holding its OCR output.
+    Given as a string, the `Path` is made when first asked for: a no-op build of a 10,000-paper
+    Zotero library never asks (a `Path` each would cost it ~0.1 s)."""
 
-    key: str
-    path: Path
+    __slots__ = ("key", "_path")
+
+    def __init__(self, key: str, path: Path | str) -> None:
+        self.key = key
+        self._path = path
+
+    @property
+    def path(self) -> Path:
+        if not isinstance(self._path, Path):
+            self._path = Path(self._path)
+        return self._path
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PaperSource) and (self.key, self.path) == (other.key, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.key, str(self._path)))
+
+    def __repr__(self) -> str:
+        return f"PaperSource(key={self.key!r}, path={self.path!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +59,9 @@ class Discovery:
     layout: str  # zotero | paperforge | plain | folder | empty
     metadata_only: tuple[tuple[str, str], ...] = ()  # (key, why it has no text): searchable by metadata
     notes: tuple[str, ...] = ()  # what the user should know of this reading
+    #: paper key → its source's ocr_result_hash, where the discovery made that source itself
+    #: moments ago (a Zotero manifest): the source scan takes it instead of reading the file
+    hashes: Mapping[str, str] = field(default_factory=dict)
 
 
 def discover_library(settings: Settings, keys: Iterable[str] | None = None, *, write: bool = True) -> Discovery:
@@ -109,4 +131,4 @@ def _zotero(lib: Path, keys: Iterable[str] | None, mirror: Path | None, write: b
     z = discover_zotero(lib, mirror, base_dir=base_dir, libraries=libraries, write=write)
     papers = z.papers if keys is None else {k: v for k, v in z.papers.items() if k in set(keys)}
     return Discovery(tuple(PaperSource(k, papers[k]) for k in sorted(papers)), (), (z.metadata_file,), "zotero",
-                     tuple(sorted(z.metadata_only.items())), z.notes)
+                     tuple(sorted(z.metadata_only.items())), z.notes, z.hashes)

@@ -1,4 +1,5 @@
 """Cheap change detection for a library: (size, mtime) first, content hash only when those moved.
+A source the discovery made itself (a Zotero manifest) comes with its hash and is not read.
 
 The stat cache (`<home>/artifacts/_source_stats.json`) is only a cache of hashes, never build
 state: deleting it costs one re-hash of every paper and changes nothing else.
@@ -41,7 +42,12 @@ def scan_sources(settings: Settings, cache_file: Path | None = None, *, write_ca
     errors: dict[str, str] = {}
     new_cache: dict[str, list] = {}
     hashed = 0
+    known = disc.hashes
     for p in disc.papers:
+        h = known.get(p.key)
+        if h is not None:  # a source the discovery made moments ago, with its hash
+            hashes[p.key] = h
+            continue
         c = cache.get(p.key)
         try:
             st = _stat(c[0]) if c else None  # one stat a paper: its file, unless it is gone

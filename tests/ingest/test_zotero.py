@@ -4,6 +4,7 @@ library, linked files, several PDFs, the trash), plus databases that cannot be r
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
-from sheaf.ingest import parse_paper
+from sheaf.ingest import parse_paper, source_hash
 from sheaf.ingest.library import discover
 from sheaf.ingest.metadata import export_files_metadata
 from sheaf.ingest.zotero import base_dir_from_prefs, html_to_text, read_catalog
@@ -285,6 +286,66 @@ def test_a_manifest_lost_from_the_mirror_is_written_again_on_an_unchanged_databa
     lost.unlink()
     again = _disc(san7o, mirror)
     assert again.papers[0].path == lost and lost.read_bytes() == before
+
+
+def _replace(file: Path, data: bytes) -> None:
+    """`file` rewritten with `data`, its mtime a second later (coarse clocks)."""
+    before = file.stat().st_mtime_ns
+    file.write_bytes(data)
+    os.utime(file, ns=(before + 10**9, before + 10**9))
+
+
+def _hashes(lib: Path, mirror: Path) -> dict[str, str]:
+    """Each paper's ocr_result_hash as the discovery hands it to the source scan, after checking
+    it is the hash `source_hash` makes of the manifest on disk."""
+    d = _disc(lib, mirror)
+    assert {p.key: source_hash(p.path, p.key)[2] for p in d.papers} == dict(d.hashes)
+    return dict(d.hashes)
+
+
+def test_files_changed_under_an_unchanged_database_move_their_papers_hash(san7o, shared_data, tmp_path):
+    """The database untouched (its catalog reused, each manifest's hash kept while its files are
+    the same, unchanged): a PDF replaced by one of the same size, and an OCR output put beside
+    a PDF (chosen before it), each move exactly that paper's hash."""
+    mirror = tmp_path / "m"
+    h0 = _hashes(san7o, mirror)
+    assert _hashes(san7o, mirror) == h0
+    manifest = json.loads((mirror / "zotero" / "papers" / "YDQMNNXT.zotero.json").read_bytes())
+    pdf = Path(manifest["sources"][0]["path"])
+    assert pdf.suffix == ".pdf"
+    stamp = [(p, p.stat().st_mtime_ns) for p in san7o.glob("zotero.sqlite*")]
+    data = bytearray(pdf.read_bytes())
+    data[-2] ^= 1  # the same size, other bytes, a later mtime
+    _replace(pdf, bytes(data))
+    h1 = _hashes(san7o, mirror)
+    assert {k for k in h0 if h1.get(k) != h0[k]} == {"YDQMNNXT"} and set(h1) == set(h0)
+    (pdf.parent / "paper.md").write_text("# MapReduce\n\nOCR output kept beside the PDF, read first.\n")
+    h2 = _hashes(san7o, mirror)
+    assert {k for k in h1 if h2.get(k) != h1[k]} == {"YDQMNNXT"}
+    again = json.loads((mirror / "zotero" / "papers" / "YDQMNNXT.zotero.json").read_bytes())
+    assert again["sources"][0]["path"].endswith("paper.md")
+    assert [(p, p.stat().st_mtime_ns) for p in san7o.glob("zotero.sqlite*")] == stamp  # the catalog was reused
+
+
+def test_the_source_scan_takes_zotero_hashes_from_the_mirror_and_sees_a_replaced_pdf(san7o, tmp_path):
+    """`scan_sources` reads no manifest (the mirror hands over their hashes), and a PDF replaced
+    by one of the same size still changes that paper's hash."""
+    from sheaf.core.settings import Settings
+    from sheaf.ingest.sources import scan_sources
+
+    settings = Settings(home=tmp_path / "home", library=san7o)
+    first = scan_sources(settings, tmp_path / "stats.json")
+    second = scan_sources(settings, tmp_path / "stats.json")
+    assert second.hashes == first.hashes and second.hashed == 0 and not second.errors
+    mirror = settings.home / "library-mirror" / "zotero"
+    assert first.hashes == {p.key: source_hash(p.path, p.key)[2] for p in first.discovery.papers}
+    manifest = json.loads((mirror / "papers" / "YDQMNNXT.zotero.json").read_bytes())
+    pdf = Path(manifest["sources"][0]["path"])
+    data = bytearray(pdf.read_bytes())
+    data[-2] ^= 1
+    _replace(pdf, bytes(data))
+    third = scan_sources(settings, tmp_path / "stats.json")
+    assert {k for k in first.hashes if third.hashes[k] != first.hashes[k]} == {"YDQMNNXT"}
 
 
 def test_items_sharing_an_author_and_tags_go_in_as_zotero_keeps_them(san7o, tmp_path):
