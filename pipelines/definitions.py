@@ -18,7 +18,7 @@ from dagster import (
 from assets.checks import ALL_CHECKS
 from assets.index import fts_tables, library_metadata, vector_collections
 from assets.paper import body_units_and_object_units, fulltext_markdown_and_render_map, ocr_blocks, structure_tree
-from assets.report import library_report, library_status
+from assets.library import library_report, library_status
 from pipelines.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
 from pipelines.planning.versions import chain_code_versions
