@@ -4,7 +4,7 @@ share the model identity, so one cache would hand the second run the first one's
 passages and the claims both encoded on the backend under test. Passes when every mode's nDCG@10 is
 within `--tolerance` (0.002) of torch fp32's.
 
-    python bench/embed_quality.py [--backends torch-fp32 torch-bf16] [--work DIR]
+    python bench/embed_quality.py [--backends torch-fp32 torch-bf16] [--work DIR [--reuse]]
 
 Writes bench/results/embed-quality.json (docs: `bench/embed_backends.py --write-docs`). About 5 minutes
 for fp32 and 2 for bf16 on a quiet 2-core machine with AMX (the encode of ~10,000 passages).
@@ -30,12 +30,17 @@ SETTINGS = {"torch-fp32": ("torch", "fp32"), "torch-bf16": ("torch", "bf16"), "o
 REFERENCE = "torch-fp32"
 
 
-def run_eval(backend: str, work: Path) -> dict:
-    """`sheaf eval beir` on SciFact train with `backend`, in a fresh eval cache; its metrics and wall."""
+def run_eval(backend: str, work: Path, reuse: bool = False) -> dict:
+    """`sheaf eval beir` on SciFact train with `backend`, in a fresh eval cache; its metrics and wall
+    (`reuse`: the envelope an earlier run left in `work`, when there is one)."""
     setting, precision = SETTINGS[backend]
+    out = work / f"{backend}.json"
+    if reuse and out.exists():
+        data = json.loads(out.read_text(encoding="utf-8"))["data"]
+        return {"wall_s": None, "passages": data["index"]["passages"], "encoded": data["index"]["encoded"],
+                "queries": data["dataset"]["queries_evaluated"], "metrics": data["metrics"]}
     env = {**os.environ, "SHEAF_HOME": str(work / "home"), "SHEAF_EMBED_BACKEND": setting,
            "SHEAF_EMBED_PRECISION": precision, "PYTHONWARNINGS": "ignore"}
-    out = work / f"{backend}.json"
     t0 = time.perf_counter()
     proc = subprocess.run([SHEAF, "eval", "beir", "--corpus", str(SCIFACT / "corpus.jsonl"),
                            "--queries", str(SCIFACT / "queries.jsonl"), "--qrels", str(SCIFACT / "qrels" / "train.tsv"),
@@ -54,6 +59,7 @@ def main() -> int:
     ap.add_argument("--backends", nargs="+", default=["torch-fp32", "torch-bf16"], choices=sorted(SETTINGS))
     ap.add_argument("--tolerance", type=float, default=0.002)
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--reuse", action="store_true", help="take a backend's result an earlier run left in --work")
     a = ap.parse_args()
     if not (SCIFACT / "corpus.jsonl").exists():
         print(f"skipped: {SCIFACT} is absent")
@@ -63,7 +69,7 @@ def main() -> int:
         work = a.work or Path(tmp)
         runs = {}
         for b in backends:
-            runs[b] = run_eval(b, work)
+            runs[b] = run_eval(b, work, a.reuse)
             print(b, json.dumps(runs[b]), flush=True)
     ref = runs[REFERENCE]["metrics"]
     delta = {b: {m: round(r["metrics"][m]["ndcg@10"] - ref[m]["ndcg@10"], 4) for m in ref}
