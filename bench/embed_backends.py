@@ -198,15 +198,16 @@ def render(out: dict, quality: dict | None) -> str:
             used = "+".join(f"{x} {c}" for x, c in b[k]["full"]["in_build"]["by_backend"].items())
             rows.append(f"| {k} ({used}) | | | {build_cells(k)} |")
     text = [BEGIN, "## Embedding backends", "",
-            f"`bench/embed_backends.py{f' --builds {n}' if n else ''}`, `bench/embed_quality.py`; {out['date']}, {m['cpu']}, "
-            f"{m['cores']} shared cores, torch {m['torch']}. Rate: {out['rate_docs']} SciFact abstracts, alternated, "
-            f"best of {out['rounds']}. Cosine, top-10 vs fp32: {out['corpus_docs']} abstracts, {out['claims']} claims."
+            f"`bench/embed_backends.py{f' --builds {n}' if n else ''}`, `bench/embed_quality.py`; {out['date']}, {m['cores']} busy "
+            f"cores with AMX, torch {m['torch']}. Rate: {out['rate_docs']} SciFact abstracts, best of {out['rounds']}. "
+            f"Cosine, top-10 vs fp32: {out['corpus_docs']} abstracts, {out['claims']} claims."
             + (f" Builds: {n} papers ({next(v['full']['embeddings_computed'] for v in b.values() if isinstance(v, dict))}"
-               " passages), export and record given." if n else "")
-            + (" nDCG@10 (lexical semantic hybrid): SciFact train, Δ vs fp32." if quality else ""), "",
+               " passages)." if n else "")
+            + (" nDCG@10 (lexical semantic hybrid): SciFact train." if quality else ""), "",
             "| backend | passages/s | min cos | top-10 | first build | peak RSS | nDCG@10 |", "|---|---|---|---|---|---|---|",
             *rows, ""]
-    notes = [f"Chosen: **{out['chosen']}**; without bf16: **{out['chosen_without_bf16']}**."]
+    notes = [f"Chosen by these rates: **{out['chosen']}**; without bf16: **{out['chosen_without_bf16']}**; by the "
+             f"first-time measurement (the builds' record): **{out.get('probe_chosen', '?')}**."]
     first = next((v["full"] for v in b.values() if isinstance(v, dict)), None)
     if "auto" in b:
         fp32_alone = first["embeddings_computed"] / rates[TORCH_FP32]
@@ -221,7 +222,7 @@ def render(out: dict, quality: dict | None) -> str:
     notes.append(f"First measurement: {out['measure_s']} s in a child (torch load {out['torch_load_s']} s), "
                  f"{out.get('measure_loaded_s', '?')} s with torch loaded. GPU path unmeasured.")
     text.append(" ".join(notes))
-    text += ["", "Rerun: `python bench/embed_quality.py; python bench/embed_backends.py --write-docs` (~20 min).", END]
+    text += ["", "Rerun: `bench/embed_quality.py`, then `bench/embed_backends.py --write-docs`.", END]
     return "\n".join(text) + "\n"
 
 
