@@ -11,7 +11,13 @@
   the same ONNX export and the measurement's record, so no build pays for an export or a measurement;
 - with `--write-docs`, the section in docs/benchmarks.md, with `bench/embed_quality.py`'s nDCG@10.
 
-    python bench/embed_backends.py [--builds 300] [--rate-docs 64] [--rounds 2] [--write-docs]
+    python bench/embed_backends.py [--builds 300] [--only BUILD ...] [--record child|loaded] [--out JSON]
+                                   [--rate-docs 64] [--rounds 2] [--write-docs]
+    python bench/embed_backends.py --from-json bench/results/embed-backends.json \
+        --merge-builds bench/results/embed-backends-switch.json --write-docs   # the docs' table
+
+(`--record loaded`: the homes get the measurement made with torch loaded instead of the child's,
+e.g. to see a build switch to torch when the child's, on a busy machine, chose the export.)
 
 Needs ../shared/data/scifact. Writes bench/results/embed-backends.json.
 """
@@ -193,8 +199,8 @@ def render(out: dict, quality: dict | None) -> str:
             q = " ".join(f"{v['ndcg@10']:.4f}" for v in quality["runs"][k]["metrics"].values())
         rows.append(f"| {k} | {r:.1f} ({r / onnx:.2f}x) | {agr[k]['min_cosine']:.6f} | {agr[k]['top10_overlap']:.4f} "
                     f"{build_cells(k)} {q} |")
-    for k in ("auto", "auto-no-bf16"):
-        if k in b:
+    for k in [k for k in b if k.startswith("auto")]:
+        if isinstance(b[k], dict):
             used = "+".join(f"{x} {c}" for x, c in b[k]["full"]["in_build"]["by_backend"].items())
             rows.append(f"| {k} ({used}) | | | {build_cells(k)} |")
     text = [BEGIN, "## Embedding backends", "",
@@ -203,18 +209,15 @@ def render(out: dict, quality: dict | None) -> str:
             f"Cosine, top-10 vs fp32: {out['corpus_docs']} abstracts, {out['claims']} claims."
             + (f" Builds: {n} papers ({next(v['full']['embeddings_computed'] for v in b.values() if isinstance(v, dict))}"
                " passages)." if n else "")
-            + (" nDCG@10 (lexical semantic hybrid): SciFact train." if quality else ""), "",
+            + (" nDCG@10 (lexical/semantic/hybrid): SciFact train." if quality else ""), "",
             "| backend | passages/s | min cos | top-10 | first build | peak RSS | nDCG@10 |", "|---|---|---|---|---|---|---|",
             *rows, ""]
-    notes = [f"Chosen by these rates: **{out['chosen']}**; without bf16: **{out['chosen_without_bf16']}**; by the "
-             f"first-time measurement (the builds' record): **{out.get('probe_chosen', '?')}**."]
+    notes = [f"Chosen by the rates: **{out['chosen']}**; without bf16: **{out['chosen_without_bf16']}**; by the "
+             f"first-time measurement (the record given): **{out.get('probe_chosen', '?')}**."]
     first = next((v["full"] for v in b.values() if isinstance(v, dict)), None)
     if "auto" in b:
         fp32_alone = first["embeddings_computed"] / rates[TORCH_FP32]
         notes.append(f"Auto build ÷ fp32 encode alone: {b['auto']['full']['wall_s'] / fp32_alone:.2f}x (goal ≤ 0.5).")
-    if n:
-        notes.append("1,000 papers, linear: " + ", ".join(
-            f"{k} ~{v['full']['wall_s'] * 1000 / n / 60:.0f} min" for k, v in b.items() if isinstance(v, dict)) + ".")
     for label, step, field in (("No-op", "noop", "wall_s"), ("One edit searchable", "edit", "searchable_s")):
         got = {k: v[step][field] for k, v in b.items() if isinstance(v, dict) and step in v and k in ("onnx", "auto")}
         if got:
@@ -237,8 +240,13 @@ def main() -> int:
     ap.add_argument("--claims", type=int, default=100)
     ap.add_argument("--builds", type=int, default=300, help="papers in the library built with each backend (0: none)")
     ap.add_argument("--only", nargs="+", default=list(BUILDS), choices=list(BUILDS), help="the builds to run")
+    ap.add_argument("--record", choices=("child", "loaded"), default="child",
+                    help="the measurement the builds' homes get: the first-time one (a child) or the one with torch loaded")
+    ap.add_argument("--out", type=Path, default=RESULTS / "embed-backends.json")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--from-json", type=Path, default=None, help="render this result instead of measuring")
+    ap.add_argument("--merge-builds", type=Path, default=None,
+                    help="another run's JSON whose builds join the table (one already here: named '<build>, <its record>')")
     ap.add_argument("--write-docs", action="store_true")
     a = ap.parse_args()
     from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
@@ -277,12 +285,18 @@ def main() -> int:
             def save(b: dict | None = None) -> None:
                 if b is not None:
                     out["builds"] = b
-                (RESULTS / "embed-backends.json").write_text(json.dumps(out, indent=1))
+                a.out.write_text(json.dumps({**out, "record": a.record}, indent=1))
 
             save()
             if a.builds:
-                builds(a, work, export, record, say, save)
+                builds(a, work, export, record if a.record == "child" else here, say, save)
             save()
+    if a.merge_builds:
+        other = json.loads(a.merge_builds.read_text(encoding="utf-8"))
+        mine = out.setdefault("builds", {"papers": other["builds"]["papers"]})
+        for k, v in other["builds"].items():
+            if isinstance(v, dict):
+                mine[k if k not in mine else f"{k}, {other.get('record')} record"] = v
     qf = RESULTS / "embed-quality.json"
     section = render(out, json.loads(qf.read_text(encoding="utf-8")) if qf.exists() else None)
     print(section)
