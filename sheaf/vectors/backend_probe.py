@@ -7,23 +7,12 @@ and the ONNX export. Run by the build in a process of its own (`backends.measure
 prints the `Measurement` as JSON (the caller records it in the home)."""
 from __future__ import annotations
 
-import datetime as dt
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sheaf.vectors.backends import (
-    ONNX,
-    PRECISION,
-    Measurement,
-    candidates_for,
-    choose,
-    machine_facts,
-    measure,
-)
+from sheaf.vectors.backends import Measurement, machine_facts
 from sheaf.vectors.embedder import Embedder
-from sheaf.vectors.onnx import OnnxQueryEncoder, find_export
 
 __all__ = ["encoders_of", "probe"]
 
@@ -32,33 +21,15 @@ def encoders_of(embedder: Embedder, backends: Sequence[str], models_dir: Path | 
                 ) -> dict[str, Callable[[Sequence[str]], Any]]:
     """Backend name → encode function for `backends`, with `embedder`'s loaded torch model (and the
     ONNX export of its identity in `models_dir`, when there is one: no export, no ONNX candidate)."""
-    ld = embedder.load()
-    out: dict[str, Callable[[Sequence[str]], Any]] = {}
-    for b in backends:
-        if b == ONNX:
-            found = find_export(Path(models_dir), embedder.model_name) if models_dir is not None else None
-            if found is None:
-                continue
-            enc = OnnxQueryEncoder.load(found, overlap_tokens=embedder.overlap_tokens, threads=embedder.threads)
-            if enc.identity != ld.identity:
-                continue
-            out[b] = lambda texts, enc=enc: embedder._onnx_encode(enc, list(texts))
-        else:
-            out[b] = lambda texts, p=PRECISION[b]: embedder.torch_encode(ld.model, texts, p)
-    return out
+    return embedder.backend_encoders(embedder.load(), backends, models_dir)
 
 
 def probe(model: str, models_dir: Path | None, device: str = "cpu", threads: int | None = None) -> Measurement:
-    """Load the model on torch (timed: the start-up a switch to torch costs), then `measure` every
-    candidate of this machine on the probe set and `choose`."""
-    t0 = time.perf_counter()
-    emb = Embedder(model_name=model, device=device, threads=threads, precision="fp32")
+    """Load the model on torch (timed: the start-up a switch to torch costs), then measure every
+    candidate of this machine on the probe set and choose (`Embedder.measure_backends`)."""
+    emb = Embedder(model_name=model, device=device, threads=threads, precision="fp32")  # torch, no home
     ld = emb.load()
-    load_s = time.perf_counter() - t0
-    facts = machine_facts(ld.identity.key, emb.resolved_device or device)
-    trials = measure(encoders_of(emb, candidates_for(facts), models_dir))
-    return Measurement(facts, trials, choose(trials), round(load_s, 2),
-                       dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    return emb.measure_backends(ld, machine_facts(ld.identity.key, emb.resolved_device or device), models_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

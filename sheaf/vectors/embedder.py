@@ -13,10 +13,12 @@ importing this module is cheap (numpy only).
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 import platform
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +53,10 @@ from sheaf.vectors.backends import (
     Measurement,
     MachineFacts,
     break_even_passages,
+    candidates_for,
+    choose,
     machine_facts,
+    measure,
     measure_in_child,
     resolve,
 )
@@ -179,7 +184,8 @@ class Embedder:
     - On a GPU: torch, fp32 or fp16 as measured.
 
     `measurer`: how a measurement is made when the record in `models_dir` is missing or was made
-    on other facts (default: `measure_in_child`, so this process loads torch only to use it).
+    on other facts (default: with the torch model this process has loaded, when it has; else
+    `measure_in_child`, so this process loads torch only to use it).
     """
 
     model_name: str = DEFAULT_MODEL
@@ -205,6 +211,8 @@ class Embedder:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _switch_after: float = field(default=float("inf"), repr=False)  # see `_maybe_switch`
     _onnx_passages: int = field(default=0, repr=False)
+    #: Seconds torch + sentence-transformers + the model took to load in this process (0: not loaded)
+    torch_load_s: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: "Settings | None" = None, *, threads: int | None = None) -> "Embedder":
@@ -252,16 +260,51 @@ class Embedder:
         """Where this machine's backend measurement is cached: ``<models_dir>/embed-backend.json``."""
         return Path(self.models_dir) / RECORD_FILE if self.models_dir is not None else None
 
-    def _measure(self, facts: MachineFacts, poll: Callable[[], None] | None = None) -> Measurement:
+    def _measure(self, facts: MachineFacts, poll: Callable[[], None] | None = None,
+                 ld: _Loaded | None = None) -> Measurement:
+        """This machine's measurement: with torch already loaded here (`ld` has the model), with it
+        (no second torch in a child: ~5-20 s and its memory saved); else in a child process, so that
+        this process loads torch only when torch is chosen."""
         if self.measurer is not None:
             return self.measurer(facts)
+        if ld is not None and ld.model is not None:
+            return self.measure_backends(ld, facts)
         return measure_in_child(self.model_name, self.models_dir, self.resolved_device or "cpu", self.threads,
                                 poll=poll)
 
-    def _choose(self, identity: ModelIdentity, poll: Callable[[], None] | None = None) -> Choice:
+    def backend_encoders(self, ld: _Loaded, backends: Sequence[str], models_dir: Path | None = None
+                         ) -> dict[str, Callable[[Sequence[str]], Any]]:
+        """Backend name → encode function for `backends`, with `ld`'s torch model (and the ONNX export
+        of its identity in `models_dir`, default this embedder's: no export, no ONNX candidate)."""
+        models_dir = models_dir if models_dir is not None else (Path(self.models_dir) if self.models_dir else None)
+        out: dict[str, Callable[[Sequence[str]], Any]] = {}
+        for b in backends:
+            if b == ONNX:
+                found = find_export(Path(models_dir), self.model_name) if models_dir is not None else None
+                if found is None:
+                    continue
+                enc = OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens, threads=self.threads)
+                if enc.identity != ld.identity:
+                    continue
+                out[b] = lambda texts, enc=enc: self._onnx_encode(enc, list(texts))
+            else:
+                out[b] = lambda texts, p=PRECISION[b]: self.torch_encode(ld.model, texts, p)
+        return out
+
+    def measure_backends(self, ld: _Loaded, facts: MachineFacts, models_dir: Path | None = None) -> Measurement:
+        """`measure` every candidate of `facts` on the probe set with `ld`'s loaded torch model (the
+        export from `models_dir`, default this embedder's), and `choose`; the start-up a switch
+        costs is this process's torch load (`torch_load_s`)."""
+        trials = measure(self.backend_encoders(ld, candidates_for(facts), models_dir))
+        return Measurement(facts, trials, choose(trials), round(self.torch_load_s, 2),
+                           dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+
+    def _choose(self, identity: ModelIdentity, poll: Callable[[], None] | None = None,
+                ld: _Loaded | None = None) -> Choice:
         facts = machine_facts(identity.key, self.resolved_device or "cpu")
         setting = "torch" if self.backend_setting == "sentence-transformers" else self.backend_setting
-        self.choice = resolve(setting, self.precision, facts, self.record_path, lambda: self._measure(facts, poll))
+        self.choice = resolve(setting, self.precision, facts, self.record_path,
+                              lambda: self._measure(facts, poll, ld))
         return self.choice
 
     def _torch_precision(self, ld: _Loaded) -> str:
@@ -270,7 +313,7 @@ class Embedder:
         refused: `resolve`)."""
         if self.precision == "fp32" or (self.models_dir is None and self.precision == "auto"):
             return "fp32"
-        choice = self._choose(ld.identity)
+        choice = self._choose(ld.identity, ld=ld)
         return PRECISION[choice.backend] if choice.backend != ONNX else "fp32"
 
     def _maybe_switch(self, pending: int, poll: Callable[[], None] | None = None) -> None:
@@ -323,7 +366,8 @@ class Embedder:
         return _Loaded(None, enc.split_tokenizer, enc.identity, enc.n_special, enc)
 
     def _load_sentence_transformers(self) -> _Loaded:
-        """sentence-transformers (torch) on CPU, offline."""
+        """sentence-transformers (torch) on CPU, offline (its seconds: `torch_load_s`)."""
+        t0 = time.perf_counter()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ["HF_HUB_OFFLINE"] = "1"
@@ -379,6 +423,7 @@ class Embedder:
             name=name, weights_sha256=_weights_sha256(model), dimension=int(dim_fn()),
             normalize=True, max_tokens=max_tokens,
             passage_template=f"{PASSAGE_TEMPLATE}|sep={CONTEXT_SEP}|cap={CONTEXT_CAP}")
+        self.torch_load_s = time.perf_counter() - t0
         return _Loaded(model, tok, identity, n_special)
 
     @property

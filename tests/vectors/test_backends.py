@@ -190,6 +190,28 @@ def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_expo
     assert len(calls) == 1 and nxt.backend == chosen
 
 
+def test_an_embedder_on_torch_measures_with_its_own_model_not_a_child(onnx_export, tmp_path, monkeypatch):
+    """SHEAF_EMBED_BACKEND=torch in a home without a record: the measurement runs on the model this
+    process has just loaded (no child loading torch a second time, ~5-20 s and its memory); the
+    record lands in the home with this process's torch start-up, and its choice is used."""
+    import sheaf.vectors.embedder as embedder_module
+    from tests.conftest import link_onnx_export
+
+    def no_child(*a, **k):
+        raise AssertionError("measured in a child although torch is loaded here")
+
+    monkeypatch.setattr(embedder_module, "measure_in_child", no_child)
+    home = tmp_path / "home"
+    link_onnx_export(onnx_export, home)
+    emb = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": "torch"}, home=home))
+    emb.load()
+    rec = load_record(home / "models" / RECORD_FILE)
+    assert rec is not None and emb.choice is not None and emb.choice.measured_now
+    assert set(rec.trials) == set(candidates_for(rec.facts)) and rec.trials[ONNX].agrees
+    assert rec.torch_load_s == round(emb.torch_load_s, 2) > 0
+    assert emb.backend == emb.choice.backend != ONNX  # torch from the start, in the measured precision
+
+
 def test_break_even_of_a_switch(embedder):
     facts = machine_facts("m")
     t = measure({TORCH_FP32: lambda x: embedder.encode(list(x))}, FEW[:3], rounds=1)[TORCH_FP32]
