@@ -109,5 +109,5 @@ def test_the_dockerfile_copies_what_exists_and_starts_real_modules():
     module = argv[argv.index("-m") + 1]
     assert (ROOT / (module.replace(".", "/") + ".py")).is_file()
     assert "cp deploy/dagster.yaml" in runs and (DEPLOY / "dagster.yaml").is_file()
-    comment_modules = re.findall(r"-m (pipelines\.\w+)", (DEPLOY / "Dockerfile").read_text())
+    comment_modules = re.findall(r"-m (pipelines(?:\.\w+)+)", (DEPLOY / "Dockerfile").read_text())
     assert all((ROOT / (m.replace(".", "/") + ".py")).is_file() for m in comment_modules)
