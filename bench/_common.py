@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,39 @@ def machine(packages: Sequence[str] = ()) -> dict[str, Any]:
     ("?" if not installed)."""
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "memory": memory(), "python": platform.python_version(),
             **{p: package_version(p) for p in packages}}
+
+
+# --- the processes a benchmark runs -------------------------------------------------------------
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """`values` set in os.environ while the block runs (for the processes it starts and the
+    settings read in it), then put back as they were."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def vector_step_readings() -> Iterator[tuple[str, Any]]:
+    """(run id, metadata) of every `vector_collections` materialization of the current
+    DAGSTER_HOME that embedded passages, oldest first: the build's own reading of its encode."""
+    from dagster import AssetKey, DagsterInstance
+
+    inst = DagsterInstance.get()
+    cursor = None
+    while True:
+        res = inst.fetch_materializations(AssetKey("vector_collections"), limit=1000, cursor=cursor, ascending=True)
+        for rec in res.records:
+            meta = rec.asset_materialization.metadata
+            if int(getattr(meta.get("embeddings_computed"), "value", 0) or 0):
+                yield rec.run_id, meta
+        if not res.has_more:
+            return
+        cursor = res.cursor

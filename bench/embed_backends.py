@@ -25,18 +25,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, machine, write_docs_section
+from _common import ROOT, environment, machine, vector_step_readings, write_docs_section
 
 sys.path.insert(0, str(ROOT))
 
@@ -95,41 +93,21 @@ def rates_and_agreement(a: argparse.Namespace, emb: Embedder, models: Path) -> d
             "chosen": choose(rates), "chosen_without_bf16": choose(no_bf16)}
 
 
-@contextmanager
 def settings_env(backend: str, precision: str):
     """SHEAF_EMBED_BACKEND / _PRECISION for the `sheaf` processes `scale` starts (it copies os.environ)."""
-    old = {k: os.environ.get(k) for k in ("SHEAF_EMBED_BACKEND", "SHEAF_EMBED_PRECISION")}
-    os.environ.update(SHEAF_EMBED_BACKEND=backend, SHEAF_EMBED_PRECISION=precision)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return environment({"SHEAF_EMBED_BACKEND": backend, "SHEAF_EMBED_PRECISION": precision})
 
 
 def in_build_main() -> dict:
     """Child (the home's DAGSTER_HOME): the vector steps' own reading of the build's encode (`embed_ms`),
     and the passages each backend encoded."""
-    from dagster import AssetKey, DagsterInstance
-
-    inst = DagsterInstance.get()
-    ms, computed, by_backend, cursor = 0.0, 0, {}, None
-    while True:
-        res = inst.fetch_materializations(AssetKey("vector_collections"), limit=1000, cursor=cursor, ascending=True)
-        for rec in res.records:
-            meta = rec.asset_materialization.metadata
-            n = int(getattr(meta.get("embeddings_computed"), "value", 0) or 0)
-            if n:
-                ms += float(meta["embed_ms"].value)
-                computed += n
-                b = str(getattr(meta.get("embed_backend"), "value", "?"))
-                by_backend[b] = by_backend.get(b, 0) + n
-        if not res.has_more:
-            break
-        cursor = res.cursor
+    ms, computed, by_backend = 0.0, 0, {}
+    for _, meta in vector_step_readings():
+        n = int(meta["embeddings_computed"].value)
+        ms += float(meta["embed_ms"].value)
+        computed += n
+        b = str(getattr(meta.get("embed_backend"), "value", "?"))
+        by_backend[b] = by_backend.get(b, 0) + n
     return {"encode_s": round(ms / 1000, 1), "computed": computed, "by_backend": by_backend,
             "per_s": round(computed / (ms / 1000), 1) if ms else None}
 

@@ -56,7 +56,7 @@ sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when
 import numpy as np  # noqa: E402
 
 from _common import machine as _machine  # noqa: E402
-from _common import splice_section  # noqa: E402
+from _common import environment, splice_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -355,19 +355,11 @@ def cli_text(argv: list[str], home: Path) -> str:
     """The CLI's stdout for `argv`, in-process (a running server answers)."""
     from sheaf.cli.app import main
 
-    old = {k: os.environ.get(k) for k in ("SHEAF_HOME", "SHEAF_LIBRARY", "COLUMNS")}
-    os.environ.update({"SHEAF_HOME": str(home), "SHEAF_LIBRARY": str(home / "no-library"), "COLUMNS": "120"})
-    try:
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            main(argv)
-        return buf.getvalue()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    buf = io.StringIO()
+    with environment({"SHEAF_HOME": str(home), "SHEAF_LIBRARY": str(home / "no-library"), "COLUMNS": "120"}), \
+            contextlib.redirect_stdout(buf):
+        main(argv)
+    return buf.getvalue()
 
 
 def economy(server: Server, queries: list[str]) -> dict[str, Any]:

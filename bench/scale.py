@@ -123,26 +123,18 @@ def in_build_encode_main() -> dict[str, Any]:
     (every materialization that computed embeddings): the build's time over its own encode
     needs no second reading of the model, so the machine's speed drifting between two
     readings (17.3 to 25.6 passages a second within one run here) does not enter the ratio."""
-    from dagster import AssetKey, DagsterInstance
+    from _common import vector_step_readings
 
-    inst = DagsterInstance.get()
-    ms, papers, computed, cursor = 0.0, 0, 0, None
+    ms, papers, computed = 0.0, 0, 0
     runs: dict[str, list[float]] = {}  # run id -> [encode ms, passages computed]
-    while True:
-        res = inst.fetch_materializations(AssetKey("vector_collections"), limit=1000, cursor=cursor, ascending=True)
-        for rec in res.records:
-            meta = rec.asset_materialization.metadata
-            n = int(getattr(meta.get("embeddings_computed"), "value", 0) or 0)
-            if n:
-                ms += float(meta["embed_ms"].value)
-                papers += 1
-                computed += n
-                run = runs.setdefault(rec.run_id, [0.0, 0])
-                run[0] += float(meta["embed_ms"].value)
-                run[1] += n
-        if not res.has_more:
-            break
-        cursor = res.cursor
+    for run_id, meta in vector_step_readings():
+        n = int(meta["embeddings_computed"].value)
+        ms += float(meta["embed_ms"].value)
+        papers += 1
+        computed += n
+        run = runs.setdefault(run_id, [0.0, 0])
+        run[0] += float(meta["embed_ms"].value)
+        run[1] += n
     # the encoder's rate run by run (runs that encoded 500 passages or more): how far the
     # machine's speed drifted during the build
     rates = [1000 * n / t for t, n in runs.values() if n >= 500 and t]
