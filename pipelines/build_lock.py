@@ -34,11 +34,9 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.store.artifact_store import ArtifactStore, artifact_store
-from sheaf.store.sqlite.db import sqlite3
-from sheaf.store.select import check_backend, index_build_lock
-from sheaf.store.sqlite.schema import open_index
-from sheaf.store.sqlite.integrity import check_index, drop_collection, quarantine_index, salvage_cache
-from sheaf.store.health import storage_problem
+from sheaf.store.health import StorageFailure, storage_problem
+from sheaf.store.select import index_build_lock
+from sheaf.store.select import prepare_index as select_prepare_index
 
 LOCK_NAME = ".sheaf-build.lock"
 
@@ -375,50 +373,10 @@ def check_writable(paths: list[Path]) -> None:
 
 
 def prepare_index(settings: Any, *, full: bool, say: Callable[[str], None]) -> dict[str, Any]:
-    """Make sure the index file can take writes. A file that is not a readable SQLite database
-    is moved aside (``sheaf.db.corrupt-<ts>``) and its embedding cache salvaged; a damaged
-    vector collection is dropped (its vectors are rebuilt from the cache); with `full`, SQLite's
-    quick_check runs too and an index of a refused schema is also moved aside. Returns what
-    was done (empty when nothing was)."""
-    if settings.index_backend == "postgres":  # nothing to move aside: the server must answer
-        health = check_backend(settings)
-        if health.state in ("unavailable", "schema"):
-            raise SheafError("BACKEND_UNAVAILABLE", health.message, health.details,
-                             hint=health.details.get("hint") or "start the Postgres server, or fix SHEAF_INDEX_URL")
-        return {}
-    path = Path(settings.index_path)
-    health = check_index(path, deep=full)
-    out: dict[str, Any] = {"state": health.state}
-    if health.state in ("not_sqlite", "corrupt") or (full and health.state == "schema"):
-        reason = "corrupt" if health.state != "schema" else f"schema{health.details.get('found', '')}"
-        moved = quarantine_index(path, reason)
-        out.update(moved_to=str(moved), problem=health.message)
-        say(f"! the index at {path} was unusable ({health.message}); moved it aside to {moved.name} "
-            "and rebuilding it from the artifacts")
-        try:
-            conn = open_index(path, settings=settings)
-        except sqlite3.DatabaseError as e:
-            raise storage_error(e, [path.parent]) from None
-        try:
-            n = salvage_cache(moved, conn) if health.state != "schema" else 0
-        finally:
-            conn.close()
-        out["embeddings_salvaged"] = n
-        if n:
-            say(f"  {n} cached embeddings salvaged from the damaged file")
-    elif health.state == "schema":
-        raise SheafError("BACKEND_UNAVAILABLE", health.message + f" ({path})", {"path": str(path), **health.details},
-                         hint="run `sheaf build --full` to move it aside and rebuild, or use the Sheaf that wrote it")
-    elif health.state == "unreadable":
-        raise storage_error(health.message, [path])
-    elif health.state == "damaged_collections":
-        conn = open_index(path, settings=settings)
-        try:
-            for key in health.damaged_collections:
-                drop_collection(conn, key)
-        finally:
-            conn.close()
-        out["collections_dropped"] = health.damaged_collections
-        say(f"! {health.message}: dropped {', '.join(health.damaged_collections)}; its vectors are rebuilt "
-            "from the embedding cache")
-    return out if len(out) > 1 else {}
+    """Make sure the index can take writes (`sheaf.store.select.prepare_index`: a damaged SQLite
+    file moved aside and rebuilt, a damaged collection dropped, a Postgres server that must
+    answer); a disk that is full, read-only or unreadable is a clear error naming the path."""
+    try:
+        return select_prepare_index(settings, full=full, say=say)
+    except StorageFailure as e:
+        raise storage_error(e.problem, e.paths) from None

@@ -31,10 +31,8 @@ from sheaf.eval.runs import (
 from sheaf.ingest.common import RawBlock, finalize
 from sheaf.core.models import PaperMeta
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever
-from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.store.fulltext import FTS_TEXT_VERSION, FTS_TOKENIZER
-from sheaf.store.sqlite.schema import SCHEMA_VERSION, open_index
-from sheaf.store.sqlite.integrity import salvage_cache
+from sheaf.store.select import SQLITE_SCHEMA_VERSION, fresh_index_file, open_url
 from sheaf.transform.chain import units_from_paper
 from sheaf.transform.units import DEFAULT_TOKEN_CAP
 from sheaf.vectors.embedder import Embedder
@@ -171,31 +169,9 @@ def _probe(ds: BeirDataset, embedder: Any, token_cap: int, n: int = 25) -> str:
 def _fingerprint(ds: BeirDataset, identity: Any, token_cap: int, probe: str) -> dict[str, Any]:
 
     return {"corpus_sha256": ds.corpus_sha256, "beir_build_version": BEIR_BUILD_VERSION,
-            "schema_version": SCHEMA_VERSION, "fts_text_version": FTS_TEXT_VERSION,
+            "schema_version": SQLITE_SCHEMA_VERSION, "fts_text_version": FTS_TEXT_VERSION,
             "fts_tokenizer": FTS_TOKENIZER, "unit_token_cap": token_cap, "sheaf_version": __version__,
             "collection": identity.key if identity is not None else None, "probe": probe}
-
-
-def _fresh_index(path: Path, progress: Progress) -> Any:
-    """A new, empty eval index at `path`, keeping the embedding cache of the one it replaces
-    (vectors are content-addressed: still valid). Never rebuilt in place, so results never
-    depend on the cache's history (schema 2's ``contentless_delete=1`` FTS tables kept
-    replaced rows in the bm25 statistics; schema 3 deletes exactly, but rowids, which break
-    score ties, still follow the history)."""
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = path.with_name(path.name + ".old")
-    for suffix in ("", "-wal", "-shm"):
-        p = Path(str(path) + suffix)
-        if p.exists():
-            p.replace(Path(str(old) + suffix))
-    conn = open_index(path)
-    if old.exists():  # an unreadable old file salvages nothing: embed afresh
-        kept = salvage_cache(old, conn)
-        progress(f"kept {kept} cached vectors of the previous eval index")
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(old) + suffix).unlink(missing_ok=True)
-    return conn
 
 
 def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = None,
@@ -229,7 +205,7 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
             pass
     stamp.unlink(missing_ok=True)
     progress(f"building the eval index {path} from {len(ds.docs)} documents")
-    index = SqliteIndex(_fresh_index(path, progress), path)
+    index = fresh_index_file(path, progress)
     conn = index.conn
     try:
         keys = {}
@@ -313,7 +289,7 @@ def run_beir(ds: BeirDataset, *, modes: Sequence[str] = MODES, cache_dir: str | 
     model = embedder.model_name if embedder is not None else None
     warnings: list[str] = []
     qv = QueryVectors(embedder) if needs_model else None
-    with Retriever(SqliteIndex.open(path, readonly=True), settings_for(path, model), query_encoder=qv) as retriever:
+    with Retriever(open_url(f"sqlite:{path}", readonly=True), settings_for(path, model), query_encoder=qv) as retriever:
         encode_ms = None
         if qv is not None:
             qv.prefetch([text for _, text in items], progress=progress)

@@ -79,3 +79,13 @@ def storage_problem(exc: BaseException | str) -> str | None:
     if is_corruption(text):
         return "corrupt"
     return None
+
+
+class StorageFailure(Exception):
+    """The index's storage failed at `paths` (a full or read-only disk, a file that cannot be
+    read): the caller says so, naming them."""
+
+    def __init__(self, problem: BaseException | str, paths: list[Any]) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
+        self.paths = paths

@@ -15,8 +15,11 @@ from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import where
 from sheaf.store.sqlite.backend import SqliteIndex
-from sheaf.store.sqlite.integrity import check_index, probe_file
-from sheaf.store.health import IndexHealth
+from sheaf.store.sqlite.db import sqlite3
+from sheaf.store.sqlite.integrity import check_index, drop_collection, probe_file, quarantine_index, salvage_cache
+from sheaf.store.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
+from sheaf.store.sqlite.schema import open_index
+from sheaf.store.health import IndexHealth, StorageFailure
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.settings import Settings
@@ -26,7 +29,8 @@ _pg = lazy_module("sheaf.store.postgres.backend")  # only for a postgresql:// UR
 _pg_db = lazy_module("sheaf.store.postgres.db")
 
 __all__ = ["open_backend", "open_url", "is_postgres_url", "check_backend", "index_build_lock", "probe_index_file",
-           "memory_engines"]
+           "memory_engines", "prepare_index",
+           "fresh_index_file", "SQLITE_SCHEMA_VERSION"]
 
 
 def check_backend(settings: Settings, *, deep: bool = False) -> IndexHealth:
@@ -95,3 +99,76 @@ def memory_engines(settings: Settings, warm_weights: dict[str, Any]) -> tuple[An
     busy = settings.sqlite_busy_timeout_ms
     return (_memory_bm25.Bm25Accelerator(settings.index_path, busy_timeout_ms=busy, warm_weights=warm_weights),
             _memory_vectors.MatrixAccelerator(settings.index_path, busy_timeout_ms=busy))
+
+
+def prepare_index(settings: Settings, *, full: bool, say: Callable[[str], None]) -> dict[str, Any]:
+    """Make sure the index file can take writes. A file that is not a readable SQLite database
+    is moved aside (``sheaf.db.corrupt-<ts>``) and its embedding cache salvaged; a damaged
+    vector collection is dropped (its vectors are rebuilt from the cache); with `full`, SQLite's
+    quick_check runs too and an index of a refused schema is also moved aside. Returns what
+    was done (empty when nothing was). A storage problem (full, read-only, unreadable) is a
+    `StorageFailure` naming its paths."""
+    if settings.index_backend == "postgres":  # nothing to move aside: the server must answer
+        health = check_backend(settings)
+        if health.state in ("unavailable", "schema"):
+            raise SheafError("BACKEND_UNAVAILABLE", health.message, health.details,
+                             hint=health.details.get("hint") or "start the Postgres server, or fix SHEAF_INDEX_URL")
+        return {}
+    path = Path(settings.index_path)
+    health = check_index(path, deep=full)
+    out: dict[str, Any] = {"state": health.state}
+    if health.state in ("not_sqlite", "corrupt") or (full and health.state == "schema"):
+        reason = "corrupt" if health.state != "schema" else f"schema{health.details.get('found', '')}"
+        moved = quarantine_index(path, reason)
+        out.update(moved_to=str(moved), problem=health.message)
+        say(f"! the index at {path} was unusable ({health.message}); moved it aside to {moved.name} "
+            "and rebuilding it from the artifacts")
+        try:
+            conn = open_index(path, settings=settings)
+        except sqlite3.DatabaseError as e:
+            raise StorageFailure(e, [path.parent]) from None
+        try:
+            n = salvage_cache(moved, conn) if health.state != "schema" else 0
+        finally:
+            conn.close()
+        out["embeddings_salvaged"] = n
+        if n:
+            say(f"  {n} cached embeddings salvaged from the damaged file")
+    elif health.state == "schema":
+        raise SheafError("BACKEND_UNAVAILABLE", health.message + f" ({path})", {"path": str(path), **health.details},
+                         hint="run `sheaf build --full` to move it aside and rebuild, or use the Sheaf that wrote it")
+    elif health.state == "unreadable":
+        raise StorageFailure(health.message, [path])
+    elif health.state == "damaged_collections":
+        conn = open_index(path, settings=settings)
+        try:
+            for key in health.damaged_collections:
+                drop_collection(conn, key)
+        finally:
+            conn.close()
+        out["collections_dropped"] = health.damaged_collections
+        say(f"! {health.message}: dropped {', '.join(health.damaged_collections)}; its vectors are rebuilt "
+            "from the embedding cache")
+    return out if len(out) > 1 else {}
+
+
+def fresh_index_file(path: Path, say: Callable[[str], None]) -> SqliteIndex:
+    """A new, empty SQLite index file at `path` (an evaluation's own), keeping the embedding cache of the one it replaces
+    (vectors are content-addressed: still valid). Never rebuilt in place, so results never
+    depend on the cache's history (schema 2's ``contentless_delete=1`` FTS tables kept
+    replaced rows in the bm25 statistics; schema 3 deletes exactly, but rowids, which break
+    score ties, still follow the history)."""
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.with_name(path.name + ".old")
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            p.replace(Path(str(old) + suffix))
+    conn = open_index(path)
+    if old.exists():  # an unreadable old file salvages nothing: embed afresh
+        kept = salvage_cache(old, conn)
+        say(f"kept {kept} cached vectors of the previous eval index")
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(old) + suffix).unlink(missing_ok=True)
+    return SqliteIndex(conn, path)
