@@ -84,6 +84,7 @@ PASSAGE_PAPERS = 32
 def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embedder: ResourceParam[Embedder],
                        body_units: dict[str, Any], object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
     """The paper's passages and vectors in the current embedding model's sqlite-vec collection."""
+    embedder.load(poll=check_stop)  # a stop while the model loads (or is exported) ends the step at once
     identity = embedder.identity
     if embedder.backend_note:
         context.log.warning(embedder.backend_note)

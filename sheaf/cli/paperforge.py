@@ -29,7 +29,7 @@ from sheaf.cli.parser import UsageError, _Parser, _positive_int
 from sheaf.cli.progress_view import event_line
 from sheaf.core.defaults import DEFAULT_LIMIT
 from sheaf.core.envelope import SheafError, emit, error, ok
-from sheaf.core.progress import request_stop
+from sheaf.core.progress import request_stop, stop_on_sigterm
 from sheaf.service import paperforge as pf
 from sheaf.service.client import try_server
 from sheaf.service.queries import run_query
@@ -143,9 +143,10 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
     unless the build fails (then its reason, which the plugin shows). A paper that failed is a
     warning of a published index (exit 0; the plugin shows "published with warning")."""
     stream = pf.PluginStream(_write_event)
-    _stdin_stop()
     try:
-        out = _pipeline().build(settings, full=bool(args.force), events=stream.event, exact_progress=True)
+        with stop_on_sigterm():  # from here on, a stop is kept (the build's own scope does not clear it)
+            _stdin_stop()
+            out = _pipeline().build(settings, full=bool(args.force), events=stream.event, exact_progress=True)
         env, code = dict(out.envelope), out.exit_code
     except SheafError as e:
         env, code = error("embed build", e.code, e.message, e.details), 2
@@ -166,8 +167,9 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
 
 
 def _memory_build(settings: Any) -> Outcome:
-    _stdin_stop()
-    out = _pipeline().build(settings, exact_progress=False)
+    with stop_on_sigterm():
+        _stdin_stop()
+        out = _pipeline().build(settings, exact_progress=False)
     env = dict(out.envelope)
     env["command"] = "memory build"
     return Outcome(env, out.exit_code, out.view)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
+from sheaf.core.progress import StopRequested, while_polled
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.vectors.identity import (
     CONTEXT_CAP,
@@ -110,31 +111,6 @@ class _Loaded:
     @property
     def backend(self) -> str:
         return ONNX if self.onnx is not None else f"torch-{self.precision}"
-
-
-def _while_polled(load: Callable[[], Any], poll: Callable[[], None] | None) -> Any:
-    """`load()`, run on a thread of its own while `poll` is called every quarter second (a build's
-    stop check, which raises to stop: the load is then left to finish in the background and its
-    result dropped); without `poll`, plainly."""
-    if poll is None:
-        return load()
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = load()
-        except BaseException as e:  # noqa: BLE001 - handed back to the waiting thread
-            box["error"] = e
-
-    t = threading.Thread(target=run, name="sheaf-load-torch", daemon=True)
-    t.start()
-    while t.is_alive():
-        t.join(0.25)
-        if t.is_alive():
-            poll()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 #: In `paper_first_batches`, a text of a later paper competes for a batch of the current paper's
@@ -251,10 +227,11 @@ class Embedder:
 
     # --- loading ------------------------------------------------------------------------
 
-    def load(self) -> _Loaded:
+    def load(self, poll: Callable[[], None] | None = None) -> _Loaded:
         """Load the model (once): offline; compute its identity. On a CPU with `models_dir` and
         the backend ``auto`` or ``onnx``: the ONNX export when a usable one is there or can be made,
-        else torch (see the class docstring)."""
+        else torch (see the class docstring). `poll` (a build's stop check) is called while it
+        loads, exports or measures; what it raises ends the wait (the load is dropped)."""
         if self._loaded is not None:
             return self._loaded
         with self._lock:
@@ -266,12 +243,12 @@ class Embedder:
             export_first = (self.models_dir is not None and self.resolved_device == "cpu"
                             and self.backend_setting in ("auto", ONNX) and self.precision in ("auto", "fp32"))
             if export_first:  # the export runs on the CPU
-                self._loaded = self._load_export()
+                self._loaded = self._load_export(poll)
                 if self._loaded is not None and self.backend_setting == "auto":
                     self._switch_after = FIRST_SWITCH_PASSAGES
             if self._loaded is None:
-                ld = self._load_sentence_transformers()
-                ld.precision = self._torch_precision(ld)
+                ld = while_polled(self._load_sentence_transformers, poll)
+                ld.precision = self._torch_precision(ld, poll)
                 self._loaded = ld
             return self._loaded
 
@@ -294,13 +271,13 @@ class Embedder:
         self.choice = resolve(setting, self.precision, facts, self.record_path, lambda: self._measure(facts, poll))
         return self.choice
 
-    def _torch_precision(self, ld: _Loaded) -> str:
+    def _torch_precision(self, ld: _Loaded, poll: Callable[[], None] | None = None) -> str:
         """The precision torch computes in when it is loaded from the start: fp32 without a home or
         when the settings say so; else the measured choice (a reduced precision that disagrees is
         refused: `resolve`)."""
         if self.precision == "fp32" or (self.models_dir is None and self.precision == "auto"):
             return "fp32"
-        choice = self._choose(ld.identity)
+        choice = self._choose(ld.identity, poll)
         return PRECISION[choice.backend] if choice.backend != ONNX else "fp32"
 
     def _maybe_switch(self, pending: int, poll: Callable[[], None] | None = None) -> None:
@@ -326,7 +303,7 @@ class Embedder:
                 return
             self._switch_after = float("inf")
             try:
-                st = _while_polled(self._load_sentence_transformers, poll)
+                st = while_polled(self._load_sentence_transformers, poll)
             except SheafError as e:
                 self.backend_note = f"{choice.backend} not loaded ({e.message}); staying on onnx"
                 return
@@ -336,7 +313,7 @@ class Embedder:
             st.precision = PRECISION[choice.backend]
             self._loaded = st  # the ONNX session goes with the old one
 
-    def _load_export(self) -> _Loaded | None:
+    def _load_export(self, poll: Callable[[], None] | None = None) -> _Loaded | None:
         """The usable ONNX export of the configured model in `models_dir`, loaded; or None. With
         none there yet (a home's first build), the model is exported first in a process of its own
         (`export_in_child`), so this process never imports torch; if that fails, None (and
@@ -344,8 +321,11 @@ class Embedder:
         try:
             found = find_export(Path(self.models_dir or ""), self.model_name)
             if found is None:
-                found = export_in_child(self.model_name, Path(self.models_dir or ""))
-            enc = OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens, threads=self.threads)
+                found = export_in_child(self.model_name, Path(self.models_dir or ""), poll=poll)
+            enc = while_polled(lambda: OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens,
+                                                             threads=self.threads), poll)
+        except StopRequested:
+            raise
         except Exception as e:  # noqa: BLE001 - an unusable export: sentence-transformers, then re-export
             self.backend_note = f"ONNX export unusable ({type(e).__name__}: {e})"
             return None
