@@ -145,7 +145,7 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
     """`embed build`: the plugin's NDJSON stream on stdout, first to last; stderr stays empty
     unless the build fails (then its reason, which the plugin shows). A paper that failed is a
     warning of a published index (exit 0; the plugin shows "published with warning")."""
-    stream = pf.PluginStream(_write_event)
+    stream = pf.PluginStream(_write_event, home=settings.home)
     try:
         with stop_on_sigterm():  # from here on, a stop is kept (the build's own scope does not clear it)
             _stdin_stop()
@@ -161,11 +161,10 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
     stopped = code == 130
     if code == 1 and env.get("ok"):  # papers failed: the index is published without them
         code = 0
-    stream.finish(env, stopped)
+    env = stream.finish(env, stopped)
     if code not in (0, 130):
         err = env.get("error") or {}
-        print(f"{err.get('code', 'ERROR')}: {pf.plugin_text(str(err.get('message', 'the build failed')))}",
-              file=sys.stderr, flush=True)
+        print(f"{err.get('code', 'ERROR')}: {err.get('message', 'the build failed')}", file=sys.stderr, flush=True)
     return code
 
 
@@ -216,8 +215,12 @@ def _probe(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
 
 
 def _doctor(args: argparse.Namespace, settings: Any) -> Outcome:
-    out = _pipeline().doctor(settings)
-    return Outcome(out.envelope, out.exit_code)
+    pipeline = _pipeline()
+    out = pipeline.doctor(settings)
+    env = dict(out.envelope)
+    if env.get("ok"):
+        env["data"] = {**env["data"], "index": pipeline.index_probe(settings), "home": str(settings.home)}
+    return Outcome(env, out.exit_code)
 
 
 def _run(args: argparse.Namespace) -> Outcome:
@@ -237,12 +240,30 @@ def _run(args: argparse.Namespace) -> Outcome:
     return _status(args, settings)
 
 
+def _home(args: argparse.Namespace) -> Path | None:
+    """The vault's index home, for messages; None when there is no vault to name."""
+    try:
+        return pf.vault_settings(pf.vault_of(args.vault, Path.cwd())).home
+    except SheafError:
+        return None
+
+
 def _doctor_text(env: dict[str, Any]) -> str:
     """`doctor`'s answer for a person (the plugin runs it with the terminal's stdio)."""
     if not env.get("ok"):
         return f"error [{env['error']['code']}]: {env['error']['message']}"
-    issues = env["data"].get("issues") or []
-    lines = [f"{i.get('paper') + ': ' if i.get('paper') else ''}{i['kind']}: {i['detail']}" for i in issues]
+    data = env["data"]
+    issues = data.get("issues") or []
+    index = data.get("index") or {}
+    lines = []
+    if index and not index.get("exists"):  # an unbuilt vault: its papers are simply not built yet
+        lines.append(f"no vector index yet in {data.get('home')}: build it in PaperForge's settings "
+                     "(Smart Retrieval: Build vector index)")
+        issues = [i for i in issues if i["kind"] != "unregistered_paper"]
+    elif index.get("problem"):
+        lines.append(f"the index in {data.get('home')} cannot be read ({index['problem']}): rebuild it in "
+                     "PaperForge's settings (Smart Retrieval: Rebuild vector index)")
+    lines += [f"{i.get('paper') + ': ' if i.get('paper') else ''}{i['kind']}: {i['detail']}" for i in issues]
     return "\n".join(lines or ["no problems found"] + [f"next: {a}" for a in env.get("next_actions") or []])
 
 
@@ -327,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - never a traceback for the plugin; the envelope names the failure
         out = Outcome(error(_name(args), "INTERNAL_ERROR", f"{type(e).__name__}: {e}",
                             {"hint": "this is a bug in sheaf; please report it with the command you ran"}), 3)
-    env = pf.for_plugin(out.envelope)
+    env = pf.for_plugin(out.envelope, _home(args))
     if machine:
         emit(env)
     elif args.command == "doctor":
