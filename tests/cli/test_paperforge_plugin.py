@@ -156,7 +156,9 @@ def test_a_stop_settles_within_the_grace_and_the_resume_finishes(place):
     assert b["final_state"] == "cancelled", b
     assert b["close_after_stop_ms"] is not None and b["close_after_stop_ms"] < 5000, b  # no hard kill
     events = accepted(out)
-    assert events[0]["event"] == "start" and events[-1]["event"] == "cancelled"
+    # on a busy machine 9 s may still be in the planning: then the stream is `cancelled` alone
+    assert events[-1]["event"] == "cancelled" and [e["event"] for e in events[:-1]] in (
+        [], ["start"] + ["progress"] * (len(events) - 2)), events
     build = next(p for p in out["processes"] if "build" in p["argv"])
     assert build["exit_code"] == 130 and build["signal"] is None and build["stderr"] == ""
     out = plugin(place, vault, "build", "resume", name="resume")
