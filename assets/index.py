@@ -4,8 +4,6 @@ Writers go through the index backend (`sheaf.store.backend.IndexBackend`: one tr
 paper) and share the `sheaf_index` pool, so two runs never write the SQLite file at once (on
 Postgres, writers of different papers may run at once: every row key holds the paper).
 """
-import time
-from dataclasses import replace
 from typing import Any
 
 from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataValue, ResourceParam, asset
@@ -71,9 +69,9 @@ def fts_tables(context: AssetExecutionContext, sheaf: SheafConfig, body_units: d
 
 
 #: New passages of consecutive papers are encoded together, up to about this many at a time:
-#: the model sorts a call's texts by length, so batches pad far less than one paper's mixed
-#: passages do (measured: 1.5x faster than paper by paper; groups of 128 get 96% of encoding
-#: everything at once). Small enough that Ctrl-C, held until a paper is done, waits little.
+#: batches of texts of similar lengths pad far less than one paper's mixed passages do
+#: (measured: 1.5x faster than paper by paper; groups of 128 get 96% of encoding everything at
+#: once). The group's papers still finish one by one (`Embedder.embed_papers`).
 EMBED_GROUP_PASSAGES = 128
 
 #: Papers whose unit texts are tokenized in one call when their passages are built (the
@@ -86,13 +84,16 @@ PASSAGE_PAPERS = 32
 def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embedder: ResourceParam[Embedder],
                        body_units: dict[str, Any], object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
     """The paper's passages and vectors in the current embedding model's sqlite-vec collection."""
+    embedder.load(poll=check_stop)  # a stop while the model loads (or is exported) ends the step at once
     identity = embedder.identity
     if embedder.backend_note:
         context.log.warning(embedder.backend_note)
     index = _open(sheaf.settings())
     keys = list(context.partition_keys)
-    # key -> (its embedded passages, its share of the encode time) or its error
+    # key -> (its embedded passages, the encode seconds spent on it) or its error
     prepared: dict[str, tuple[Any, float] | IngestError | SheafError] = {}
+    # the group being embedded: its papers come out one by one, each as soon as its vectors are there
+    group_stream: list[Any] = []
 
     # key -> its passages or its error, built PASSAGE_PAPERS papers at a time
     built: dict[str, list | IngestError | SheafError] = {}
@@ -114,9 +115,10 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embed
         return item
 
     def prepare(first: str) -> None:
-        """Passages of `first` and the papers after it, embedded in one call (one cache read,
-        the new passages encoded together), then split per paper. A text new to several papers
-        of the group counts as computed for the first of them."""
+        """Passages of `first` and the papers after it (up to EMBED_GROUP_PASSAGES), embedded as
+        one group (`Embedder.embed_papers`: one cache read, the new passages encoded together in
+        batches of similar lengths, `first`'s first), handed out paper by paper as each is done:
+        the build reports every paper as its vectors are written, not the group at its end."""
         group: list[tuple[str, list]] = []
         size = 0
         for key in keys[keys.index(first):]:
@@ -129,23 +131,23 @@ def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embed
                 continue
             group.append((key, passages))
             size += len(passages)
-        t0 = time.perf_counter()
-        # a stop asked for meanwhile ends the step between two batches: nothing of these papers written yet
-        embedded = embedder.embed([p for _, ps in group for p in ps], index.embedding_cache(),
-                                  between_batches=check_stop)
-        encode_s = time.perf_counter() - t0
-        credited: set[str] = set()
-        for key, _ in group:
-            mine = embedded.for_paper(key)
-            new = mine.fresh - credited
-            credited |= new
-            prepared[key] = (replace(mine, encoded=len(new)),
-                             encode_s * len(new) / len(embedded.fresh) if embedded.fresh else 0.0)
+        # a stop asked for meanwhile ends the step between two batches: the paper being encoded
+        # writes nothing (the papers handed out before it are written already)
+        group_stream[:] = [embedder.embed_papers(group, index.embedding_cache(), between_batches=check_stop)]
+
+    def next_of(key: str) -> None:
+        """Embed until `key` is prepared (its group's earlier papers come first)."""
+        while key not in prepared:
+            item = next(group_stream[0], None) if group_stream else None
+            if item is None:
+                prepare(key)
+                continue
+            done, embedded, seconds = item
+            prepared[done] = (embedded, seconds)
 
     try:
         def one(key: str):
-            if key not in prepared:
-                prepare(key)
+            next_of(key)
             item = prepared.pop(key)
             if isinstance(item, Exception):
                 raise item

@@ -127,6 +127,13 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         progress(f"! invalid paper key refused: {k!r}")
     runs: list[dict[str, Any]] = []
 
+    def stopped(where: str) -> BuildReport:
+        """A stop asked for while the build planned: it ends here, before any paper's run."""
+        progress("interrupted while planning: the next `sheaf build` carries on with what is left")
+        return BuildReport(sync, {}, [], {}, 0, round(time.perf_counter() - t0, 2), True, {"stopped": where})
+
+    if stop_requested():
+        return stopped("after the library scan")
     # library metadata: when the export changed (or never loaded)
     last = instance.get_latest_materialization_event(AssetKey("library_metadata"))
     loaded = {k: getattr(v, "value", v) for k, v in last.asset_materialization.metadata.items()} \
@@ -137,6 +144,8 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             run_config=QUIET_RUN_CONFIG, tags=run_tags())
         progress("library metadata loaded" if res.success else "library metadata FAILED")
 
+    if stop_requested():
+        return stopped("after the library metadata")
     ordered = list(instance.get_dynamic_partitions(papers_partitions.name))
     wanted = [k for k in ordered if papers is None or k in papers]
     unknown = sorted(set(papers or []) - set(ordered))
@@ -150,6 +159,8 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     if not full:  # index rows / artifacts that disagree with the event log: rebuild from there
         for k, why in apply_index_drift(settings, instance, statuses, chain).items():
             progress(f"! {k}: {'; '.join(why)}")
+    if stop_requested():
+        return stopped("after reading the papers' statuses")
     targets = ({k: ["--full"] for k in wanted} if full
                else {k: st.reasons for k, st in statuses.items() if needs_build(st)})
     starts = {k: chain.first if full else (statuses[k].rebuild_from or chain.first) for k in targets}

@@ -18,24 +18,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sheaf import __version__
 from sheaf.cli.app import local_retrievers
 from sheaf.cli.parser import UsageError, Parser, positive_int
 from sheaf.cli.progress_view import event_line
 from sheaf.core.defaults import DEFAULT_LIMIT
 from sheaf.core.envelope import SheafError, emit, error, ok
-from sheaf.core.progress import request_stop
+from sheaf.core.heap import exit_code
+from sheaf.core.progress import request_stop, stop_on_sigterm
 from sheaf.service import paperforge as pf
 from sheaf.service.client import try_server
 from sheaf.service.queries import run_query
 from sheaf.service.requests import Outcome, RetrieveRequest, SearchRequest
 
-__all__ = ["main", "build_parser", "STOP_LINE"]
+__all__ = ["main", "build_parser", "launcher", "STOP_LINE"]
 
 #: What the plugin writes on the build's stdin to stop it.
 STOP_LINE = "PAPERFORGE_STOP"
@@ -142,10 +145,11 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
     """`embed build`: the plugin's NDJSON stream on stdout, first to last; stderr stays empty
     unless the build fails (then its reason, which the plugin shows). A paper that failed is a
     warning of a published index (exit 0; the plugin shows "published with warning")."""
-    stream = pf.PluginStream(_write_event)
-    _stdin_stop()
+    stream = pf.PluginStream(_write_event, home=settings.home)
     try:
-        out = _pipeline().build(settings, full=bool(args.force), events=stream.event, exact_progress=True)
+        with stop_on_sigterm():  # from here on, a stop is kept (the build's own scope does not clear it)
+            _stdin_stop()
+            out = _pipeline().build(settings, full=bool(args.force), events=stream.event, exact_progress=True)
         env, code = dict(out.envelope), out.exit_code
     except SheafError as e:
         env, code = error("embed build", e.code, e.message, e.details), 2
@@ -157,17 +161,17 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
     stopped = code == 130
     if code == 1 and env.get("ok"):  # papers failed: the index is published without them
         code = 0
-    stream.finish(env, stopped)
+    env = stream.finish(env, stopped)
     if code not in (0, 130):
         err = env.get("error") or {}
-        print(f"{err.get('code', 'ERROR')}: {pf.plugin_text(str(err.get('message', 'the build failed')))}",
-              file=sys.stderr, flush=True)
+        print(f"{err.get('code', 'ERROR')}: {err.get('message', 'the build failed')}", file=sys.stderr, flush=True)
     return code
 
 
 def _memory_build(settings: Any) -> Outcome:
-    _stdin_stop()
-    out = _pipeline().build(settings, exact_progress=False)
+    with stop_on_sigterm():
+        _stdin_stop()
+        out = _pipeline().build(settings, exact_progress=False)
     env = dict(out.envelope)
     env["command"] = "memory build"
     return Outcome(env, out.exit_code, out.view)
@@ -211,8 +215,12 @@ def _probe(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
 
 
 def _doctor(args: argparse.Namespace, settings: Any) -> Outcome:
-    out = _pipeline().doctor(settings)
-    return Outcome(out.envelope, out.exit_code)
+    pipeline = _pipeline()
+    out = pipeline.doctor(settings)
+    env = dict(out.envelope)
+    if env.get("ok"):
+        env["data"] = {**env["data"], "index": pipeline.index_probe(settings), "home": str(settings.home)}
+    return Outcome(env, out.exit_code)
 
 
 def _run(args: argparse.Namespace) -> Outcome:
@@ -232,25 +240,67 @@ def _run(args: argparse.Namespace) -> Outcome:
     return _status(args, settings)
 
 
+def _home(args: argparse.Namespace) -> Path | None:
+    """The vault's index home, for messages; None when there is no vault to name."""
+    try:
+        return pf.vault_settings(pf.vault_of(args.vault, Path.cwd())).home
+    except SheafError:
+        return None
+
+
 def _doctor_text(env: dict[str, Any]) -> str:
     """`doctor`'s answer for a person (the plugin runs it with the terminal's stdio)."""
     if not env.get("ok"):
         return f"error [{env['error']['code']}]: {env['error']['message']}"
-    issues = env["data"].get("issues") or []
-    lines = [f"{i.get('paper') + ': ' if i.get('paper') else ''}{i['kind']}: {i['detail']}" for i in issues]
+    data = env["data"]
+    issues = data.get("issues") or []
+    index = data.get("index") or {}
+    lines = []
+    if index and not index.get("exists"):  # an unbuilt vault: its papers are simply not built yet
+        lines.append(f"no vector index yet in {data.get('home')}: build it in PaperForge's settings "
+                     "(Smart Retrieval: Build vector index)")
+        issues = [i for i in issues if i["kind"] != "unregistered_paper"]
+    elif index.get("problem"):
+        lines.append(f"the index in {data.get('home')} cannot be read ({index['problem']}): rebuild it in "
+                     "PaperForge's settings (Smart Retrieval: Rebuild vector index)")
+    lines += [f"{i.get('paper') + ': ' if i.get('paper') else ''}{i['kind']}: {i['detail']}" for i in issues]
     return "\n".join(lines or ["no problems found"] + [f"next: {a}" for a in env.get("next_actions") or []])
+
+
+#: PaperForge's own commands (its library sync, OCR, configuration, dashboard, runtime), which
+#: the plugin also sends: not an index's business, so Sheaf names them as such.
+PAPERFORGE_OWN = ("sync", "config", "dashboard", "status", "ocr", "repair", "prune", "setup", "action",
+                  "runtime-health", "paper-context", "auth set", "memory restore-backup", "embed migrate")
+SERVED = ("search, retrieve, probe, embed build|status|stop, memory build|status, doctor, "
+          "auth status embedding")
+
+
+def _own_command(words: list[str]) -> str | None:
+    """The PaperForge command `words` (the positional arguments) starts with, if it is one."""
+    for own in PAPERFORGE_OWN:
+        if words[:len(own.split())] == own.split():
+            return own
+    return None
 
 
 def _parse_failure(argv: list[str], e: UsageError) -> int:
     streams = "embed" in argv and "build" in argv  # `embed build` always answers as events
     values = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--vault"}
-    command = next((a for a in argv if not a.startswith("-") and a not in values), "paperforge")
+    words = [a for a in argv if not a.startswith("-") and a not in values]
+    command = words[0] if words else "paperforge"
+    own = _own_command(words)
+    if own is not None:
+        e = UsageError(f"`{own}` is PaperForge's own command, not the memory layer's: Sheaf answers {SERVED}; "
+                       f"run `python -m paperforge {own}` with PaperForge's own Python for it")
+        command = own
     env = error(command, "BAD_QUERY", str(e), {"hint": "see `python -m sheaf.paperforge --help`"})
     if streams:
         pf.PluginStream(_write_event).finish(env, stopped=False)
         print(f"BAD_QUERY: {e}", file=sys.stderr)
     elif "--json" in argv or (argv and argv[0] != "doctor"):
         emit(env)
+        if own is not None and "--json" not in argv:  # a terminal (the plugin's tool actions) reads this line
+            print(f"error: {e}", file=sys.stderr)
     else:
         print(f"error: {e}", file=sys.stderr)
     return 2
@@ -298,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - never a traceback for the plugin; the envelope names the failure
         out = Outcome(error(_name(args), "INTERNAL_ERROR", f"{type(e).__name__}: {e}",
                             {"hint": "this is a bug in sheaf; please report it with the command you ran"}), 3)
-    env = pf.for_plugin(out.envelope)
+    env = pf.for_plugin(out.envelope, _home(args))
     if machine:
         emit(env)
     elif args.command == "doctor":
@@ -309,3 +359,34 @@ def main(argv: list[str] | None = None) -> int:
         err = env["error"]
         print(f"error [{err['code']}]: {err['message']}", file=sys.stderr)
     return out.exit_code
+
+
+#: The plugin's version check (views/dashboard.ts `_fetchVersion`, python-bridge.ts), run as `-c`.
+VERSION_CHECK = "import paperforge; print(paperforge.__version__)"
+#: Interpreter flags the plugin may put before `-m` / `-c` (`-I`: managed-runtime's version probe).
+_FLAGS = ("-I", "-E", "-s", "-S", "-B", "-u", "-3")
+
+
+def launcher(argv: list[str] | None = None) -> int:
+    """`sheaf-paperforge-python`: what PaperForge's "Python path" setting points at to run Sheaf.
+    The plugin runs `PY -m paperforge ARGS`: answered as `python -m sheaf.paperforge ARGS`; its
+    version check (`PY -c "import paperforge; print(paperforge.__version__)"`): Sheaf's version,
+    for the badge; anything else runs on this Python as sent (no `paperforge` package is
+    installed: it would shadow PaperForge's own)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    rest = list(argv)
+    while rest and rest[0] in _FLAGS:
+        rest.pop(0)
+    if rest[:2] == ["-m", "paperforge"]:
+        return main(rest[2:])
+    if rest[:2] == ["-c", VERSION_CHECK]:
+        print(f"{__version__} (Sheaf)", flush=True)
+        return 0
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, *argv])
+    return 127  # pragma: no cover - execv does not return
+
+
+def console_launcher() -> None:
+    """The console script's entry (`sheaf-paperforge-python`)."""
+    raise SystemExit(exit_code(launcher()))

@@ -20,9 +20,12 @@ Two remedies, both CPython's documented ones (`gc.freeze`):
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from sheaf.core.progress import abandoned_work
 
 __all__ = ["exit_code", "long_lived_imports"]
 
@@ -49,4 +52,8 @@ def exit_code(code: int) -> int:
     """`code`, once the process's objects are frozen: for `sys.exit(exit_code(main()))` in a
     process's own entry point (the interpreter's exit then skips the scan of every object)."""
     gc.freeze()
+    if abandoned_work():  # a load or import a stop left running: the interpreter's exit would wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code

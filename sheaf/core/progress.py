@@ -45,6 +45,41 @@ def check_stop() -> None:
         raise StopRequested(f"stopped at a paper boundary ({_reason[0]})")
 
 
+#: Name of the threads `while_polled` runs work on: one still alive at the process's exit was
+#: abandoned by a stop (`sheaf.core.heap.exit_code` then ends the process without waiting for it).
+POLLED_THREAD = "sheaf-polled"
+
+
+def while_polled(work: Callable[[], Any], poll: Callable[[], None] | None) -> Any:
+    """`work()` (a model load, an import), run on a thread of its own while `poll` is called every
+    quarter second (a build's stop check, which raises to stop: the work is then left to finish in
+    the background and its result dropped); without `poll`, plainly."""
+    if poll is None:
+        return work()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as e:  # noqa: BLE001 - handed back to the waiting thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, name=POLLED_THREAD, daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.25)
+        if t.is_alive():
+            poll()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def abandoned_work() -> bool:
+    """Whether work `while_polled` left behind on a stop is still running."""
+    return any(t.name == POLLED_THREAD and t.is_alive() for t in threading.enumerate())
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     request_stop("`sheaf stop` (SIGTERM)")
 

@@ -160,11 +160,13 @@ def memory_status_data(status_data: dict[str, Any]) -> dict[str, Any]:
 #: Sheaf's commands in next actions and hints → what a PaperForge user does in the plugin.
 _PLUGIN_ACTIONS = (
     ("`sheaf build --full`", "`embed build --force` (Build vector index in PaperForge's settings)"),
-    ("`sheaf build`", "`embed build --resume` (Resume vector build in PaperForge's settings)"),
+    ("`sheaf build`", "`embed build --resume` (Build vector index, or Resume vector build, in PaperForge's "
+                      "settings)"),
     ("`sheaf stop`", "`embed stop` (the Stop button)"),
     ("`sheaf doctor --repair`", "`embed build --force` (Build vector index in PaperForge's settings)"),
     ("`sheaf doctor`", "`doctor` (Run Doctor)"),
     ("`sheaf status`", "`memory status`"),
+    ("(sheaf build)", "(Rebuild vector index in PaperForge's settings)"),
 )
 
 
@@ -175,8 +177,9 @@ def plugin_text(text: str) -> str:
     return text
 
 
-def for_plugin(envelope: dict[str, Any]) -> dict[str, Any]:
-    """An envelope whose next actions and error hint name the plugin's commands."""
+def for_plugin(envelope: dict[str, Any], home: Path | None = None) -> dict[str, Any]:
+    """An envelope whose next actions and error hint name the plugin's commands, and whose error
+    message names the vault's index `home` (when known) if it does not already."""
     env = dict(envelope)
     if env.get("next_actions"):
         env["next_actions"] = [plugin_text(a) for a in env["next_actions"]]
@@ -185,6 +188,10 @@ def for_plugin(envelope: dict[str, Any]) -> dict[str, Any]:
         details = dict(err.get("details") or {})
         if isinstance(details.get("hint"), str):
             details["hint"] = plugin_text(details["hint"])
+        if home is not None and str(home) not in str(err.get("message", "")):
+            err["message"] = f"{err.get('message', '')} (the index home of this vault: {home})"
+            details.setdefault("home", str(home))
+        err["message"] = plugin_text(str(err.get("message", "")))
         err["details"] = details
         env["error"] = err
     return env
@@ -306,8 +313,9 @@ class PluginStream:
 
     OPERATION = "embed build"
 
-    def __init__(self, write: Any) -> None:
+    def __init__(self, write: Any, home: Path | None = None) -> None:
         self.write = write
+        self.home = home  # the vault's index home, named in an error's message
         self.warnings: list[str] = []
         self.current = 0
         self.total = 0
@@ -330,9 +338,10 @@ class PluginStream:
             return  # not one the plugin knows
         self._emit(event)
 
-    def finish(self, envelope: dict[str, Any], stopped: bool) -> None:
-        """The terminal event: `cancelled` for a stopped build, else `result` / `error`."""
-        env = for_plugin(envelope)
+    def finish(self, envelope: dict[str, Any], stopped: bool) -> dict[str, Any]:
+        """The terminal event: `cancelled` for a stopped build, else `result` / `error`; returns
+        the envelope as the event carries it."""
+        env = for_plugin(envelope, self.home)
         if env.get("ok"):
             folded = [w for w in env.get("warnings") or []]
             folded += [w for w in self.warnings if w not in folded and not any(w in f for f in folded)]
@@ -341,3 +350,4 @@ class PluginStream:
             self._emit({"event": "cancelled", "current": self.current, "total": self.total, "result": env})
         else:
             self._emit({"event": "result" if env.get("ok") else "error", "result": env})
+        return env

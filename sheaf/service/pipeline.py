@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.heap import long_lived_imports
 from sheaf.core.models import paper_key_problem
-from sheaf.core.progress import stop_on_sigterm
+from sheaf.core.progress import StopRequested, check_stop, stop_on_sigterm, while_polled
 from sheaf.core.settings import where
 from sheaf.service.build_state import verdict
 from sheaf.service.requests import Outcome
@@ -29,13 +29,17 @@ Progress = Callable[[str], None]
 Events = Callable[[dict[str, Any]], None]
 
 
-def _pipelines() -> Any:
+def _pipelines(poll: Callable[[], None] | None = None) -> Any:
     """The Dagster side (`pipelines`), imported when one of these commands runs, never before
-    (as objects the process keeps: `sheaf.core.heap`)."""
-    with long_lived_imports():
-        import pipelines.build.command, pipelines.build.doctor, pipelines.entry, pipelines.build.live, pipelines.planning.statuses, pipelines.planning.record, pipelines.planning.events, pipelines.build.sync  # noqa: E401,E501
+    (as objects the process keeps: `sheaf.core.heap`). `poll`: a build's stop check, called while
+    Dagster imports (seconds on a busy machine); what it raises ends the wait."""
+    def load() -> Any:
+        with long_lived_imports():
+            import pipelines.build.command, pipelines.build.doctor, pipelines.entry, pipelines.build.live, pipelines.planning.statuses, pipelines.planning.record, pipelines.planning.events, pipelines.build.sync  # noqa: E401,E501
 
-    return pipelines
+        return pipelines
+
+    return while_polled(load, poll)
 
 
 def _light() -> Any:
@@ -75,18 +79,28 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
     _require_library(settings)
     _light().build_lock.check_workers(settings, settings.build_workers)  # before the no-op proof answers
     with stop_on_sigterm():
-        quick = defs is None and not papers and not full
-        rep, proof = _light().planning.noop.quick_build(settings, progress, events) if quick else (None, None)
-        why = proof.why if proof is not None else ""
-        if rep is None:
-            pipelines = _pipelines()
-            rep = pipelines.build.command.build(settings, defs if defs is not None else definitions(settings),
-                                        papers=papers or None, full=full, progress=progress, events=events,
-                                        workers=settings.build_workers, scan=proof.scan if proof else None,
-                                        record=proof.record if proof else None, exact_progress=exact_progress,
-                                        load_definitions=pipelines.entry.dagster_side)
-            if why:
-                rep.plan["no_op_proof"] = why
+        try:
+            check_stop()
+            quick = defs is None and not papers and not full
+            rep, proof = _light().planning.noop.quick_build(settings, progress, events) if quick else (None, None)
+            why = proof.why if proof is not None else ""
+            if rep is None:
+                pipelines = _pipelines(check_stop)
+                check_stop()
+                defs = defs if defs is not None else definitions(settings)
+                check_stop()
+                rep = pipelines.build.command.build(settings, defs, papers=papers or None, full=full,
+                                                    progress=progress, events=events,
+                                                    workers=settings.build_workers,
+                                                    scan=proof.scan if proof else None,
+                                                    record=proof.record if proof else None,
+                                                    exact_progress=exact_progress,
+                                                    load_definitions=pipelines.entry.dagster_side)
+                if why:
+                    rep.plan["no_op_proof"] = why
+        except StopRequested:  # before the build took its lock: nothing written, no run started
+            progress("interrupted before the build began: nothing was changed")
+            rep = _light().planning.model.BuildReport({}, {}, [], {}, interrupted=True, plan={"stopped": "before planning"})
     states: dict[str, int] = {}
     for st in rep.statuses.values():
         states[st.state] = states.get(st.state, 0) + 1

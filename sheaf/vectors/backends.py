@@ -31,6 +31,7 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
+from sheaf.vectors.onnx import run_polled
 
 np = lazy_module("numpy")
 
@@ -420,27 +421,13 @@ def measure_in_child(model: str, models_dir: str | None, device: str = "cpu", th
     if threads:
         cmd += ["--threads", str(threads)]
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        r = run_polled(cmd, env, timeout, poll)
     except OSError as e:
         raise SheafError("BACKEND_UNAVAILABLE", f"measuring the embedding backends of {model!r} failed: {e}",
                          {"model": model}) from e
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                out, err = proc.communicate(timeout=0.25)
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline:
-                    raise SheafError("BACKEND_UNAVAILABLE", f"measuring the embedding backends of {model!r} "
-                                     f"took over {timeout:.0f} s", {"model": model}) from None
-                if poll is not None:
-                    poll()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    r = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        raise SheafError("BACKEND_UNAVAILABLE", f"measuring the embedding backends of {model!r} "
+                         f"took over {timeout:.0f} s", {"model": model}) from None
     try:
         if r.returncode != 0:
             raise ValueError(r.returncode)

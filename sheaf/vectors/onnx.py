@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -296,12 +296,41 @@ def find_export(root: Path, model: str) -> Path | None:
 EXPORT_TIMEOUT_S = 900
 
 
-def export_in_child(model: str, root: Path, timeout: float = EXPORT_TIMEOUT_S) -> Path:
+def run_polled(cmd: list[str], env: dict[str, str], timeout: float,
+               poll: Callable[[], None] | None = None) -> Any:
+    """`subprocess.run(cmd)` with its output captured, calling `poll` every quarter second while
+    the child runs; what `poll` raises ends the child and goes on. `subprocess.TimeoutExpired`
+    after `timeout` seconds (the child ended)."""
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.25)
+                return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    raise
+                if poll is not None:
+                    poll()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def export_in_child(model: str, root: Path, timeout: float = EXPORT_TIMEOUT_S,
+                    poll: Callable[[], None] | None = None) -> Path:
     """Export `model` into the models folder `root` in a process of its own (``python -m
     sheaf.vectors.onnx_export``), so that the process asking (a build, which then embeds with the
     export) never imports torch: torch and the exporter take ~0.8 GB that the build would keep to
     its end. Returns the export's folder; `SheafError(BACKEND_UNAVAILABLE)` with the child's last
-    words when it fails."""
+    words when it fails. `poll` is called while the child runs (a build's stop check): when it
+    raises, the child is ended (the export publishes its folder only when complete) and the
+    exception goes on."""
     import os
     import subprocess
     import sys
@@ -309,7 +338,7 @@ def export_in_child(model: str, root: Path, timeout: float = EXPORT_TIMEOUT_S) -
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "sheaf.vectors.onnx_export", model, str(root)]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+        r = run_polled(cmd, env, timeout, poll)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SheafError("BACKEND_UNAVAILABLE", f"exporting {model!r} to ONNX failed: {e}",
                          {"model": model, "models_dir": str(root)}) from e

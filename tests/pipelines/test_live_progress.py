@@ -101,3 +101,31 @@ def test_without_a_program_the_tags_are_written_once_a_second_and_the_rest_at_th
     assert _current(inst, second) == 6 and len(writes) == 4
     lp.flush()
     assert len(writes) == 4  # nothing left: no write
+
+
+@pytest.mark.slow
+def test_papers_embedded_together_are_reported_one_by_one_as_encoded(tmp_path, monkeypatch, embedder, onnx_export):
+    """A build whose papers' passages are embedded as one group (`EMBED_GROUP_PASSAGES`) reports
+    each paper when its own vectors are written: `current` steps 1, 2, 3, 4 and the model is
+    still encoding between the first paper's event and the last's (not the whole group first,
+    then four events at once)."""
+    import dataclasses
+
+    from pipelines.build import build
+    from tests.conftest import link_onnx_export
+    from tests.pipeline_kit import BASE_PAPERS, definitions, new_home
+
+    home = new_home(tmp_path / "h").apply(monkeypatch)
+    link_onnx_export(onnx_export, home.home)  # the build exports no query encoder of its own
+    emb = dataclasses.replace(embedder, batch_size=8)  # the loaded model, in batches of 8
+    seen: list[tuple[int, int]] = []
+
+    def on_event(e: dict) -> None:
+        if e["event"] == "progress":
+            seen.append((e["current"], emb.model_calls))
+
+    rep = build(home.settings(), definitions(), embedder=emb, events=on_event)
+    assert not rep.interrupted and rep.embeddings_computed > 16
+    assert [c for c, _ in seen] == list(range(1, len(BASE_PAPERS) + 1))
+    calls = [n for _, n in seen]
+    assert calls == sorted(calls) and calls[0] < calls[-1], seen

@@ -271,7 +271,7 @@ def test_a_stop_during_the_switch_to_torch_is_not_kept_waiting():
     PaperForge plugin's stop, past its 5 s grace, before)."""
     import time
 
-    from sheaf.vectors.embedder import _while_polled
+    from sheaf.core.progress import while_polled as _while_polled
 
     class Stop(Exception):
         pass

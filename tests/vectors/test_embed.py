@@ -367,3 +367,44 @@ def test_a_stop_between_batches_ends_the_encoding_there(embedder):
     with pytest.raises(StopRequested):
         embedder.encode([f"passage number {i} about cartilage" for i in range(300)], between_batches=stop)
     assert len(calls) == 2 and embedder.encoded_count - before < 300  # the batches after the stop never ran
+
+
+def test_paper_first_batches_finish_the_papers_in_order_with_similar_lengths():
+    """The schedule of a group's texts: every text once, batches of at most `step`, each led by
+    the earliest unfinished paper's longest text and filled with texts no longer than it; the
+    first paper's texts go ahead of a later paper's of the same length."""
+    from sheaf.vectors.embedder import paper_first_batches
+
+    owners = [0] * 10 + [1] * 10 + [2] * 10
+    lengths = [100] * 30
+    batches = paper_first_batches(owners, lengths, 8)
+    assert sorted(i for b in batches for i in b) == list(range(30)) and all(len(b) <= 8 for b in batches)
+    done = [max(n for n, b in enumerate(batches) if any(owners[i] == p for i in b)) for p in range(3)]
+    assert done == [1, 2, 3]  # paper 0 after 2 batches of 4, not after the group's last
+    # mixed lengths: a batch never holds a text longer than the one leading it
+    lengths = [(37 * i) % 250 + 5 for i in range(30)]
+    for b in paper_first_batches(owners, lengths, 8):
+        assert all(lengths[i] <= lengths[b[0]] for b in [b] for i in b)
+
+
+def test_embed_papers_hands_out_each_paper_as_soon_as_its_vectors_are_there(embedder, conn):
+    """`embed_papers`: the papers in their order, the first one after the first batch of three
+    (not after the whole group), the same vectors as `embed`, a text two papers share encoded
+    once and counted for the first, the cache read once and written as papers come out."""
+    papers = [(f"P{n}", embedder.build_passages(
+        [body(f"P{n}", f"s{j}", "a text two papers share" if j == 23 and n else f"{WORDS[j % len(WORDS)]} paper {n} unit {j:02d}")
+         for j in range(24)], title="Title")) for n in range(3)]
+    assert all(len(ps) == 24 for _, ps in papers)
+    cache = SqliteEmbeddingCache(conn)
+    calls = embedder.model_calls
+    out = []
+    for key, ep, seconds in embedder.embed_papers(papers, cache):
+        out.append((key, ep, embedder.model_calls - calls))
+        assert seconds >= 0
+    assert [k for k, _, _ in out] == ["P0", "P1", "P2"]
+    assert [c for _, _, c in out][0] < out[-1][2], [c for _, _, c in out]  # P0 out before the group's last batch
+    for (_, ps), (_, ep, _) in zip(papers, out):
+        assert np.allclose(ep.vectors, embedder.embed(ps).vectors, atol=1e-5)
+    assert [ep.encoded for _, ep, _ in out] == [24, 24, 23]  # P2's last text is P1's
+    again = list(embedder.embed_papers(papers, cache))
+    assert [ep.encoded for _, ep, _ in again] == [0, 0, 0]
