@@ -67,7 +67,7 @@ def _assert_canceled(vault: Path, settle: float, out: str, err: str, code: int) 
     assert code == 130 and err == "", (code, err)
     assert settle < GRACE_S, settle
     assert events[-1]["event"] == "cancelled" and all(e["schema_version"] == 1 for e in events), events
-    from pipelines.build import get_instance
+    from pipelines.build.command import get_instance
     from sheaf.service.paperforge_shapes import vault_settings
 
     settings = vault_settings(vault)

@@ -111,7 +111,7 @@ def test_papers_embedded_together_are_reported_one_by_one_as_encoded(tmp_path, m
     then four events at once)."""
     import dataclasses
 
-    from pipelines.build import build
+    from pipelines.build.command import build
     from tests.conftest import link_onnx_export
     from tests.pipeline_kit import BASE_PAPERS, definitions, new_home
 
