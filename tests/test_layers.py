@@ -133,3 +133,15 @@ def test_dagsters_private_api_is_reached_only_through_its_wall():
                 if any(n.startswith(PRIVATE) for n in names):
                     found.append(f"{rel}:{node.lineno}")
     assert found == [], found
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A name with a leading underscore is its module's own: another module of ours that needs it
+    gets a public name (tests may reach in)."""
+    found = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                found += [f"{name}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == [], found

@@ -63,7 +63,7 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _source_files(target: str) -> dict[str, dict[str, Any]]:
+def model_source_files(target: str) -> dict[str, dict[str, Any]]:
     """Size, mtime and sha256 of every file of a local model folder (``{}`` when the model is
     not a local folder): an export of a folder whose files changed is stale."""
     root = Path(target)

@@ -25,7 +25,7 @@ from sheaf.vectors.onnx import (
     MODEL_FILE,
     TOKENIZER_FILE,
     OnnxQueryEncoder,
-    _source_files,
+    model_source_files,
     export_status,
     models_dir,
 )
@@ -196,7 +196,7 @@ def export_onnx(embedder_or_model_name: "Embedder | str", out_dir: str | Path) -
             "identity": identity.to_dict(),
             "identity_key": identity.key,
             "model": {"configured": embedder.model_name, "name": name, "path": target},
-            "source_files": _source_files(target),
+            "source_files": model_source_files(target),
             "onnx": {"file": MODEL_FILE, "size": (tmp / MODEL_FILE).stat().st_size},
             "tokenizer": {"file": TOKENIZER_FILE, "size": (tmp / TOKENIZER_FILE).stat().st_size},
             "n_special": int(ld.n_special),

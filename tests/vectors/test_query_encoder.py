@@ -14,7 +14,7 @@ import pytest
 
 from sheaf.vectors.identity import ModelIdentity
 from sheaf.vectors.onnx_export import ensure_onnx_export
-from sheaf.vectors.onnx import EXPORT_JSON, OnnxQueryEncoder, _source_changed, _source_files, export_dir, export_status
+from sheaf.vectors.onnx import EXPORT_JSON, OnnxQueryEncoder, _source_changed, model_source_files, export_dir, export_status
 from sheaf.vectors.query_encoder import FALLBACK_WARNING, QueryEncoder
 from sheaf.core.settings import get_settings
 
@@ -214,7 +214,7 @@ def test_changed_model_files_make_export_stale(tmp_path):
     d.mkdir()
     (d / "config.json").write_text('{"a": 1}')
     (d / "weights.bin").write_bytes(b"\0" * 100)
-    rec = _source_files(str(d))
+    rec = model_source_files(str(d))
     assert _source_changed(str(d), rec) is None
     os.utime(d / "weights.bin", ns=(1, 1))  # touched, same bytes: still fine
     assert _source_changed(str(d), rec) is None
