@@ -119,8 +119,8 @@ class _Loaded:
 
 #: In `paper_first_batches`, a text of a later paper competes for a batch of the current paper's
 #: texts as if it were this much shorter: enough that the current paper finishes early (the
-#: build reports it done), little enough that batches stay of similar lengths (measured on the
-#: 18 real papers of ../shared: 1.5% more padded tokens than one length sort of the whole group;
+#: build reports it done), little enough that batches stay of similar lengths (measured on
+#: 18 real papers: 1.5% more padded tokens than one length sort of the whole group;
 #: the first paper of a group done after half the group's batches instead of all of them).
 _OTHER_PAPER_DISCOUNT = 0.2
 
