@@ -127,10 +127,12 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         progress(f"! invalid paper key refused: {k!r}")
     runs: list[dict[str, Any]] = []
 
-    def stopped(where: str) -> BuildReport:
-        """A stop asked for while the build planned: it ends here, before any paper's run."""
+    def stopped(where: str, statuses: dict[str, PaperStatus] | None = None) -> BuildReport:
+        """A stop asked for while the build planned: it ends here, before any paper's run, with
+        the papers' statuses when they were read already."""
         progress("interrupted while planning: the next `sheaf build` carries on with what is left")
-        return BuildReport(sync, {}, [], {}, 0, round(time.perf_counter() - t0, 2), True, {"stopped": where})
+        return BuildReport(sync, {}, [], statuses or {}, 0, round(time.perf_counter() - t0, 2), True,
+                           {"stopped": where})
 
     if stop_requested():
         return stopped("after the library scan")
@@ -160,7 +162,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         for k, why in apply_index_drift(settings, instance, statuses, chain).items():
             progress(f"! {k}: {'; '.join(why)}")
     if stop_requested():
-        return stopped("after reading the papers' statuses")
+        return stopped("after reading the papers' statuses", statuses)
     targets = ({k: ["--full"] for k in wanted} if full
                else {k: st.reasons for k, st in statuses.items() if needs_build(st)})
     starts = {k: chain.first if full else (statuses[k].rebuild_from or chain.first) for k in targets}

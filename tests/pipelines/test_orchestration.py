@@ -161,13 +161,31 @@ def test_a_full_rebuild_of_an_unchanged_library_rewrites_no_index_row(home):
     assert {k: e.metadata["rows_unchanged"] for k, e in fts.items()} == {k: True for k in BASE_PAPERS}
 
 
-def test_a_full_build_stopped_before_its_first_run_reports_the_papers_statuses(home, monkeypatch):
+def test_a_build_stopped_while_it_plans_ends_before_any_run(home, monkeypatch):
+    """A stop that comes while the build plans ends it at the next planning step (the plugin's
+    Stop must settle within seconds), with no run started."""
     import pipelines.build.command as build
 
     monkeypatch.setattr(build, "stop_requested", lambda: True)
     code, env = run_cli(["build", "--full", "--json"])
     assert env["data"]["runs"] == [] and env["data"]["interrupted"], env
-    assert env["data"]["states"] == {"built": len(BASE_PAPERS)}, env
+    assert env["data"]["plan"]["stopped"] == "after the library scan", env["data"]["plan"]
+
+
+def test_a_build_stopped_after_reading_the_statuses_reports_them(home, monkeypatch):
+    import pipelines.build.command as build
+
+    read: list[bool] = []
+    real = build.statuses_from
+    monkeypatch.setattr(build, "statuses_from", lambda *a, **kw: read.append(True) or real(*a, **kw))
+    monkeypatch.setattr(build, "stop_requested", lambda: bool(read))
+    md = next((home.papers / BASE_PAPERS[0]).glob("*.md"))  # a change: the build goes the Dagster way
+    md.write_text(md.read_text(encoding="utf-8") + "\n\nA paragraph about numbats.\n", encoding="utf-8")
+    code, env = run_cli(["build", "--json"])
+    assert env["data"]["runs"] == [] and env["data"]["interrupted"], env
+    assert env["data"]["plan"]["stopped"] == "after reading the papers' statuses"
+    states = {p["paper_id"]: p["state"] for p in env["data"]["papers"]}
+    assert sorted(states) == sorted(BASE_PAPERS) and states[BASE_PAPERS[0]] != "built", states
 
 
 def test_an_edit_unpacks_the_record_once(home, monkeypatch):
