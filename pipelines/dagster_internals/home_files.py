@@ -38,7 +38,8 @@ def stock_dagster_yaml(history: Path) -> str:
     """The dagster.yaml of `SHEAF_DAGSTER_STORAGE=stock`: Dagster's own storage classes (no Sheaf
     subclass) on the same files as `dagster_yaml()` (`history/event_log.db`, `history/runs.db`),
     so a home switches either way and keeps its build history. Correct on any Dagster release the
-    public API supports; only slower (events written one by one, connections opened per write)."""
+    public API supports; expected slower (events written one by one, connections opened per
+    write), not measured."""
     return (f"{YAML_HEADER}: one writer at a time for the SQLite index pool; Dagster's own SQLite\n"
             "# storages (SHEAF_DAGSTER_STORAGE=stock). Rewritten by sheaf while this header stays;\n"
             "# delete the header to keep your own edits.\n"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import SheafError
+from sheaf.core.files import write_atomic
 from sheaf.core.lazy import lazy_module
 from sheaf.vectors.onnx import run_polled
 
@@ -316,14 +317,10 @@ def load_record(path: Path) -> Measurement | None:
 
 def save_record(path: Path, m: Measurement) -> None:
     """Write the record atomically (best effort: a read-only home measures again next time)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(m.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(Path(path), m.to_json().encode("utf-8"))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 # --- the choice -----------------------------------------------------------------------------------

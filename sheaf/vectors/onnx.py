@@ -12,13 +12,13 @@ the graph (as sentence-transformers pools); a text longer than the window is spl
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
+from sheaf.core.files import write_atomic
 from sheaf.core.lazy import lazy_module
 from sheaf.vectors.identity import (
     DEFAULT_OVERLAP,
@@ -108,12 +108,10 @@ def _restamp(path: Path, meta: dict[str, Any], moved: dict[str, int]) -> None:
     files = meta.get("source_files") or {}
     for rel, ns in moved.items():
         files[rel] = {**files[rel], "mtime_ns": ns}
-    tmp = path / f".{EXPORT_JSON}.{os.getpid()}.tmp"
     try:
-        tmp.write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path / EXPORT_JSON)
+        write_atomic(path / EXPORT_JSON, json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,19 @@ def _escape(b: bytes) -> bytes:
     return b.replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)")
 
 
+def pdf_bytes(objs: list[bytes], trailer: bytes = b"") -> bytes:
+    """A PDF of `objs` (object 1 the catalog), with its cross-reference table; `trailer`: more
+    trailer entries (an /Encrypt, an /ID)."""
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, o in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    return out + b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, trailer, xref)
+
+
 def raw_pdf(path: Path, pages: list[list[tuple]], differences: bytes = b"", size: tuple = PAGE) -> Path:
     """Each page is a list of items (x, y_from_top, font_size, text, font[, turn]): `text` in
     font codes (bytes, or str encoded Latin-1), `font` one of "R" (Times-Roman, WinAnsi with
@@ -38,15 +51,7 @@ def raw_pdf(path: Path, pages: list[list[tuple]], differences: bytes = b"", size
         enc = (b" /Encoding << /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [" + differences
                + b"] >>") if k == "R" and differences else b" /Encoding /WinAnsiEncoding"
         objs.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /" + base + enc + b" >>")
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for i, o in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
-    path.write_bytes(out)
+    path.write_bytes(pdf_bytes(objs))
     return path
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from sheaf.ingest import parse_paper
 from sheaf.ingest import pdf as pdf_adapter
+from tests.ingest.pdf_writer import pdf_bytes
 from sheaf.ingest.common import numbering_depth
 from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
 from tests.paperkit import alnum_key
@@ -239,17 +240,7 @@ def _encrypted_pdf() -> bytes:
     objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>",
             b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -44 >>"]
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for i, o in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + o + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 4 0 R /ID [<%s> <%s>] >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objs) + 1, b"ab" * 16, b"ab" * 16, xref)
-    return out
+    return pdf_bytes(objs, b" /Encrypt 4 0 R /ID [<%s> <%s>]" % (b"ab" * 16, b"ab" * 16))
 
 
 def _blank_pdf(path: Path) -> None:
