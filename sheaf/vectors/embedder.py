@@ -344,6 +344,9 @@ class Embedder:
             if pending < self._switch_after:
                 return
             self._switch_after = float("inf")
+            # The export's session is closed before torch loads (it opens again if torch does not):
+            # the two together were a build's peak memory, 1.2 GB against 0.9 GB for torch alone.
+            ld.onnx.close()
             try:
                 st = while_polled(self._load_sentence_transformers, poll)
             except SheafError as e:
@@ -353,7 +356,7 @@ class Embedder:
                 self.backend_note = f"{choice.backend} loaded another model identity than the export's; staying on onnx"
                 return
             st.precision = PRECISION[choice.backend]
-            self._loaded = st  # the ONNX session goes with the old one
+            self._loaded = st
 
     def _load_export(self, poll: Callable[[], None] | None = None) -> _Loaded | None:
         """The usable ONNX export of the configured model in `models_dir`, loaded; or None. With

@@ -171,16 +171,33 @@ def export_status(path: Path, identity: ModelIdentity, model: str | None = None)
 
 # --- the encoder (onnxruntime + tokenizers + numpy only) -------------------------------------
 
+def _session(path: Path, meta: dict[str, Any], threads: int | None) -> Any:
+    """An onnxruntime session of the export's graph, on the CPU."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    # No busy-waiting pool threads after a run: on 2 cores they would steal the CPU from
+    # the vector and full-text search that follow the encoding (measured: 2x slower).
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if threads:
+        so.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path / meta["onnx"]["file"]), sess_options=so,
+                                providers=["CPUExecutionProvider"])
+
+
 class OnnxQueryEncoder:
     """Encodes queries with an exported model: tokenizers for word pieces, onnxruntime for the
     graph (transformer + pooling + L2 norm). Thread-safe (onnxruntime sessions are)."""
 
     def __init__(self, path: Path, meta: dict[str, Any], session: Any, split_tokenizer: Any,
-                 model_tokenizer: Any, overlap_tokens: int = DEFAULT_OVERLAP) -> None:
+                 model_tokenizer: Any, overlap_tokens: int = DEFAULT_OVERLAP, threads: int | None = None) -> None:
         self.path = Path(path)
         self.meta = meta
         self.identity = ModelIdentity(**meta["identity"])
         self.session = session
+        self.threads = threads
         self.n_special = int(meta["n_special"])
         self.input_names = list(meta["input_names"])
         self.overlap_tokens = overlap_tokens
@@ -191,7 +208,6 @@ class OnnxQueryEncoder:
     def load(cls, path: str | Path, *, overlap_tokens: int = DEFAULT_OVERLAP,
              threads: int | None = None) -> "OnnxQueryEncoder":
         """Load an export folder (no identity check: see `export_status`)."""
-        import onnxruntime as ort
         import tokenizers
 
         path = Path(path)
@@ -208,17 +224,12 @@ class OnnxQueryEncoder:
         model_tok.enable_truncation(max_length=max_tokens, strategy="longest_first", direction="right")
         model_tok.enable_padding(pad_id=int(meta["pad_id"]), pad_token=meta["pad_token"],
                                  pad_type_id=0, direction="right")
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        # No busy-waiting pool threads after a run: on 2 cores they would steal the CPU from
-        # the vector and full-text search that follow the encoding (measured: 2x slower).
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        so.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        if threads:
-            so.intra_op_num_threads = threads
-        session = ort.InferenceSession(str(path / meta["onnx"]["file"]), sess_options=so,
-                                       providers=["CPUExecutionProvider"])
-        return cls(path, meta, session, split_tok, model_tok, overlap_tokens)
+        return cls(path, meta, _session(path, meta, threads), split_tok, model_tok, overlap_tokens, threads)
+
+    def close(self) -> None:
+        """Drop the onnxruntime session and its memory (~300 MB after a build's batches); the
+        tokenizers stay. The next `encode_texts` opens it again."""
+        self.session = None
 
     @property
     def split_tokenizer(self) -> Any:
@@ -241,6 +252,8 @@ class OnnxQueryEncoder:
         cols = {"input_ids": [e.ids for e in encs], "attention_mask": [e.attention_mask for e in encs],
                 "token_type_ids": [e.type_ids for e in encs]}
         feed = {name: np.asarray(cols[name], dtype=np.int64) for name in self.input_names}
+        if self.session is None:
+            self.session = _session(self.path, self.meta, self.threads)
         out = self.session.run(None, feed)[0]
         return np.asarray(out, dtype=np.float32)
 

@@ -190,6 +190,49 @@ def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_expo
     assert len(calls) == 1 and nxt.backend == chosen
 
 
+def test_a_switch_closes_the_export_before_torch_loads(embedder, onnx_export, tmp_path, monkeypatch):
+    """The export's onnxruntime session and torch are never in memory together (together they were
+    a build's peak: 1.2 GB against 0.9 GB); when torch then fails to load, the export opens again
+    and the encoding goes on there, with the same vectors."""
+    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
+    from tests.conftest import link_onnx_export
+
+    home = tmp_path / "home"
+    link_onnx_export(onnx_export, home)
+    real = real_measurer(embedder, onnx_export.parent, [])
+
+    def torch_wins(facts):  # this machine's real trials, torch measured the faster (a busy CPU may not)
+        m = real(facts)
+        fast = {k: dataclasses.replace(t, rate=t.rate if k == ONNX else 1e6) for k, t in m.trials.items()}
+        return dataclasses.replace(m, trials=fast, chosen=choose(fast))
+
+    many = [f"passage {i}: denosumab withdrawal and vertebral fractures in {i} patients"
+            for i in range(FIRST_SWITCH_PASSAGES)]
+    ref = embedder.encode(many)
+    for torch_loads in (False, True):
+        emb = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": "auto"}, home=tmp_path / "home"))
+        emb.measurer = torch_wins
+        emb.encode(["a short passage on fracture risk"])
+        export = emb.load().onnx
+        sessions: list = []
+
+        def load_torch(real_load=emb._load_sentence_transformers, torch_loads=torch_loads):
+            sessions.append(export.session)
+            if not torch_loads:
+                raise SheafError("BACKEND_UNAVAILABLE", "torch is not installed here")
+            return real_load()
+
+        monkeypatch.setattr(emb, "_load_sentence_transformers", load_torch)
+        got = emb.encode(many)
+        assert sessions == [None]  # closed while torch loaded
+        assert float(np.sum(ref * got, axis=1).min()) >= AGREE_MIN_COSINE
+        if torch_loads:
+            assert emb.backend == emb.choice.backend != ONNX
+        else:
+            assert emb.backend == ONNX and "torch is not installed here" in emb.backend_note
+            assert export.session is not None  # opened again to encode
+
+
 def test_an_embedder_on_torch_measures_with_its_own_model_not_a_child(onnx_export, tmp_path, monkeypatch):
     """SHEAF_EMBED_BACKEND=torch in a home without a record: the measurement runs on the model this
     process has just loaded (no child loading torch a second time, ~5-20 s and its memory); the
