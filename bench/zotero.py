@@ -24,7 +24,8 @@ Measured per size, each a fresh process, one at a time:
   that item moved to the trash until `sheaf search` no longer does.
 
 Short texts (`--text-chars 250`: one or two passages a paper) and torch in bf16 make a full
-build of 10,000 items affordable (about an hour on 2 shared cores). `--work DIR --until full`
+build of 10,000 items affordable (about 6 minutes on 2 quiet cores); `SHEAF_EMBED_BACKEND` and
+`SHEAF_EMBED_PRECISION` apply to the full builds only, every later command runs on the default. `--work DIR --until full`
 keeps the built libraries and homes; `--resume` (same sizes and DIR) measures them again.
 
 Run from the project root:
@@ -147,8 +148,14 @@ def make_pdf(path: Path, lines: list[str]) -> Path:
 
 # --- measuring --------------------------------------------------------------------------------------
 
-def _env(home: Path, lib: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("SHEAF_INDEX_FILE", "PYTHONDONTWRITEBYTECODE")}
+#: The settings this script's environment may give the full build only (torch bf16 makes 10,000 items
+#: affordable); every other command runs on the default backend, as a user's edits do.
+FULL_BUILD_ONLY = ("SHEAF_EMBED_BACKEND", "SHEAF_EMBED_PRECISION")
+
+
+def _env(home: Path, lib: Path, full_build: bool = False) -> dict[str, str]:
+    drop = ("SHEAF_INDEX_FILE", "PYTHONDONTWRITEBYTECODE") + (() if full_build else FULL_BUILD_ONLY)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(SHEAF_HOME=str(home), SHEAF_LIBRARY=str(lib), DAGSTER_HOME=str(home / "dagster_home"),
                PYTHONWARNINGS="ignore", PYTHONPATH=str(ROOT))
     return env
@@ -195,9 +202,10 @@ def library_side_main() -> dict[str, Any]:
             "papers": len(scan.discovery.papers)}
 
 
-def sheaf(home: Path, lib: Path, *argv: str) -> dict[str, Any]:
+def sheaf(home: Path, lib: Path, *argv: str, full_build: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
-    proc = subprocess.run([SHEAF, *argv, "--json"], env=_env(home, lib), capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([SHEAF, *argv, "--json"], env=_env(home, lib, full_build), capture_output=True,
+                          text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     try:
         env = json.loads(proc.stdout)
@@ -208,8 +216,8 @@ def sheaf(home: Path, lib: Path, *argv: str) -> dict[str, Any]:
     return {"wall_s": round(wall, 2), "env": env, "load": round(os.getloadavg()[0], 2)}
 
 
-def build(home: Path, lib: Path) -> dict[str, Any]:
-    r = sheaf(home, lib, "build")
+def build(home: Path, lib: Path, full_build: bool = False) -> dict[str, Any]:
+    r = sheaf(home, lib, "build", full_build=full_build)
     d = r.pop("env")["data"]
     r.update(runs=len(d["runs"]), planned=len(d["planned"]), embeddings_computed=d["embeddings_computed"],
              states=d["states"], plan=d.get("plan"))
@@ -281,7 +289,7 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save, *, te
         shutil.rmtree(cold, ignore_errors=True)
         say(f"{n}: discovery cold {s['discovery_cold']}")
         if full:  # built first: the discovery figures below are then those of a built home
-            s["full"] = build(home, lib)
+            s["full"] = build(home, lib, full_build=True)
             s["full"]["uptime"] = load()
             say(f"{n}: full build {s['full']}")
             save()
