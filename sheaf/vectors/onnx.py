@@ -36,6 +36,7 @@ hashlib = lazy_module("hashlib")
 __all__ = [
     "EXPORT_FORMAT", "MODEL_FILE", "TOKENIZER_FILE", "EXPORT_JSON", "OnnxQueryEncoder", "ExportStatus",
     "models_dir", "export_dir", "export_status", "find_export", "newest_export", "export_in_child",
+    "sweep_unfinished",
 ]
 
 EXPORT_FORMAT = 1
@@ -333,6 +334,39 @@ def run_polled(cmd: list[str], env: dict[str, str], timeout: float,
         raise
 
 
+def _running(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def sweep_unfinished(root: Path) -> list[Path]:
+    """Remove the folders an export left in the models folder `root` when its process was killed
+    (a build stopped while it exported): ``.NAME.tmp-PID-THREAD`` and ``.NAME.old-PID-THREAD``,
+    written beside the export until it is complete, whose process PID no longer runs. Returns
+    those removed."""
+    import re
+    import shutil
+
+    gone = []
+    try:
+        entries = list(Path(root).iterdir())
+    except OSError:
+        return gone
+    for p in entries:
+        m = re.fullmatch(r"\..+\.(?:tmp|old)-(\d+)-\d+", p.name)
+        if m and p.is_dir() and not _running(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(p)
+    return gone
+
+
 def export_in_child(model: str, root: Path, timeout: float = EXPORT_TIMEOUT_S,
                     poll: Callable[[], None] | None = None) -> Path:
     """Export `model` into the models folder `root` in a process of its own (``python -m
@@ -348,11 +382,14 @@ def export_in_child(model: str, root: Path, timeout: float = EXPORT_TIMEOUT_S,
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "sheaf.vectors.onnx_export", model, str(root)]
+    sweep_unfinished(Path(root))
     try:
         r = run_polled(cmd, env, timeout, poll)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SheafError("BACKEND_UNAVAILABLE", f"exporting {model!r} to ONNX failed: {e}",
                          {"model": model, "models_dir": str(root)}) from e
+    finally:  # a child ended part way (a stop, a timeout) leaves its unfinished folder
+        sweep_unfinished(Path(root))
     found = find_export(Path(root), model) if r.returncode == 0 else None
     if found is None:
         last = (r.stderr or r.stdout or "").strip().splitlines()[-3:]

@@ -28,6 +28,7 @@ from sheaf.vectors.onnx import (
     model_source_files,
     export_status,
     models_dir,
+    sweep_unfinished,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -177,6 +178,7 @@ def export_onnx(embedder_or_model_name: "Embedder | str", out_dir: str | Path) -
     hf_tok = st_model.tokenizer
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    sweep_unfinished(out_dir.parent)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}-{threading.get_ident()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

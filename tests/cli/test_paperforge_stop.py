@@ -108,4 +108,5 @@ def test_a_stop_while_the_model_is_exported(vault):
     _assert_canceled(vault, settle, out, err, proc.returncode)
     models = vault / "System" / "PaperForge" / "sheaf" / "models"
     assert not [p for p in models.rglob("export.json")] if models.is_dir() else True
+    assert not [p.name for p in models.iterdir() if p.name.startswith(".")] if models.is_dir() else True
     assert not _children(proc.pid)

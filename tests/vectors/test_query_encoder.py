@@ -381,6 +381,28 @@ def test_a_failed_export_child_says_why_and_the_embedder_falls_back(tmp_path, mo
     assert emb._load_export() is None and "exporting" in (emb.backend_note or "")
 
 
+def test_an_export_killed_part_way_leaves_no_folder_behind(tmp_path):
+    """The folders an export writes beside its result until it is complete (`.NAME.tmp-PID-T`,
+    `.NAME.old-PID-T`) are swept once their process is gone (a build stopped while it exported
+    kills the child before it can clean up); a running export's folder and the exports stay."""
+    import os
+    import subprocess
+    import sys
+
+    from sheaf.vectors.onnx import sweep_unfinished
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    models = tmp_path / "models"
+    for name in (f".abc123.tmp-{dead}-1", f".abc123.old-{dead}-7", f".def456.tmp-{os.getpid()}-1", "abc123"):
+        (models / name).mkdir(parents=True)
+        (models / name / "model.onnx").write_bytes(b"x" * 10)
+    gone = sweep_unfinished(models)
+    assert sorted(p.name for p in gone) == [f".abc123.old-{dead}-7", f".abc123.tmp-{dead}-1"]
+    assert sorted(p.name for p in models.iterdir()) == [f".def456.tmp-{os.getpid()}-1", "abc123"]
+    assert sweep_unfinished(tmp_path / "missing") == []
+
+
 def test_embed_threads_reach_the_onnx_session_and_change_no_vector(onnx_export, tmp_path):
     """SHEAF_EMBED_THREADS (or a build worker's share of the cores, given to `from_settings`) sets
     the encoder's intra-op threads; unset, the runtime's default (0: every core). The vectors are
