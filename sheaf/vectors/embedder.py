@@ -56,6 +56,7 @@ from sheaf.vectors.backends import (
     break_even_passages,
     candidates_for,
     choose,
+    load_record,
     machine_facts,
     measure,
     measure_in_child,
@@ -189,7 +190,8 @@ class Embedder:
     - On a GPU: torch, fp32 or fp16 as measured.
 
     `measurer`: how a measurement is made when the record in `models_dir` is missing or was made
-    on other facts (default: with the torch model this process has loaded, when it has; else
+    on other facts (default: with the torch model this process has loaded, when it has; on a CPU
+    with bf16, torch is loaded first to measure with it, as it will all but surely encode; else
     `measure_in_child`, so this process loads torch only to use it).
     """
 
@@ -325,38 +327,59 @@ class Embedder:
     def _maybe_switch(self, pending: int, poll: Callable[[], None] | None = None) -> None:
         """On the ONNX export with the backend ``auto``: once `pending` (passages encoded on it so
         far and those about to be) reaches the point where loading torch pays back, switch to the
-        measured choice if it is a torch backend (the first time: the record is read, or made).
-        `poll` (a build's stop check) is called while measuring and loading; it raises to stop."""
+        measured choice if it is a torch backend (the first time: the record is read, or made:
+        `_measure_after_loading`). `poll` (a build's stop check) is called while measuring and
+        loading; it raises to stop."""
         with self._lock:
             ld = self._loaded
             if ld is None or ld.onnx is None or pending < self._switch_after:
                 return
-            try:
-                choice = self.choice or self._choose(ld.identity, poll)
-            except SheafError as e:
-                self.backend_note = f"the embedding backend could not be measured ({e.message}); staying on onnx"
-                self._switch_after = float("inf")
-                return
-            if choice.backend == ONNX or choice.measurement is None:
-                self._switch_after = float("inf")
-                return
-            self._switch_after = break_even_passages(choice.measurement, choice.backend)
-            if pending < self._switch_after:
-                return
+            choice = None
+            if self.choice is not None or not self._measure_after_loading(ld.identity):
+                try:
+                    choice = self.choice or self._choose(ld.identity, poll)
+                except SheafError as e:
+                    self.backend_note = f"the embedding backend could not be measured ({e.message}); staying on onnx"
+                    self._switch_after = float("inf")
+                    return
+                if choice.backend == ONNX or choice.measurement is None:
+                    self._switch_after = float("inf")
+                    return
+                self._switch_after = break_even_passages(choice.measurement, choice.backend)
+                if pending < self._switch_after:
+                    return
             self._switch_after = float("inf")
-            # The export's session is closed before torch loads (it opens again if torch does not):
-            # the two together were a build's peak memory, 1.2 GB against 0.9 GB for torch alone.
+            # The export's session is closed before torch loads (it opens again if torch is not
+            # used): the two together were a build's peak memory, 1.2 GB against 0.9 GB for torch alone.
             ld.onnx.close()
             try:
                 st = while_polled(self._load_sentence_transformers, poll)
+                if choice is None:  # measured now, with the torch just loaded
+                    choice = self._choose(ld.identity, poll, ld=st)
             except SheafError as e:
-                self.backend_note = f"{choice.backend} not loaded ({e.message}); staying on onnx"
+                self.backend_note = f"torch not usable ({e.message}); staying on onnx"
+                return
+            if choice.backend == ONNX:
                 return
             if st.identity != ld.identity:  # the export is checked against the model files: never expected
                 self.backend_note = f"{choice.backend} loaded another model identity than the export's; staying on onnx"
                 return
             st.precision = PRECISION[choice.backend]
             self._loaded = st
+
+    def _measure_after_loading(self, identity: ModelIdentity) -> bool:
+        """Whether this machine's first measurement loads torch in this process and measures with it,
+        instead of in a child: where a reduced precision is a candidate (a CPU with AMX or
+        AVX512-BF16) and the precision is left to the measurement, torch all but surely wins, and
+        the child would load torch a second time (measured here: 8.7 s with torch loaded against
+        18.9 s in a child, then ~5 s to load torch for the build)."""
+        if self.precision != "auto" or self.record_path is None:
+            return False
+        facts = machine_facts(identity.key, self.resolved_device or "cpu")
+        if all(PRECISION[b] == "fp32" for b in candidates_for(facts)):
+            return False
+        rec = load_record(self.record_path)
+        return rec is None or rec.facts != facts
 
     def _load_export(self, poll: Callable[[], None] | None = None) -> _Loaded | None:
         """The usable ONNX export of the configured model in `models_dir`, loaded; or None. With

@@ -233,6 +233,42 @@ def test_a_switch_closes_the_export_before_torch_loads(embedder, onnx_export, tm
             assert export.session is not None  # opened again to encode
 
 
+@needs_bf16
+def test_the_first_switch_on_a_bf16_cpu_measures_with_the_torch_it_loads(embedder, onnx_export, tmp_path,
+                                                                        monkeypatch):
+    """A home's first build on a CPU with bf16 (no record yet): at the first switch point torch is
+    loaded once, in the build's process, and the measurement runs with it (no child loading torch a
+    second time); torch bf16 then encodes, and the record lands in the home."""
+    import sheaf.vectors.embedder as embedder_module
+    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
+    from tests.conftest import link_onnx_export
+
+    def no_child(*a, **k):
+        raise AssertionError("measured in a child on a CPU with bf16")
+
+    monkeypatch.setattr(embedder_module, "measure_in_child", no_child)
+    home = tmp_path / "home"
+    link_onnx_export(onnx_export, home)
+    emb = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": "auto"}, home=home))
+    real = real_measurer(embedder, onnx_export.parent, [])
+    torch_loaded_when_measured = []
+
+    def measurer(facts):  # this machine's real trials, bf16 measured the fastest (a busy CPU may not)
+        torch_loaded_when_measured.append(emb.torch_load_s > 0)
+        m = real(facts)
+        fast = {k: dataclasses.replace(t, rate=1e6 if k == TORCH_BF16 else t.rate) for k, t in m.trials.items()}
+        return dataclasses.replace(m, trials=fast, chosen=choose(fast))
+
+    emb.measurer = measurer
+    loads: list = []
+    real_load = emb._load_sentence_transformers
+    monkeypatch.setattr(emb, "_load_sentence_transformers", lambda: loads.append(1) or real_load())
+    emb.encode([f"passage {i}: bone mineral density after denosumab in {i} women"
+                for i in range(FIRST_SWITCH_PASSAGES)])
+    assert torch_loaded_when_measured == [True] and len(loads) == 1
+    assert emb.backend == TORCH_BF16 and load_record(home / "models" / RECORD_FILE).chosen == TORCH_BF16
+
+
 def test_an_embedder_on_torch_measures_with_its_own_model_not_a_child(onnx_export, tmp_path, monkeypatch):
     """SHEAF_EMBED_BACKEND=torch in a home without a record: the measurement runs on the model this
     process has just loaded (no child loading torch a second time, ~5-20 s and its memory); the
