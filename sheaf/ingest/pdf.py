@@ -3,8 +3,9 @@
 What PDFium gives us per character (text, box, font size, font name/weight, matrix) is
 grouped here into *runs* (consecutive characters of one PDF text object: one font, one
 size), runs into *lines* (same baseline, horizontally adjacent), lines into reading order
-(two- and three-column pages: column by column, full-width lines where they stand; a page
-whose text runs up or down, a landscape table, is read turned a quarter) and lines into
+(two- and three-column pages: column by column, full-width lines where they stand; a table
+whose cells wrap over several lines: row by row, each cell's lines together; a page whose
+text runs up or down, a landscape table, is read turned a quarter) and lines into
 *blocks* (paragraphs, headings, captions, code). Ligature glyphs that a font maps to wrong
 characters ("speciBc", "di'erent") are read as the ligatures the document's words need.
 
@@ -250,7 +251,7 @@ class Run:
     def __init__(self, text, x0, x1, base, size, bold, mono, font=0, chars=None):
         self.text, self.x0, self.x1, self.base = text, x0, x1, base
         self.size, self.bold, self.mono, self.font = size, bold, mono, font
-        self.chars = chars  # (first, last) character index in the page's text while it is read
+        self.chars = chars  # (first, last) index of its characters in the page's text, while it is read
 
 
 class Line:
@@ -469,7 +470,8 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
             s = _CTRL.sub("", s.translate(_LIGATURES))
             if not s.strip():
                 continue
-            run = Run(s, x0 - left, x1 - left, base, size, fi[0], fi[1], fi[2], (a, z) if len(pieces) == 1 else None)
+            run = Run(s, x0 - left, x1 - left, base, size, fi[0], fi[1], fi[2],
+                      (a, z) if len(pieces) == 1 and " " in s else None)  # words: _cut_at_cells may cut it
             if cur is not None:
                 last = cur.runs[-1]
                 if last.text == s and abs(last.x0 - run.x0) < 0.3 * size and abs(last.base - base) < 0.3 * size:
@@ -482,6 +484,9 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
                 lines.append(cur)
     pg.chars = chars
     _cut_at_cells(raw, tp, text, pg, l_, r_, b_, t_)
+    for ln in lines:  # the page's text is gone after this: its indices mean nothing
+        for r in ln.runs:
+            r.chars = None
 
 
 def _split_wide(raw, tp, text, a, z, size, l_, r_, b_, t_):
@@ -539,11 +544,11 @@ def _column_starts(xs: list[float], size: float, min_lines: int = 4, spans=None)
     if spans is not None and len(found) >= 3:  # spans: (x0, x1) sorted by x0
         starts = [a for a, _ in spans]
 
-        def across(x: float) -> int:
+        def crossing(x: float) -> int:  # lines from within 2.5 em left of x that run across it
             lo, hi = bisect.bisect_left(starts, x - 2.5 * size), bisect.bisect_left(starts, x - 2)
             return sum(b > x + 2 for _, b in spans[lo:hi])
 
-        found = [(x, n) for x, n in found if across(x) < n]
+        found = [(x, n) for x, n in found if crossing(x) < n]
     return [x for x, _ in found]
 
 
