@@ -595,17 +595,21 @@ def _cut_at_cells(raw, tp, text, pg: Page, l_, r_, b_, t_) -> None:
         if not across(ln.x0 + 2.5 * size, ln.x1):  # a start 2.5 em in at least: no hanging indent
             continue
         out = []
+        edge = ln.x0 + 2.5 * size
         for r in ln.runs:
-            if r.chars is not None and r.x1 - r.x0 > 0.5 * r.size * len(r.text) and " " in r.text:
+            if r.chars is None:  # one word (or not cuttable)
+                out.append(r)
+                continue
+            if r.x1 - r.x0 > 0.5 * r.size * len(r.text):
                 # wider than its letters need (about 0.45 em each): a cell's gap inside it
                 parts = _cut_at_gaps(raw, tp, text, r, left, l_, r_, b_, t_)
                 out.extend(parts[:-1])
                 r = parts[-1]
-            if r.chars is None or not across(r.x0 + 2, r.x1):
+            if not across(max(r.x0 + 2, edge), r.x1):
                 out.append(r)
                 continue
             for c in cuts:
-                if not (max(r.x0 + 2, ln.x0 + 2.5 * size) < c < r.x1 - 2) or r.chars is None:
+                if not (max(r.x0 + 2, edge) < c < r.x1 - 2) or r.chars is None:
                     continue
                 a, z = r.chars
                 # the word beginning nearest c: from the character where c falls pro rata,
@@ -1319,6 +1323,9 @@ def _find_table(lines: list[Line]) -> tuple[list[Line], list[float]] | None:
         while j < len(rows) and len(cols & free[j]) >= 3:
             cols &= free[j]
             j += 1
+        if j - i < 4:
+            i += 1
+            continue
         cuts = support(i, j)
         while j - i > 4:
             if len(spans[i + 1]) >= 2 and len(support(i + 1, j)) > len(cuts):
