@@ -3,8 +3,9 @@
 What PDFium gives us per character (text, box, font size, font name/weight, matrix) is
 grouped here into *runs* (consecutive characters of one PDF text object: one font, one
 size), runs into *lines* (same baseline, horizontally adjacent), lines into reading order
-(two- and three-column pages: column by column, full-width lines where they stand; a page
-whose text runs up or down, a landscape table, is read turned a quarter) and lines into
+(two- and three-column pages: column by column, full-width lines where they stand; a table
+whose cells wrap over several lines: row by row, each cell's lines together; a page whose
+text runs up or down, a landscape table, is read turned a quarter) and lines into
 *blocks* (paragraphs, headings, captions, code). Ligature glyphs that a font maps to wrong
 characters ("speciBc", "di'erent") are read as the ligatures the document's words need.
 
@@ -245,18 +246,19 @@ def _layer_problem(api, path: Path) -> str | None:
 class Run:
     """Consecutive characters of one text object: one font, one size, one baseline."""
 
-    __slots__ = ("text", "x0", "x1", "base", "size", "bold", "mono", "font")
+    __slots__ = ("text", "x0", "x1", "base", "size", "bold", "mono", "font", "chars")
 
-    def __init__(self, text, x0, x1, base, size, bold, mono, font=0):
+    def __init__(self, text, x0, x1, base, size, bold, mono, font=0, chars=None):
         self.text, self.x0, self.x1, self.base = text, x0, x1, base
         self.size, self.bold, self.mono, self.font = size, bold, mono, font
+        self.chars = chars  # (first, last) index of its characters in the page's text, while it is read
 
 
 class Line:
     """Runs sharing a baseline; y grows downwards (top-of-page = 0), in points."""
 
     __slots__ = ("runs", "x0", "x1", "base", "size", "bold", "mono", "text", "nchars", "side", "page",
-                 "top", "bottom", "bold_start", "bold_end", "band", "crowded", "top_size", "spans")
+                 "top", "bottom", "bold_start", "bold_end", "band", "crowded", "top_size", "spans", "cell")
 
     def __init__(self, run: Run, page: int):
         self.runs = [run]
@@ -265,6 +267,7 @@ class Line:
         self.side = "full"
         self.band = None
         self.crowded = False
+        self.cell: tuple | None = None  # (page, table, row, column) of a table cell's line
 
     def fits(self, run: Run, mid: float) -> bool:
         big = max(self.size, run.size)
@@ -334,7 +337,7 @@ class Line:
 
 class Page:
     __slots__ = ("number", "x0", "y0", "width", "height", "lines", "chars", "two_col", "mid", "rotated",
-                 "turned_up", "turned")
+                 "turned_up", "turned", "tabular")
 
     def __init__(self, number, x0, y0, width, height):
         self.number, self.x0, self.y0, self.width, self.height = number, x0, y0, width, height
@@ -345,6 +348,7 @@ class Page:
         self.turned = ""  # "up"/"down": read turned a quarter so that its text (running up/down) runs left to right
         self.two_col = False
         self.mid = x0 + width / 2
+        self.tabular = False  # three or more column starts: a table may need reading cell by cell
 
 
 # --- reading the text layer ---------------------------------------------------------
@@ -466,7 +470,8 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
             s = _CTRL.sub("", s.translate(_LIGATURES))
             if not s.strip():
                 continue
-            run = Run(s, x0 - left, x1 - left, base, size, fi[0], fi[1], fi[2])
+            run = Run(s, x0 - left, x1 - left, base, size, fi[0], fi[1], fi[2],
+                      (a, z) if len(pieces) == 1 and " " in s else None)  # words: _cut_at_cells may cut it
             if cur is not None:
                 last = cur.runs[-1]
                 if last.text == s and abs(last.x0 - run.x0) < 0.3 * size and abs(last.base - base) < 0.3 * size:
@@ -478,6 +483,10 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
                 cur = Line(run, pg.number)
                 lines.append(cur)
     pg.chars = chars
+    _cut_at_cells(raw, tp, text, pg, l_, r_, b_, t_)
+    for ln in lines:  # the page's text is gone after this: its indices mean nothing
+        for r in ln.runs:
+            r.chars = None
 
 
 def _split_wide(raw, tp, text, a, z, size, l_, r_, b_, t_):
@@ -507,6 +516,174 @@ def _split_wide(raw, tp, text, a, z, size, l_, r_, b_, t_):
     raw.FPDFText_GetCharBox(tp, z, l_, r_, b_, t_)
     out.append((text[start:z + 1], seg_x0, max(r_.value, seg_x0 + 0.1)))
     return [p for p in out if p[0].strip()]
+
+
+def _column_starts(xs: list[float], size: float, min_lines: int = 4, spans=None) -> list[float]:
+    """x positions where at least `min_lines` lines (or cells) start (within 1.5 pt): where the
+    cells of a table's columns (or a page's text columns) begin. A start within 2.5 em (of
+    `size`) right of a start shared by more lines is a paragraph indent, not a column; so is
+    one that more of `spans` (lines' x ranges, sorted) starting within 2.5 em left of it run
+    across than start there (a column's paragraphs indented: its lines run across the indent)."""
+    xs = sorted(xs)
+    clusters: list[list[float]] = []
+    for x in xs:
+        if clusters and x - clusters[-1][0] <= 1.5:
+            clusters[-1].append(x)
+        else:
+            clusters.append([x])
+    found: list[tuple[float, int]] = []
+    for c in clusters:
+        if len(c) < min_lines:
+            continue
+        if found and c[0] - found[-1][0] <= size and len(c) <= found[-1][1]:
+            continue  # within 1 em of a start shared by as many lines: the same edge, ragged
+        if found and c[0] - found[-1][0] <= size:
+            found.pop()
+        found.append((c[len(c) // 2], len(c)))
+    found = [(x, n) for x, n in found if not any(0 < x - x2 <= 2.5 * size and n2 > n for x2, n2 in found)]
+    if spans is not None and len(found) >= 3:  # spans: (x0, x1) sorted by x0
+        starts = [a for a, _ in spans]
+
+        def crossing(x: float) -> int:  # lines from within 2.5 em left of x that run across it
+            lo, hi = bisect.bisect_left(starts, x - 2.5 * size), bisect.bisect_left(starts, x - 2)
+            return sum(b > x + 2 for _, b in spans[lo:hi])
+
+        found = [(x, n) for x, n in found if crossing(x) < n]
+    return [x for x, _ in found]
+
+
+def _cut_at_cells(raw, tp, text, pg: Page, l_, r_, b_, t_) -> None:
+    """A table whose cells' lines the content stream set as one text object per row ("Back and
+    forth, Index finger and (1) different pattern, Change"): such runs are cut before a word
+    that starts at a column's left edge (within 1.5 pt) after a gap wider than a word space
+    (0.6 em), and, in lines across a column's edge, where a run wider than its letters need
+    holds a gap of 1 em or more, so that the reading order can take the table cell by cell
+    (_table_cells).
+    Only on pages where at least three column starts are found (where 4+ lines begin, then
+    also counting cells inside lines; ordinary one- and two-column pages are left alone) and
+    only runs across such a start, 2.5 em or more from where they begin (a hanging indent is
+    no column)."""
+    if len(pg.lines) < 8:
+        return
+    size = _median([ln.size for ln in pg.lines])
+    xs = [ln.x0 for ln in pg.lines]
+
+    def columns(cuts: list[float]) -> int:  # a hanging indent (within 2.5 em) is no column of its own
+        return sum(k == 0 or c - cuts[k - 1] > 2.5 * size for k, c in enumerate(cuts))
+
+    if columns(_column_starts(xs, size)) < 3:
+        return  # one or two columns of text
+    spans = sorted((ln.x0, ln.x1) for ln in pg.lines)
+    if columns(_column_starts(xs, size, spans=spans)) < 3:
+        return
+    for ln in pg.lines:  # and where cells begin inside lines, after a gap wider than a word space
+        runs = ln.runs
+        for k in range(1, len(runs)):
+            if runs[k].x0 - runs[k - 1].x1 > 0.6 * runs[k].size:
+                xs.append(runs[k].x0)
+    cuts = _column_starts(xs, size, spans=spans)
+    if columns(cuts) < 3:
+        return
+    pg.tabular = True
+    left = pg.x0
+
+    def across(x0: float, x1: float) -> bool:
+        k = bisect.bisect_right(cuts, x0)
+        return k < len(cuts) and cuts[k] < x1 - 2
+
+    for ln in pg.lines:
+        if not across(ln.x0 + 2.5 * size, ln.x1):  # a start 2.5 em in at least: no hanging indent
+            continue
+        out = []
+        edge = ln.x0 + 2.5 * size
+        for r in ln.runs:
+            if r.chars is None:  # one word (or not cuttable)
+                out.append(r)
+                continue
+            if r.x1 - r.x0 > 0.5 * r.size * len(r.text):
+                # wider than its letters need (about 0.45 em each): a cell's gap inside it
+                parts = _cut_at_gaps(raw, tp, text, r, left, l_, r_, b_, t_)
+                out.extend(parts[:-1])
+                r = parts[-1]
+            if not across(max(r.x0 + 2, edge), r.x1):
+                out.append(r)
+                continue
+            for c in cuts:
+                if not (max(r.x0 + 2, edge) < c < r.x1 - 2) or r.chars is None:
+                    continue
+                a, z = r.chars
+                # the word beginning nearest c: from the character where c falls pro rata,
+                # word by word towards c (x grows along the run)
+                k = text.rfind(" ", a, a + int((c - r.x0) / (r.x1 - r.x0) * (z - a)) + 1) + 1
+                if k <= a:
+                    k = text.find(" ", a, z) + 1
+                    if k <= a:
+                        continue
+                moved = 0
+                for _ in range(6):
+                    raw.FPDFText_GetCharBox(tp, k, l_, r_, b_, t_)
+                    x = l_.value - left
+                    if x < c - 1.5 and moved >= 0:  # on to the next word
+                        n = text.find(" ", k, z)
+                        if n < 0:
+                            break
+                        while n < z and text[n + 1] == " ":
+                            n += 1
+                        k, moved = n + 1, 1
+                    elif x > c + 1.5 and moved <= 0:  # back to the previous one
+                        e = k - 1
+                        while e > a and text[e] == " ":
+                            e -= 1
+                        n = text.rfind(" ", a, e) + 1
+                        if n <= a:
+                            break
+                        k, moved = n, -1
+                    else:
+                        break
+                e = k - 1
+                while e > a and text[e] == " ":
+                    e -= 1
+                raw.FPDFText_GetCharBox(tp, e, l_, r_, b_, t_)
+                right = r_.value - left
+                if abs(x - c) > 1.5 or x - right < 0.6 * r.size:
+                    continue  # no word begins at the column, or only a word space before it
+                head = _CTRL.sub("", text[a:k].translate(_LIGATURES))  # its space kept: the words stay apart
+                tail = _CTRL.sub("", text[k:z + 1].translate(_LIGATURES))
+                if not head.strip() or not tail.strip():
+                    continue
+                out.append(Run(head, r.x0, max(r.x0 + 0.1, right), r.base, r.size, r.bold, r.mono, r.font, (a, e)))
+                r = Run(tail, x, r.x1, r.base, r.size, r.bold, r.mono, r.font, (k, z))
+            out.append(r)
+        if len(out) > len(ln.runs):
+            ln.runs = out
+
+
+def _cut_at_gaps(raw, tp, text, r: Run, left: float, l_, r_, b_, t_) -> list[Run]:
+    """A run cut where the gap between two words is a cell's (1 em or more), not a word space."""
+    a, z = r.chars
+    out: list[Run] = []
+    start, x0 = a, r.x0
+    k = text.find(" ", a, z)
+    while k >= 0:
+        e = k - 1
+        while k < z and text[k + 1] == " ":
+            k += 1
+        k += 1  # the next word's first character
+        raw.FPDFText_GetCharBox(tp, e, l_, r_, b_, t_)
+        right = r_.value - left
+        raw.FPDFText_GetCharBox(tp, k, l_, r_, b_, t_)
+        x = l_.value - left
+        if x - right >= r.size and e >= start:
+            head = _CTRL.sub("", text[start:k].translate(_LIGATURES))  # its space kept: the words stay apart
+            if head.strip():
+                out.append(Run(head, x0, max(x0 + 0.1, right), r.base, r.size, r.bold, r.mono, r.font, (start, e)))
+                start, x0 = k, x
+        k = text.find(" ", k, z)
+    if not out:
+        return [r]
+    tail = _CTRL.sub("", text[start:z + 1].translate(_LIGATURES))
+    out.append(Run(tail, x0, r.x1, r.base, r.size, r.bold, r.mono, r.font, (start, z)))
+    return out
 
 
 # --- glyphs without a proper Unicode map --------------------------------------------
@@ -830,7 +1007,10 @@ def _order_page(pg: Page) -> list[Line]:
     body = [ln for ln in pg.lines if not ln.band]
     for ln in furniture:
         ln.side = "full"
-    return _rows_in_order(head) + _order_body(pg, body) + _rows_in_order(foot)
+    ordered = _order_body(pg, body)
+    if pg.tabular:
+        ordered = _table_cells(pg, ordered)
+    return _rows_in_order(head) + ordered + _rows_in_order(foot)
 
 
 def _order_body(pg: Page, lines: list[Line]) -> list[Line]:
@@ -1054,6 +1234,212 @@ def _order_two(pg: Page, lines: list[Line]) -> list[Line]:
     return out
 
 
+_LONG_WORD = re.compile(r"[^\W\d_]{4,}")
+_FIGURE = re.compile(r"^[-+\u2212\u00b1]?\d[\d.,]*%?$")
+
+
+def _pieces(ln: Line) -> list[list[Run]]:
+    """A line's runs in groups parted by gaps wider than a word space (0.6 em): its cells'
+    texts where the line crosses a table's columns."""
+    out: list[list[Run]] = []
+    for r in ln.runs:
+        if out and r.x0 - out[-1][-1].x1 < 0.6 * max(r.size, ln.size):
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def _table_cells(pg: Page, ordered: list[Line]) -> list[Line]:
+    """Tables whose cells wrap over several lines, read cell by cell: each stretch of
+    full-width lines (those the column order leaves where they stand) is searched for a table
+    (see _find_table); its lines are cut at the columns and come out row by row, each cell's
+    lines together, so that a cell's text reads as the phrase it is."""
+    out: list[Line] = []
+    k = 0
+    tables = 0
+    while k < len(ordered):
+        if ordered[k].side != "full":
+            out.append(ordered[k])
+            k += 1
+            continue
+        j = k
+        while j < len(ordered) and ordered[j].side == "full":
+            j += 1
+        stretch = ordered[k:j]
+        while len(stretch) >= 6:
+            found = _find_table(stretch)
+            if found is None:
+                break
+            band, cuts = found
+            cells = _cells_in_order(pg, band, cuts, (pg.number, tables))
+            if cells is None:
+                break
+            tables += 1
+            inside = {id(ln) for ln in band}
+            at = next(q for q, ln in enumerate(stretch) if id(ln) in inside)
+            rest = [ln for ln in stretch if id(ln) not in inside]
+            out.extend(rest[:at] + cells)
+            stretch = rest[at:]
+        out.extend(stretch)
+        k = j
+    return out
+
+
+def _find_table(lines: list[Line]) -> tuple[list[Line], list[float]] | None:
+    """The first table among lines: consecutive baselines (at least 4) over which at least
+    three column starts hold, each a left edge where 3+ cells of those lines begin (see
+    _pieces) and across which no line's text runs. Its first row holds two cells at least; a
+    row at either end that hides a column (a caption running across the columns' edges) is
+    left out, and so is a single cell below the table unless it continues a column (the last
+    lines of a tall cell stay, a "(Continued)" goes). None if none."""
+    rows: list[list[Line]] = []
+    for ln in sorted(lines, key=lambda ln: ln.base):
+        if rows and ln.base - rows[-1][0].base <= 0.3 * min(ln.size, rows[-1][0].size):
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    if len(rows) < 4:
+        return None
+    spans = [[(p[0].x0, p[-1].x1) for ln in row for p in _pieces(ln)] for row in rows]
+    cands = _column_starts([a for row in spans for a, _ in row], _median([ln.size for ln in lines]))
+    if len(cands) < 3:
+        return None
+    free = [frozenset(c for c in cands if not any(a < c - 1.5 and b > c + 1.5 for a, b in row)) for row in spans]
+    step = _median([b[0].base - a[0].base for a, b in zip(rows, rows[1:])])
+
+    def support(i: int, j: int) -> list[float]:
+        cols = frozenset.intersection(*free[i:j])
+        starts = Counter(c for row in spans[i:j] for a, _ in row for c in cols if abs(a - c) <= 1.5)
+        return sorted(c for c in cols if starts[c] >= 3)
+
+    i = 0
+    while i < len(rows) - 3:
+        if len(spans[i]) < 2:  # a table's first row holds two cells at least
+            i += 1
+            continue
+        cols = free[i]
+        j = i + 1
+        while j < len(rows) and len(cols & free[j]) >= 3:
+            cols &= free[j]
+            j += 1
+        if j - i < 4:
+            i += 1
+            continue
+        cuts = support(i, j)
+        while j - i > 4:
+            if len(spans[i + 1]) >= 2 and len(support(i + 1, j)) > len(cuts):
+                i += 1
+            elif len(support(i, j - 1)) > len(cuts):
+                j -= 1
+            else:
+                break
+            cuts = support(i, j)
+        while j - i > 1 and len(spans[j - 1]) < 2 and not (
+                any(abs(spans[j - 1][0][0] - c) <= 1.5 for c in cuts)
+                and rows[j - 1][0].base - rows[j - 2][0].base <= 1.4 * step):
+            j -= 1
+        if j - i >= 4 and len(cuts) >= 3:
+            return [ln for row in rows[i:j] for ln in row], cuts
+        i += 1
+    return None
+
+
+class _Piece:
+    """What of a line stands in one column of a table (its runs), while the table is read."""
+    __slots__ = ("col", "runs", "src", "base", "size", "x0", "text", "level")
+
+    def __init__(self, col: int, runs: list[Run], src: Line):
+        self.col, self.runs, self.src = col, runs, src
+        self.base, self.size, self.x0 = src.base, src.size, runs[0].x0
+        self.text = src.text if runs is src.runs else " ".join(r.text.strip() for r in runs)
+        self.level = 0
+
+
+def _cells_in_order(pg: Page, band: list[Line], cuts: list[float], table: tuple[int, int]) -> list[Line] | None:
+    """The lines of a table cut at its columns (`cuts`: left edges), ordered row by row and,
+    within a row, cell by cell (each cell's lines top to bottom); None when no cell wraps
+    (rows of one-line cells already read row by row). A row begins where a column's text
+    starts after a gap (more than 1.4 line steps), at the column's first line or at a figure
+    (figures do not wrap); a row in which a column begins below the row's first baseline,
+    every column holds a line at every baseline, or two columns hold capitalised entries on
+    the same baselines, is rows of one-line cells."""
+    pieces: list[_Piece] = []
+    for ln in band:
+        groups: dict[int, list[Run]] = defaultdict(list)
+        for p in _pieces(ln):
+            col = bisect.bisect_right(cuts, p[0].x0 + 1.5) - 1
+            groups[max(0, col)].extend(p)
+        if len(groups) == 1:
+            pieces.append(_Piece(next(iter(groups)), ln.runs, ln))
+        else:
+            pieces.extend(_Piece(col, runs, ln) for col, runs in sorted(groups.items()))
+    size = _median([q.size for q in pieces])
+    bases: list[float] = []  # baselines within 0.3 em are one
+    for q in sorted(pieces, key=lambda q: q.base):
+        if not bases or q.base - bases[-1] > 0.3 * size:
+            bases.append(q.base)
+        q.level = len(bases) - 1
+    step = _median([b - a for a, b in zip(bases, bases[1:])]) or 1.2 * size
+    by_col: dict[int, list[_Piece]] = defaultdict(list)
+    for q in pieces:
+        by_col[q.col].append(q)
+    opens: set[float] = set()
+    for qs in by_col.values():
+        qs.sort(key=lambda q: q.base)
+        prev = None
+        for q in qs:
+            if prev is None or q.base - prev > 1.4 * step or _FIGURE.match(q.text):
+                opens.add(q.base)  # a figure ("34", "2.5%") is a one-line cell: its row starts there
+            prev = q.base
+    starts = sorted(opens)
+    rows: list[list[_Piece]] = [[] for _ in starts]
+    for q in pieces:
+        rows[max(0, bisect.bisect_right(starts, q.base + 0.3 * q.size) - 1)].append(q)
+    grid: list[list[_Piece]] = []
+    for row in rows:
+        at: dict[int, set[int]] = defaultdict(set)  # baseline -> columns with a line there
+        for q in row:
+            at[q.level].add(q.col)
+        first = at[min(at)] if at else set()
+        cols = {q.col for q in row}
+        lists: Counter[tuple] = Counter()  # columns of 2+ lines none of which continues a sentence
+        for col in cols:
+            qs = [q for q in row if q.col == col]
+            if len(qs) > 1 and not any(q.text[:1].islower() for q in qs):
+                lists[tuple(sorted(q.level for q in qs))] += 1
+        # cells start at the row's top: a column that begins lower, every column on every
+        # baseline, or two columns of entries side by side line for line (values and their
+        # codes beside a label spanning the rows) are rows of one-line cells
+        if len(at) > 1 and (cols != first or all(c == cols for c in at.values())
+                            or any(n > 1 for n in lists.values())):
+            grid.extend([[q for q in row if q.level == b] for b in sorted(at)])
+        else:
+            grid.append(row)
+    wrapped = [q for row in grid for q in row if len({p.level for p in row if p.col == q.col}) > 1]
+    if len(grid) < 2 or sum(bool(_LONG_WORD.search(q.text)) for q in wrapped) < max(1, 0.6 * len(wrapped)):
+        return None  # no cell wraps, or only figures and symbols do (display maths): rows read as they are
+    out: list[Line] = []
+    split: set[int] = set()
+    for r, row in enumerate(grid):
+        for q in sorted(row, key=lambda q: (q.col, q.base, q.x0)):
+            ln = q.src
+            if q.runs is not ln.runs:  # the line crosses columns: this column's part of it
+                split.add(id(ln))
+                ln = Line(q.runs[0], ln.page)
+                for run in q.runs[1:]:
+                    ln.add(run)
+                ln.finish()
+                ln.band, ln.crowded, ln.side = q.src.band, q.src.crowded, q.src.side
+            ln.cell = (*table, r, q.col)
+            out.append(ln)
+    if split:  # the page holds the parts instead of the lines they came from
+        keep = [ln for ln in pg.lines if id(ln) not in split]
+        have = {id(ln) for ln in keep}
+        pg.lines = keep + [ln for ln in out if id(ln) not in have]
+    return out
+
+
 def _rows_in_order(lines: list[Line]) -> list[Line]:
     """Top to bottom; lines on one baseline (within a third of their size) left to right."""
     out: list[Line] = []
@@ -1231,6 +1617,8 @@ def _paragraphs(ordered: list[Line], pg: Page, body: float, spacing: float) -> l
 def _breaks(cur: Para, ln: Line, body: float, spacing: float, right_edge: dict) -> bool:
     """True when `ln` starts a new block rather than continuing `cur`."""
     prev = cur.lines[-1]
+    if ln.cell is not None or prev.cell is not None:
+        return ln.cell != prev.cell  # a table cell's lines are one block (see _table_cells)
     d = ln.base - prev.base
     size = max(ln.size, prev.size)
     if ln.side != prev.side:
@@ -1683,14 +2071,31 @@ def _equations(seq: list[Para], body: float) -> list[Para]:
 
 
 def _rows(lines: list[Line], sep: str) -> str:
-    """Lines regrouped by baseline into rows (cells left to right), rows top to bottom."""
+    """Lines regrouped by baseline into rows (cells left to right), rows top to bottom; the
+    lines of a table's wrapped cells (see _table_cells) as their rows, each cell's lines joined."""
     rows: list[list[Line]] = []
+    cells: dict[tuple, list[Line]] = {}
     for ln in sorted(lines, key=lambda ln: ln.base):
-        if rows and abs(ln.base - rows[-1][0].base) <= 0.4 * ln.size:
+        if ln.cell is not None:
+            key = ln.cell[:3]
+            if key not in cells:
+                cells[key] = []
+                rows.append(cells[key])
+            cells[key].append(ln)
+        elif rows and rows[-1][0].cell is None and abs(ln.base - rows[-1][0].base) <= 0.4 * ln.size:
             rows[-1].append(ln)
         else:
             rows.append([ln])
-    return "\n".join(sep.join(c.text for c in sorted(r, key=lambda ln: ln.x0)) for r in rows)
+    out = []
+    for r in rows:
+        if r[0].cell is None:
+            out.append(sep.join(c.text for c in sorted(r, key=lambda ln: ln.x0)))
+            continue
+        by_col: dict[int, list[Line]] = defaultdict(list)
+        for ln in r:
+            by_col[ln.cell[3]].append(ln)
+        out.append(sep.join(_join_lines(by_col[c]) for c in sorted(by_col)))
+    return "\n".join(out)
 
 
 def _footnotes(seq: list[Para], body: float, pages: dict[int, Page]) -> None:
