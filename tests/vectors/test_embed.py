@@ -209,12 +209,27 @@ def test_embed_device_setting_is_checked():
 
 
 def test_auto_device_is_the_cpu_on_a_machine_without_a_gpu(embedder):
-    from sheaf.vectors.embedder import DEFAULT_BATCH, gpu_present
+    from sheaf.vectors.embedder import _CPU_BATCH, gpu_present
 
     if gpu_present():
         pytest.skip("this machine has a GPU")
     embedder.load()
-    assert embedder.device == "auto" and embedder.resolved_device == "cpu" and embedder.batch_size == DEFAULT_BATCH
+    assert embedder.device == "auto" and embedder.resolved_device == "cpu" and embedder.batch_size == _CPU_BATCH
+
+
+def test_a_cpu_encodes_16_at_a_time_unless_the_setting_says_otherwise():
+    """SHEAF_EMBED_BATCH_SIZE left at its default: a CPU encodes 16 passages a call (faster there
+    than 32: torch fp32 by 22%, bf16 5%, onnxruntime 15%); a value set otherwise is kept."""
+    from sheaf.core.settings import get_settings
+    from sheaf.vectors.embedder import Embedder
+
+    assert Embedder.from_settings(get_settings(environ={})).batch_size == 32  # until it loads
+    emb = Embedder(device="cpu", batch_size=32, backend_setting="torch", precision="fp32")
+    emb.load()
+    assert emb.batch_size == 16
+    emb = Embedder(device="cpu", batch_size=24, backend_setting="torch", precision="fp32")
+    emb.load()
+    assert emb.batch_size == 24
 
 
 def test_a_gpu_device_this_machine_lacks_is_a_clear_error():
