@@ -79,10 +79,23 @@ _ENCODE_CHUNK = 4096  # texts per model.encode call (it sorts by length within a
 #: Passages per model call at most on a CPU, onnxruntime's and torch's: measured on 2 cores, 16
 #: encodes faster than 32 (onnxruntime ~15%; torch fp32 22%, bf16 5%) and pads less.
 _CPU_BATCH = 16
+#: Torch on a CPU pads each batch to a multiple of this many tokens: a few batch shapes instead
+#: of one for every length, so oneDNN compiles and caches few kernels (bf16, 3,000 passages:
+#: 0.75 GB peak against 0.99, 105 passages/s against 95; vectors within cosine 1e-7 of unpadded).
+_PAD_MULTIPLE = 32
 #: Torch calls between two `release_freed_memory` (its cost is a few ms and the pages given back
 #: are faulted in again: every 4th call kept 6,000 passages at 0.98 GB peak against 1.2, at the
 #: same rate within the noise; every call, 0.9 GB and ~9% slower).
 _TRIM_EVERY = 4
+
+
+def _pad_to_multiple(st_model: Any, multiple: int) -> None:
+    """Make sentence-transformers pad each batch to a multiple of `multiple` tokens (its first
+    module's text processing arguments; the attention mask keeps the vectors those of the text)."""
+    first = st_model[0] if len(st_model) else None
+    kwargs = getattr(first, "processing_kwargs", None)
+    if isinstance(kwargs, dict):
+        kwargs.setdefault("text", {})["pad_to_multiple_of"] = multiple
 
 
 def _weights_sha256(st_model: Any) -> str:
@@ -446,6 +459,8 @@ class Embedder:
                 "BACKEND_UNAVAILABLE", f"cannot load embedding model {self.model_name!r} "
                 f"offline: {e}", {"model": self.model_name, "resolved": target},
                 hint="set SHEAF_EMBEDDING_MODEL to a local sentence-transformers folder") from e
+        if device == "cpu":
+            _pad_to_multiple(model, _PAD_MULTIPLE)
         hf_tok = model.tokenizer
         backend = getattr(hf_tok, "backend_tokenizer", None)
         if backend is None:

@@ -423,3 +423,25 @@ def test_embed_papers_hands_out_each_paper_as_soon_as_its_vectors_are_there(embe
     assert [ep.encoded for _, ep, _ in out] == [24, 24, 23]  # P2's last text is P1's
     again = list(embedder.embed_papers(papers, cache))
     assert [ep.encoded for _, ep, _ in again] == [0, 0, 0]
+
+
+def test_torch_on_a_cpu_pads_batches_to_few_shapes_with_the_same_vectors(embedder):
+    """On a CPU each batch is padded to a multiple of 32 tokens (few shapes: oneDNN compiles and
+    keeps few kernels, the build's memory stays flat); the vectors are those of unpadded batches."""
+    from sheaf.vectors.embedder import _PAD_MULTIPLE
+
+    ld = embedder.load()
+    if ld.model is None or embedder.resolved_device != "cpu":
+        pytest.skip("torch on a CPU only")
+    texts = ["bone density", "a passage of some more words about fracture risk in a cohort " * 3]
+    features = ld.model.preprocess(texts)
+    assert features["input_ids"].shape[1] % _PAD_MULTIPLE == 0
+    padded = embedder.torch_encode(ld.model, texts)
+    kwargs = ld.model[0].processing_kwargs["text"]
+    kwargs.pop("pad_to_multiple_of")
+    try:
+        plain = embedder.torch_encode(ld.model, texts)
+        assert ld.model.preprocess(texts)["input_ids"].shape[1] % _PAD_MULTIPLE != 0
+    finally:
+        kwargs["pad_to_multiple_of"] = _PAD_MULTIPLE
+    assert float(np.sum(padded * plain, axis=1).min()) > 0.999999
