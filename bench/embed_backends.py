@@ -182,7 +182,7 @@ def render(out: dict, quality: dict | None) -> str:
             used = "+".join(f"{x} {c}" for x, c in b[k]["full"]["in_build"]["by_backend"].items())
             rows.append(f"| {k} ({used}) | | | {build_cells(k)} |")
     text = [BEGIN, "## Embedding backends", "",
-            f"`bench/embed_backends.py{f' --builds {n}' if n else ''}`, `bench/embed_quality.py`; {out['date']}, {m['cores']} busy "
+            f"`bench/embed_backends.py{f' --builds {n}' if n else ''}`, `bench/embed_quality.py`; {out['date']}, {m['cores']} "
             f"cores with AMX, torch {m['torch']}. Rate: {out['rate_docs']} SciFact abstracts, best of {out['rounds']}. "
             f"Cosine, top-10 vs fp32: {out['corpus_docs']} abstracts, {out['claims']} claims."
             + (f" Builds: {n} papers ({next(v['full']['embeddings_computed'] for v in b.values() if isinstance(v, dict))}"
