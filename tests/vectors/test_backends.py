@@ -51,6 +51,25 @@ def real_measurer(embedder: Embedder, models_dir: Path | None, calls: list, text
     return measurer
 
 
+def forbid_child_measurement(monkeypatch, why: str) -> None:
+    """A measurement in a child process fails the test with `why`."""
+    import sheaf.vectors.embedder as embedder_module
+
+    def no_child(*a, **k):
+        raise AssertionError(why)
+
+    monkeypatch.setattr(embedder_module, "measure_in_child", no_child)
+
+
+def home_embedder(onnx_export: Path, tmp_path: Path, backend: str) -> tuple[Path, Embedder]:
+    """A home holding the session's ONNX export, and an embedder of it on SHEAF_EMBED_BACKEND=`backend`."""
+    from tests.conftest import link_onnx_export
+
+    home = tmp_path / "home"
+    link_onnx_export(onnx_export, home)
+    return home, Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": backend}, home=home))
+
+
 def perturbed(embedder: Embedder, scale: float = 0.02):
     """A real encoder that disagrees a little: a copy of the model whose word embeddings carry noise
     (vectors still close to fp32's, cosine ~0.99, but not the same)."""
@@ -239,17 +258,10 @@ def test_the_first_switch_on_a_bf16_cpu_measures_with_the_torch_it_loads(embedde
     """A home's first build on a CPU with bf16 (no record yet): at the first switch point torch is
     loaded once, in the build's process, and the measurement runs with it (no child loading torch a
     second time); torch bf16 then encodes, and the record lands in the home."""
-    import sheaf.vectors.embedder as embedder_module
     from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
-    from tests.conftest import link_onnx_export
 
-    def no_child(*a, **k):
-        raise AssertionError("measured in a child on a CPU with bf16")
-
-    monkeypatch.setattr(embedder_module, "measure_in_child", no_child)
-    home = tmp_path / "home"
-    link_onnx_export(onnx_export, home)
-    emb = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": "auto"}, home=home))
+    forbid_child_measurement(monkeypatch, "measured in a child on a CPU with bf16")
+    home, emb = home_embedder(onnx_export, tmp_path, "auto")
     real = real_measurer(embedder, onnx_export.parent, [])
     torch_loaded_when_measured = []
 
@@ -273,16 +285,8 @@ def test_an_embedder_on_torch_measures_with_its_own_model_not_a_child(onnx_expor
     """SHEAF_EMBED_BACKEND=torch in a home without a record: the measurement runs on the model this
     process has just loaded (no child loading torch a second time, ~5-20 s and its memory); the
     record lands in the home with this process's torch start-up, and its choice is used."""
-    import sheaf.vectors.embedder as embedder_module
-    from tests.conftest import link_onnx_export
-
-    def no_child(*a, **k):
-        raise AssertionError("measured in a child although torch is loaded here")
-
-    monkeypatch.setattr(embedder_module, "measure_in_child", no_child)
-    home = tmp_path / "home"
-    link_onnx_export(onnx_export, home)
-    emb = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": "torch"}, home=home))
+    forbid_child_measurement(monkeypatch, "measured in a child although torch is loaded here")
+    home, emb = home_embedder(onnx_export, tmp_path, "torch")
     emb.load()
     rec = load_record(home / "models" / RECORD_FILE)
     assert rec is not None and emb.choice is not None and emb.choice.measured_now
