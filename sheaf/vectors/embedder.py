@@ -423,8 +423,6 @@ class Embedder:
     def _load_sentence_transformers(self) -> _Loaded:
         """sentence-transformers (torch) on CPU, offline (its seconds: `torch_load_s`)."""
         t0 = time.perf_counter()
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         name, target = resolve_model_path(self.model_name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,13 @@ def real_measurer(embedder: Embedder, models_dir: Path | None, calls: list, text
         trials = measure(encoders_of(embedder, candidates_for(facts), models_dir), texts, rounds=1)
         return Measurement(facts, trials, choose(trials), load_s)
     return measurer
+
+
+def favouring(m: Measurement, fast: Callable[[str], bool]) -> Measurement:
+    """`m` (this machine's real trials) with the backends `fast` names measured the fastest, as a
+    quiet machine would (a busy one may not), and the choice made again."""
+    trials = {k: dataclasses.replace(t, rate=1e6 if fast(k) else t.rate) for k, t in m.trials.items()}
+    return dataclasses.replace(m, trials=trials, chosen=choose(trials))
 
 
 def forbid_child_measurement(monkeypatch, why: str) -> None:
@@ -220,10 +228,8 @@ def test_a_switch_closes_the_export_before_torch_loads(embedder, onnx_export, tm
     link_onnx_export(onnx_export, home)
     real = real_measurer(embedder, onnx_export.parent, [])
 
-    def torch_wins(facts):  # this machine's real trials, torch measured the faster (a busy CPU may not)
-        m = real(facts)
-        fast = {k: dataclasses.replace(t, rate=t.rate if k == ONNX else 1e6) for k, t in m.trials.items()}
-        return dataclasses.replace(m, trials=fast, chosen=choose(fast))
+    def torch_wins(facts):
+        return favouring(real(facts), lambda k: k != ONNX)
 
     many = [f"passage {i}: denosumab withdrawal and vertebral fractures in {i} patients"
             for i in range(FIRST_SWITCH_PASSAGES)]
@@ -265,11 +271,9 @@ def test_the_first_switch_on_a_bf16_cpu_measures_with_the_torch_it_loads(embedde
     real = real_measurer(embedder, onnx_export.parent, [])
     torch_loaded_when_measured = []
 
-    def measurer(facts):  # this machine's real trials, bf16 measured the fastest (a busy CPU may not)
+    def measurer(facts):
         torch_loaded_when_measured.append(emb.torch_load_s > 0)
-        m = real(facts)
-        fast = {k: dataclasses.replace(t, rate=1e6 if k == TORCH_BF16 else t.rate) for k, t in m.trials.items()}
-        return dataclasses.replace(m, trials=fast, chosen=choose(fast))
+        return favouring(real(facts), lambda k: k == TORCH_BF16)
 
     emb.measurer = measurer
     loads: list = []
