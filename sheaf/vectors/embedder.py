@@ -84,7 +84,7 @@ _CPU_BATCH = 16
 #: 0.75 GB peak against 0.99, 105 passages/s against 95; vectors within cosine 1e-7 of unpadded).
 _PAD_MULTIPLE = 32
 #: Torch calls between two `release_freed_memory` (its cost is a few ms and the pages given back
-#: are faulted in again: every 4th call kept 6,000 passages at 0.98 GB peak against 1.2, at the
+#: are faulted in again: every 4th call kept 3,000 passages at 0.98 GB peak against 1.2, at the
 #: same rate within the noise; every call, 0.9 GB and ~9% slower).
 _TRIM_EVERY = 4
 
