@@ -134,8 +134,8 @@ def _catalog_json(cat: Catalog) -> dict[str, Any]:
         papers[p.key] = {
             "link": p.link, "library": p.library,
             "attachments": [{"key": a.key, "title": a.title, "content_type": a.content_type,
-                             "file": str(a.file) if a.file else None, "problem": a.problem,
-                             "storage": str(a.storage_dir) if a.storage_dir else None, "stored": bool(a.path and a.path.startswith("storage:"))}
+                             "file": a.file, "problem": a.problem,
+                             "storage": a.storage_dir, "stored": bool(a.path and a.path.startswith("storage:"))}
                             for a in p.attachments],
             "annotations": p.annotations, "notes": p.notes,
         }
