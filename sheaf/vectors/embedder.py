@@ -387,6 +387,16 @@ class Embedder:
             st.precision = PRECISION[choice.backend]
             self._loaded = st
 
+    def _ahead(self, n: int, poll: Callable[[], None] | None = None) -> _Loaded:
+        """Before `n` passages are encoded (one call, or a group encoded over many calls): on the
+        export, switch now if they reach the switch point (`_maybe_switch`), so that a first build's
+        first group is not encoded on the slower export batch by batch. The model loaded then."""
+        ld = self.load()
+        if ld.onnx is not None and self._onnx_passages + n >= self._switch_after:
+            self._maybe_switch(self._onnx_passages + n, poll)
+            ld = self.load()
+        return ld
+
     def _measure_after_loading(self, identity: ModelIdentity) -> bool:
         """Whether this machine's first measurement loads torch in this process and measures with it,
         instead of in a child: where a reduced precision is a candidate (a CPU with AMX or
@@ -639,9 +649,7 @@ class Embedder:
         ld = self.load()
         if not texts:
             return np.zeros((0, ld.identity.dimension), np.float32)
-        if ld.onnx is not None and self._onnx_passages + len(texts) >= self._switch_after:
-            self._maybe_switch(self._onnx_passages + len(texts), between_batches)
-            ld = self.load()
+        ld = self._ahead(len(texts), between_batches)
         chunks = []
         size = _ENCODE_CHUNK if between_batches is None or ld.onnx is not None else 4 * self.batch_size
         for i in range(0, len(texts), size):
@@ -711,7 +719,7 @@ class Embedder:
                 if p.text_sha256 not in found:
                     todo.setdefault(p.text_sha256, (p.text, n, p.n_tokens))
         shas = list(todo)
-        self.load()  # the device's batch size once loaded
+        self._ahead(len(shas), between_batches)  # the backend for all of them (and the device's batch size)
         step = self.batch_size
         batches = iter(paper_first_batches([todo[s][1] for s in shas], [todo[s][2] for s in shas], step))
         fresh: dict[str, np.ndarray] = {}

@@ -217,6 +217,34 @@ def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_expo
     assert len(calls) == 1 and nxt.backend == chosen
 
 
+def test_a_group_that_reaches_the_switch_point_is_encoded_on_torch_from_its_first_batch(embedder, onnx_export,
+                                                                                      tmp_path):
+    """`embed_papers` of a group of papers whose new passages reach the switch point: the switch is
+    made before the group's first batch, so none of its passages is encoded on the slower export
+    (before, the first 128 passages of a first build went through it batch by batch)."""
+    import hashlib
+
+    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
+    from sheaf.vectors.identity import Passage
+
+    _, emb = home_embedder(onnx_export, tmp_path, "auto")
+    real = real_measurer(embedder, onnx_export.parent, [])
+    emb.measurer = lambda facts: favouring(real(facts), lambda k: k != ONNX)
+    papers = []
+    for k in range(8):
+        texts = [f"paper {k}, passage {i}: bone mineral density after denosumab in {k * 100 + i} women"
+                 for i in range(FIRST_SWITCH_PASSAGES // 8 + 1)]
+        papers.append((f"P{k}", [Passage(f"u{k}#{i}", f"u{k}", f"P{k}", "body", i, 0, len(t), t,
+                                         hashlib.sha256(t.encode()).hexdigest(), 24) for i, t in enumerate(texts)]))
+    done = list(emb.embed_papers(papers))
+    assert [key for key, _, _ in done] == [k for k, _ in papers]
+    assert emb.backend == emb.choice.backend != ONNX
+    assert emb._onnx_passages == 0  # every passage of the group on torch
+    ref = embedder.encode([p.text for _, ps in papers for p in ps])
+    got = np.concatenate([e.vectors for _, e, _ in done])
+    assert float(np.sum(ref * got, axis=1).min()) >= AGREE_MIN_COSINE
+
+
 def test_a_switch_closes_the_export_before_torch_loads(embedder, onnx_export, tmp_path, monkeypatch):
     """The export's onnxruntime session and torch are never in memory together (together they were
     a build's peak: 1.2 GB against 0.9 GB); when torch then fails to load, the export opens again
