@@ -332,9 +332,21 @@ def _attachment(iid: int, key: str, title: str | None, mode: int, ctype: str | N
     else:
         file = str(Path(path))  # linked files are few: their paths normalized as Path writes them
     if file is not None and problem is None and not os.path.isfile(file):
-        problem = (f"file missing from storage/{key}/" if storage is not None else f"linked file not found: {file}")
+        problem = _file_problem(file, key, storage is not None)
     return Attachment(key, iid, title, ctype, int(mode if mode is not None else -1), path,
                       file if problem is None else None, problem, storage)
+
+
+def _file_problem(file: str, key: str, stored: bool) -> str:
+    """Why an attachment's file cannot be used: missing, or there but unreadable (a folder that
+    cannot be listed, a loop of links, not a file), with the system's reason."""
+    try:
+        os.stat(file)
+    except FileNotFoundError:
+        return f"file missing from storage/{key}/" if stored else f"linked file not found: {file}"
+    except OSError as e:
+        return f"file cannot be read ({e.strerror or e}): {file}"
+    return f"not a file: {file}"
 
 
 def _creators(conn: sqlite3.Connection, papers: dict[int, ZoteroPaper]) -> None:

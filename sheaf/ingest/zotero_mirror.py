@@ -170,13 +170,24 @@ def _manifest(entry: dict[str, Any], files: dict[str, list], seen: dict[str, lis
         if inp or ft:
             sources.append(src)
         else:
-            reasons.append(f"{a['key']}: {src['problem']}" + (f" and Zotero's {FT_CACHE} is empty" if a.get("storage") else ""))
+            reasons.append(f"{a['key']}: {src['problem']}" + (f" and Zotero's {FT_CACHE} {_ft_state(a['storage'])}"
+                                                              if a.get("storage") else ""))
     if not sources and not entry["annotations"] and not entry["notes"]:
         if not atts:
             return None, "no attachment: metadata only"
         return None, "no text to index: " + "; ".join(reasons or ["only links to web pages"])
     return {"format": MANIFEST_FORMAT, "version": VERSION, "link": entry["link"], "library": entry["library"],
             "sources": sources, "annotations": entry["annotations"], "notes": entry["notes"]}, ""
+
+
+def _ft_state(storage: str) -> str:
+    """What is wrong with an attachment's ft-cache that gave no text (said only for such a paper)."""
+    try:
+        return "is empty" if os.stat(os.path.join(storage, FT_CACHE)).st_size == 0 else "has no text"
+    except FileNotFoundError:
+        return "is empty"  # Zotero writes none for a file it never indexed: nothing extracted
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
 
 
 def _hashed(file: Path | str, files: dict[str, list], seen: dict[str, list], used: list[tuple[str, bool]]) -> list | None:

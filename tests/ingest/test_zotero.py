@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -112,6 +113,24 @@ def test_an_empty_ft_cache_with_no_file_is_metadata_only_with_the_reason(shared_
     why = dict(d.metadata_only)
     assert "file missing from storage/LTLTQ9HS/" in why["WFCWIVXK"] and ".zotero-ft-cache is empty" in why["WFCWIVXK"]
     assert why["ES9F32AU"] == "no attachment: metadata only"
+
+
+def test_an_unreadable_storage_folder_leaves_its_paper_metadata_only_with_the_reason(san7o, tmp_path):
+    """A paper whose storage/<key>/ cannot be read (here a loop of links: the tests run as root,
+    whom no permission bit stops) is metadata only, the reason naming the file and the system's
+    error; the other papers are read as before and nothing is raised."""
+    before = {p.key for p in _disc(san7o, tmp_path / "m0").papers}
+    one = next(p for p in read_catalog(san7o).papers if not p.annotations and not p.notes
+               and len(p.attachments) == 1 and p.attachments[0].file and p.attachments[0].storage_dir)
+    folder = Path(one.attachments[0].storage_dir)
+    shutil.rmtree(folder)
+    folder.symlink_to(folder)  # every access: ELOOP
+    d = _disc(san7o, tmp_path / "m1")
+    why = dict(d.metadata_only)
+    assert one.key in why and one.key not in {p.key for p in d.papers}
+    assert f"{one.attachments[0].key}: file cannot be read (Too many levels of symbolic links)" in why[one.key]
+    assert "cannot be read" in why[one.key].split(".zotero-ft-cache", 1)[1]
+    assert {p.key for p in d.papers} == before - {one.key}
 
 
 def test_a_scanned_pdf_with_no_ft_cache_text_fails_with_a_plain_reason(shared_data, tmp_path):
