@@ -405,3 +405,25 @@ def test_real_numbered_headings(key, first):
     p = parse_paper(_zotero_pdf(key))
     heads = [b.text for b in p.blocks if b.role == "heading"]
     assert first in heads and len(heads) >= 5
+
+
+# --- footnotes ------------------------------------------------------------------------------
+
+def test_substantive_footnotes_are_searchable_units_of_their_own_kind(tmp_path):
+    """A humanities page's footnotes (small type at the foot of the page, opened by their number):
+    footnote blocks, and searchable, as back-matter units apart from the body's text."""
+    pages = []
+    for n in range(2):
+        items = [(57, 50, 16, "Memory and the Archive in Hamburg", "B")] if n == 0 else []
+        y = _section_page(items, 90 if n == 0 else 60, f"{n + 1} Section {n + 1}", 5, 3 * n)
+        notes = [f"{2 * n + 1} On the glossolalia{n} letters see the Altona register, folio {40 + n}.",
+                 f"{2 * n + 2} The palimpsest{n} reading follows the archivist's own marginal notes."]
+        items.extend(lines_page(notes, size=8, top=760))
+        pages.append(items)
+    out = process_paper(raw_pdf(tmp_path / "notes.pdf", pages), "notes", "pdf")
+    notes = [b.text for b in out.paper.blocks if b.role == "footnote"]
+    assert len(notes) == 4 and all("glossolalia" in t or "palimpsest" in t for t in notes), notes
+    for word in ("glossolalia0", "glossolalia1", "palimpsest0", "palimpsest1"):
+        units = [u for u in out.body_units if word in u.text]
+        assert units and all(u.unit_kind == "backmatter_body" for u in units), (word, [u.unit_kind for u in units])
+    assert not any("glossolalia" in u.text for u in out.body_units if u.unit_kind == "body")
