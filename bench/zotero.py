@@ -19,9 +19,12 @@ Measured per size, each a fresh process, one at a time:
   what `pipelines.planning.noop` reads besides Dagster's files and the index), warm, side by side with
   the same on a plain library of N papers (`bench/scale.py`'s corpus): their difference is what
   a Zotero library adds to the no-op `bench/scale.py` measured on a plain one;
-- with `--build` sizes (default 1000): a full `sheaf build`, then the no-op `sheaf build` (3
+- with `--build` sizes (default 1000): a full `sheaf build`, then the no-op `sheaf build` (5
   times), one new item with a stored PDF holding a unique word until `sheaf search` finds it,
-  that item moved to the trash until `sheaf search` no longer does.
+  that item moved to the trash until `sheaf search` no longer does; last, discovery after a
+  change (a tag added: the database is read again, no file hashed again), 3 times;
+- with `--plain-edit` sizes: a plain library of N papers built in full, then one paper edited
+  until `sheaf search` finds it: the one-edit time of a plain library, side by side.
 
 Short texts (`--text-chars 250`: one or two passages a paper) and torch in bf16 make a full
 build of 10,000 items affordable (about 6 minutes on 2 quiet cores); `SHEAF_EMBED_BACKEND` and
@@ -30,7 +33,7 @@ keeps the built libraries and homes; `--resume` (same sizes and DIR) measures th
 
 Run from the project root:
     SHEAF_EMBED_BACKEND=torch SHEAF_EMBED_PRECISION=bf16 .venv/bin/python bench/zotero.py \
-        --sizes 1000 10000 --build 1000 10000 --text-chars 250 --write-docs
+        --sizes 1000 10000 --build 1000 10000 --plain-edit 1000 --text-chars 250 --write-docs
     .venv/bin/python bench/zotero.py --sizes 1000 --build            # discovery only, prints only
 """
 from __future__ import annotations
@@ -269,7 +272,7 @@ def load() -> str:
 
 
 def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save, *, text_chars: int = 0,
-             repeats: int = 5, until: str = "") -> dict[str, Any]:
+             repeats: int = 5, until: str = "", plain_edit: bool = False) -> dict[str, Any]:
     """Measure one size. With `s` holding a finished full build of this size whose library and
     home are still in `work` (`--resume`), go on from the no-op."""
     lib, home = work / f"zotero-{n}", work / f"home-{n}"
@@ -327,7 +330,45 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save, *, te
     s["noop_after"] = build(home, lib)
     s["uptime"] = load()
     save()
+    # last, as they leave the index behind the database: one tag added, then discovery reads it again
+    from tests.zotero_kit import ZoteroDb
+
+    s["discovery_changed"] = []
+    for i in range(3):
+        with ZoteroDb(lib) as z, z.transaction():
+            z.add_tag(z.item_id(zkey("Q", i)), f"changed{i}")
+        s["discovery_changed"].append(child(home, lib, "discover"))
+    say(f"{n}: discovery after a change {[r['s'] for r in s['discovery_changed']]}")
+    save()
+    if plain_edit:
+        s["plain_edit"] = plain_edit_until_searchable(work, n)
+        say(f"{n}: plain library, one paper edited {s['plain_edit']}")
+        save()
     return s
+
+
+def plain_edit_until_searchable(work: Path, n: int) -> dict[str, Any]:
+    """Side by side with the Zotero rows: a plain library of `n` papers (`bench/scale.py`'s) built
+    in full, then one paper edited until `sheaf search` finds its new word."""
+    import scale
+
+    lib, home = work / f"plain-edit-{n}", work / f"plain-edit-home-{n}"
+    for p in (lib, home):
+        shutil.rmtree(p, ignore_errors=True)
+    scale.make_library(lib, n)
+    full = build(home, lib, full_build=True)
+    key = sorted(p.name for p in (lib / "papers").iterdir())[n // 2]
+    word = f"zqx{int(time.time())}plain"
+    f = lib / "papers" / key / "paper.md"
+    f.write_text(f.read_text(encoding="utf-8") + f"\nAn added sentence names {word} once.\n", encoding="utf-8")
+    t0 = time.perf_counter()
+    r = build(home, lib)
+    keys = found(home, lib, word)
+    out = {"full_s": full["wall_s"], "wall_s": r["wall_s"], "searchable_s": round(time.perf_counter() - t0, 2),
+           "searchable": keys[:1] == [key], "load": r["load"]}
+    for p in (lib, home):
+        shutil.rmtree(p, ignore_errors=True)
+    return out
 
 
 # --- report -----------------------------------------------------------------------------------------
@@ -353,6 +394,7 @@ def render(r: dict[str, Any], out_name: str) -> str:
              + (f", {chars} characters" if chars else "") + "); each figure a fresh process. Rerun: "
              + (f"`{embed} " if embed else "`")
              + f"python bench/zotero.py --sizes {' '.join(map(str, sizes))} --build {' '.join(map(str, r['build']))}"
+             + (f" --plain-edit {' '.join(map(str, r['plain_edit']))}" if r.get("plain_edit") else "")
              + (f" --text-chars {chars}" if chars else "") + " --write-docs` (`--work W --until full`, then "
              f"`--resume`: build once, measure again; raw: `bench/results/{out_name}`).", "",
              "| | " + " | ".join(f"{n:,} items" for n in sizes) + " | goal |", "|---|" + "---|" * (len(sizes) + 1)]
@@ -364,6 +406,8 @@ def render(r: dict[str, Any], out_name: str) -> str:
     row("discovery, cold", lambda s: f"{s['discovery_cold']['s']} s")
     row("discovery, warm, in process", lambda s: f"{min(x['s'] for x in s['discovery_warm'])} s",
         "≤ 1 s at 10,000")
+    row("discovery after a change (the database read again), in process, min of 3",
+        lambda s: f"{min(x['s'] for x in s['discovery_changed'])} s", "≤ 1 s at 10,000")
     row("library side of a no-op build (scan + export hash)",
         lambda s: f"{min(x['s'] for x in s['library_side_noop'])} s")
     row("the same, plain library of N papers",
@@ -373,7 +417,9 @@ def render(r: dict[str, Any], out_name: str) -> str:
         lambda s: f"**{walls(s['noop'])}**", "≤ 1 s at 10,000")
     row("one PDF added → `sheaf search` finds it",
         lambda s: f"{s['add_pdf']['searchable_s']} s" + ("" if s["add_pdf"]["searchable"] else " (NOT found)"),
-        "~3 s (one edit, plain, 1,000)")
+        "the plain library's one edit")
+    row("one paper edited → searchable, plain library of N papers, same run",
+        lambda s: f"{s['plain_edit']['searchable_s']} s" + ("" if s["plain_edit"]["searchable"] else " (NOT found)"))
     row("one item trashed → `sheaf search` no longer finds it",
         lambda s: f"{s['trash']['gone_s']} s" + ("" if s["trash"]["gone"] else " (still found)"))
     row("load average (2 cores) at the no-ops", lambda s: s["noop_uptime"].split()[0])
@@ -393,6 +439,8 @@ def main() -> None:
     ap.add_argument("--until", choices=["full"], default=None, help="stop after the full builds (go on with --resume)")
     ap.add_argument("--resume", action="store_true",
                     help="with --work: go on from the full builds the results file records as done there")
+    ap.add_argument("--plain-edit", type=int, nargs="*", default=[],
+                    help="sizes that also get a plain library of N papers built, then one paper edited (side by side)")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--note", default="")
     a = ap.parse_args()
@@ -406,6 +454,7 @@ def main() -> None:
     r = json.loads(out.read_text()) if a.resume else {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "sizes": a.sizes, "build": a.build,
         "machine": machine(("dagster",)), "note": a.note, "results": {},
+        "plain_edit": a.plain_edit,
         "embed": {k: os.environ[k] for k in ("SHEAF_EMBED_BACKEND", "SHEAF_EMBED_PRECISION") if k in os.environ}}
     r["note"] = a.note or r.get("note", "")
 
@@ -417,7 +466,7 @@ def main() -> None:
     try:
         for n in a.sizes:
             run_size(work, n, n in a.build, lambda m: print(m, flush=True), r["results"].setdefault(str(n), {}), save,
-                     text_chars=a.text_chars, repeats=a.repeats, until=a.until or "")
+                     text_chars=a.text_chars, repeats=a.repeats, until=a.until or "", plain_edit=n in a.plain_edit)
             save()
         if a.until:
             return
