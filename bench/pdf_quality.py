@@ -23,9 +23,15 @@ Two comparisons, a row per PDF, then the medians and minimums:
    same label paired with their object; MinerU's sub-captions, "(a) SparseGPT", are counted
    apart: they are text of the figure, not captions of their own).
 
+`--others pdfium,pdfminer` measures words and order of other extractors' plain text of the same
+PDFs in the same run, beside Sheaf's: PDFium's own text order (pypdfium2's `get_text_range`, what
+Sheaf's layout analysis starts from) and pdfminer.six's `extract_text` (its layout analysis; not a
+dependency: `pip install pdfminer.six`). pdftotext is the reference itself, so it is not compared.
+
 Run from the project root:
     .venv/bin/python bench/pdf_quality.py                  # table on stdout
     .venv/bin/python bench/pdf_quality.py --json out.json  # and every row
+    .venv/bin/python bench/pdf_quality.py --others pdfium,pdfminer
 """
 from __future__ import annotations
 
@@ -85,7 +91,30 @@ def _order_share(ref_text: str, text: str) -> float:
     return sum(r in stream for r in runs) / max(1, len(runs))
 
 
-def zotero_row(pdf: Path) -> dict[str, Any]:
+def other_text(pdf: Path, extractor: str) -> str:
+    """The plain text another extractor gives of `pdf` (see the module doc)."""
+    if extractor == "pdfium":
+        import pypdfium2 as pdfium
+
+        doc = pdfium.PdfDocument(str(pdf))
+        try:
+            parts = []
+            for page in doc:
+                tp = page.get_textpage()
+                parts.append(tp.get_text_range())
+                tp.close()
+                page.close()
+            return "\n".join(parts)
+        finally:
+            doc.close()
+    if extractor == "pdfminer":
+        from pdfminer.high_level import extract_text
+
+        return extract_text(str(pdf))
+    raise SystemExit(f"unknown extractor {extractor!r} (pdfium, pdfminer)")
+
+
+def zotero_row(pdf: Path, others: tuple[str, ...] = ()) -> dict[str, Any]:
     key = pdf.parent.name
     cache = pdf.parent / ".zotero-ft-cache"
     row: dict[str, Any] = {"key": key, "library": pdf.parents[2].name}
@@ -111,6 +140,14 @@ def zotero_row(pdf: Path) -> dict[str, Any]:
     row["words"] = round(_word_share(ref_words, text), 3)
     row["order"] = round(_order_share(ref, text), 3)
     row["searchable"] = round(_word_share(ref_words, units), 3)
+    for x in others:
+        try:
+            other = other_text(pdf, x)
+        except Exception as e:  # noqa: BLE001 - a PDF the other extractor cannot read counts as nothing read
+            row[f"{x}_error"] = f"{type(e).__name__}: {e}"[:120]
+            other = ""
+        row[f"{x}_words"] = round(_word_share(ref_words, other), 3)
+        row[f"{x}_order"] = round(_order_share(ref, other), 3)
     return row
 
 
@@ -165,22 +202,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", type=Path, help="write every row and the summary here")
     ap.add_argument("--only", help="comma-separated substrings of storage keys / MinerU folders")
+    ap.add_argument("--others", default="", help="other extractors measured beside Sheaf: pdfium,pdfminer")
     args = ap.parse_args()
+    others = tuple(x for x in args.others.split(",") if x)
     if not DATA.is_dir():
         print(f"no real data at {DATA} (a clone without ../shared): nothing to measure", file=sys.stderr)
         return 2
     only = [s for s in (args.only or "").split(",") if s]
     pick = (lambda k: any(s in k for s in only)) if only else (lambda k: True)
-    zrows = [zotero_row(p) for p in sorted(DATA.glob("zotero_dirs/*/storage/*/*.pdf")) if pick(p.parent.name)]
-    print(f"{'key':10} {'pages':>5} {'secs':>5} {'words':>6} {'order':>6} {'search':>6} {'ms/pg':>6}  title / error")
+    zrows = [zotero_row(p, others) for p in sorted(DATA.glob("zotero_dirs/*/storage/*/*.pdf")) if pick(p.parent.name)]
+    extra = "".join(f" {x[:6] + ' w':>8} {x[:6] + ' o':>8}" for x in others)
+    print(f"{'key':10} {'pages':>5} {'secs':>5} {'words':>6} {'order':>6} {'search':>6} {'ms/pg':>6}{extra}  title / error")
     for r in zrows:
         if "error" in r and "words" not in r:
             print(f"{r['key']:10} {'':>5} {'':>5} {'':>6} {'':>6} {'':>6} {'':>6}  ERROR {r['error'][:70]}")
             continue
         ms = 1000 * r["parse_s"] / max(1, r["pages"])
+        cells = "".join(f" {r[f'{x}_words']:8.3f} {r[f'{x}_order']:8.3f}" for x in others)
         print(f"{r['key']:10} {r['pages']:5d} {r['sections']:5d} {r['words']:6.3f} {r['order']:6.3f} "
-              f"{r['searchable']:6.3f} {ms:6.1f}  {r['title']}")
-    zsum = _summary(zrows, ("words", "order", "searchable"))
+              f"{r['searchable']:6.3f} {ms:6.1f}{cells}  {r['title']}")
+    zsum = _summary(zrows, ("words", "order", "searchable") + tuple(f"{x}_{m}" for x in others for m in ("words", "order")))
     for k, v in zsum.items():
         print(f"  {k:11} median {v['median']:.3f}  min {v['min']:.3f} ({v['min_key']})")
     mrows = [mineru_row(d) for d in sorted(DATA.glob("mineru/*")) if (d / "paper.pdf").is_file()
