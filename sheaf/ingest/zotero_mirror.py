@@ -183,11 +183,12 @@ def _manifest(entry: dict[str, Any], files: dict[str, list], seen: dict[str, lis
 def _ft_state(storage: str) -> str:
     """What is wrong with an attachment's ft-cache that gave no text (said only for such a paper)."""
     try:
-        return "is empty" if os.stat(os.path.join(storage, FT_CACHE)).st_size == 0 else "has no text"
+        os.stat(os.path.join(storage, FT_CACHE))
     except FileNotFoundError:
-        return "is empty"  # Zotero writes none for a file it never indexed: nothing extracted
+        return "is absent (Zotero never extracted its text)"
     except OSError as e:
         return f"cannot be read ({e.strerror or e})"
+    return "is empty"  # `_ft_cache` gave none: size 0, or unreadable past its stat
 
 
 def _hashed(file: Path | str, files: dict[str, list], seen: dict[str, list], used: list[tuple[str, bool]]) -> list | None:
