@@ -293,10 +293,10 @@ class Embedder:
         """This machine's measurement: with torch already loaded here (`ld` has the model), with it
         (no second torch in a child: ~5-20 s and its memory saved); else in a child process, so that
         this process loads torch only when torch is chosen."""
-        if self.measurer is not None:
-            return self.measurer(facts)
+        if self.measurer is not None:  # seconds of encoding in this process: a stop must not wait for them
+            return while_polled(lambda: self.measurer(facts), poll)
         if ld is not None and ld.model is not None:
-            return self.measure_backends(ld, facts)
+            return while_polled(lambda: self.measure_backends(ld, facts), poll)
         return measure_in_child(self.model_name, self.models_dir, self.resolved_device or "cpu", self.threads,
                                 poll=poll)
 

@@ -313,6 +313,41 @@ def test_the_first_switch_on_a_bf16_cpu_measures_with_the_torch_it_loads(embedde
     assert emb.backend == TORCH_BF16 and load_record(home / "models" / RECORD_FILE).chosen == TORCH_BF16
 
 
+def test_a_stop_while_the_loaded_torch_is_measured_ends_the_wait(embedder, onnx_export, tmp_path, monkeypatch):
+    """A home's first switch on a CPU with bf16 measures with the torch it has just loaded, in the
+    build's process: the build's stop check runs during that measurement, so a stop ends the wait
+    there (the PaperForge plugin kills a build 5 s after asking it to stop), no record is written,
+    and the export stays in use."""
+    import threading
+
+    from sheaf.core.progress import StopRequested
+    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
+
+    forbid_child_measurement(monkeypatch, "measured in a child on a CPU with bf16")
+    home, emb = home_embedder(onnx_export, tmp_path, "auto")
+    started, release, finished = threading.Event(), threading.Event(), []
+
+    def measurer(facts):  # a measurement that lasts until the test ends (or 20 s)
+        started.set()
+        release.wait(20)
+        finished.append(1)
+        raise RuntimeError("measurement abandoned")
+
+    def stop() -> None:
+        if started.is_set():
+            raise StopRequested("stopped while the backends are measured")
+
+    emb.measurer = measurer
+    try:
+        with pytest.raises(StopRequested):
+            emb.encode([f"passage {i}: bone mineral density after denosumab in {i} women"
+                        for i in range(FIRST_SWITCH_PASSAGES)], between_batches=stop)
+        assert started.is_set() and not finished  # raised while the measurement still ran
+        assert load_record(home / "models" / RECORD_FILE) is None
+    finally:
+        release.set()
+
+
 def test_an_embedder_on_torch_measures_with_its_own_model_not_a_child(onnx_export, tmp_path, monkeypatch):
     """SHEAF_EMBED_BACKEND=torch in a home without a record: the measurement runs on the model this
     process has just loaded (no child loading torch a second time, ~5-20 s and its memory); the
