@@ -127,9 +127,10 @@ def embed_status_data(settings: Any, probe: dict[str, Any], build_state: dict[st
     objects = int(rows.get("object_units", 0))
     passages = sum(int(v) for k, v in rows.items() if k.startswith("passages_"))
     deps = deps_installed()
-    if build_state.get("status") not in (None, "idle") and not build_state.get("total"):
-        # a build still planning has no count yet: the plugin would take this poll's 0 for 0 of 1
-        # over the total its build stream already gave it, and end on "1/1"
+    if not build_state.get("total"):
+        # no count: a build still planning, or none running (the plugin polls until its build's
+        # process exits, after the build let go of the home); it would take a 0 here for 0 of 1
+        # over the total its build stream gave it, and end on "1/1"
         build_state = {**build_state, "current": None}
     return {
         "model": settings.embedding_model, "mode": "local", "backend": settings.embed_backend,

@@ -243,7 +243,7 @@ def test_paperforge_argv_on_a_vault(place, shared_data, envelope_schema, events_
     assert d["body_chunk_count"] > 0 and d["chunk_count"] == d["body_chunk_count"] + d["object_chunk_count"]
     assert d["total_chunks"] >= d["body_chunk_count"]
     assert {k: d["build_state"][k] for k in ("status", "current", "total", "paper_id")} == \
-        {"status": "idle", "current": 0, "total": 0, "paper_id": None}
+        {"status": "idle", "current": None, "total": 0, "paper_id": None}
 
     code, mem = sheaf([*pf, "memory", "status", "--json"], env, vault, module="sheaf.paperforge")
     assert code == 0 and not list(envelope_schema.iter_errors(mem)), mem

@@ -145,6 +145,18 @@ def test_settings_of_a_built_vault_are_ready(place):
     assert not out["problems"], out["problems"]
 
 
+def test_a_poll_while_no_build_runs_leaves_the_build_bar_alone(place):
+    """The plugin polls `embed status` every 2 s until its build's process has exited, so a poll
+    can land after the build has let go of the home, or before it has taken it. An idle home's
+    answer gives the controller no count: it took "0 of 0" as 0 of 1 over its stream's total,
+    and a 4-paper build ended on "1/1"."""
+    out = plugin(place, place["vault"], "embed-status", name="poll")
+    poll = step(out, "build progress poll")
+    assert poll["poll_exit"] == 0 and not poll["killed_at_5s"], poll
+    assert not poll["applied"] and poll["progress_shown"] == {"current": 0, "total": 0, "key": ""}, poll
+    assert step(out, "embed status")["data"]["build_state"]["status"] == "idle"
+
+
 def test_a_stop_settles_within_the_grace_and_the_resume_finishes(place):
     vault = place["root"] / "stopped"
     shutil.copytree(place["template"], vault)

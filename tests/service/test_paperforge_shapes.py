@@ -63,9 +63,9 @@ def test_messages_name_the_vaults_index_home(tmp_path, monkeypatch):
     assert str(Path(tmp_path) / VAULT_HOME) in text
 
 
-def test_embed_status_of_a_planning_build_gives_the_plugin_no_count():
-    """A build still planning has no total: a count of 0 there made the plugin, which takes a
-    poll's total (0 → 1) over its build stream's, end a 4-paper build on "1/1"."""
+def test_embed_status_of_a_planning_build_or_of_none_gives_the_plugin_no_count():
+    """A build still planning, or none running, has no total: a count of 0 there made the plugin,
+    which takes a poll's total (0 → 1) over its build stream's, end a 4-paper build on "1/1"."""
     from sheaf.service.paperforge_shapes import embed_status_data
     from sheaf.core.settings import get_settings
 
@@ -76,4 +76,4 @@ def test_embed_status_of_a_planning_build_gives_the_plugin_no_count():
     running = {**planning, "current": 2, "total": 4}
     assert embed_status_data(get_settings(), {"exists": True}, running)["build_state"]["current"] == 2
     idle = {**planning, "status": "idle"}
-    assert embed_status_data(get_settings(), {"exists": True}, idle)["build_state"]["current"] == 0
+    assert embed_status_data(get_settings(), {"exists": True}, idle)["build_state"]["current"] is None
