@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -293,10 +294,11 @@ class Embedder:
         """This machine's measurement: with torch already loaded here (`ld` has the model), with it
         (no second torch in a child: ~5-20 s and its memory saved); else in a child process, so that
         this process loads torch only when torch is chosen."""
-        if self.measurer is not None:  # seconds of encoding in this process: a stop must not wait for them
-            return while_polled(lambda: self.measurer(facts), poll)
-        if ld is not None and ld.model is not None:
-            return while_polled(lambda: self.measure_backends(ld, facts), poll)
+        measure = self.measurer
+        if measure is None and ld is not None and ld.model is not None:
+            measure = partial(self.measure_backends, ld)
+        if measure is not None:  # seconds of encoding in this process: a stop must not wait for them
+            return while_polled(lambda: measure(facts), poll)
         return measure_in_child(self.model_name, self.models_dir, self.resolved_device or "cpu", self.threads,
                                 poll=poll)
 

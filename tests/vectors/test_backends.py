@@ -314,10 +314,10 @@ def test_the_first_switch_on_a_bf16_cpu_measures_with_the_torch_it_loads(embedde
 
 
 def test_a_stop_while_the_loaded_torch_is_measured_ends_the_wait(embedder, onnx_export, tmp_path, monkeypatch):
-    """A home's first switch on a CPU with bf16 measures with the torch it has just loaded, in the
-    build's process: the build's stop check runs during that measurement, so a stop ends the wait
-    there (the PaperForge plugin kills a build 5 s after asking it to stop), no record is written,
-    and the export stays in use."""
+    """A measurement in the build's process (on a CPU with bf16, with the torch a home's first
+    switch has just loaded; here an injected one, which takes the same path) runs under the build's
+    stop check: a stop ends the wait there (the PaperForge plugin kills a build 5 s after asking it
+    to stop), and no record is written."""
     import threading
 
     from sheaf.core.progress import StopRequested
