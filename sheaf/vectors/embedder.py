@@ -291,16 +291,15 @@ class Embedder:
 
     def _measure(self, facts: MachineFacts, poll: Callable[[], None] | None = None,
                  ld: _Loaded | None = None) -> Measurement:
-        """This machine's measurement: with torch already loaded here (`ld` has the model), with it
-        (no second torch in a child: ~5-20 s and its memory saved); else in a child process, so that
-        this process loads torch only when torch is chosen."""
-        measure = self.measurer
-        if measure is None and ld is not None and ld.model is not None:
-            measure = partial(self.measure_backends, ld)
-        if measure is not None:  # seconds of encoding in this process: a stop must not wait for them
-            return while_polled(lambda: measure(facts), poll)
-        return measure_in_child(self.model_name, self.models_dir, self.resolved_device or "cpu", self.threads,
-                                poll=poll)
+        """This machine's measurement: by `measurer` when one is given; with torch already loaded
+        here (`ld` has the model), with it (no second torch in a child: ~5-20 s and its memory
+        saved); else in a child process, so that this process loads torch only when torch is chosen."""
+        if self.measurer is None and (ld is None or ld.model is None):
+            return measure_in_child(self.model_name, self.models_dir, self.resolved_device or "cpu", self.threads,
+                                    poll=poll)
+        measure = self.measurer or partial(self.measure_backends, ld)
+        # seconds of encoding in this process: a stop must not wait for them
+        return while_polled(partial(measure, facts), poll)
 
     def backend_encoders(self, ld: _Loaded, backends: Sequence[str], models_dir: Path | None = None
                          ) -> dict[str, Callable[[Sequence[str]], Any]]:
