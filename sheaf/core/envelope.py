@@ -11,6 +11,7 @@ ERROR_CODES = (
     "INDEX_NOT_FOUND", "VECTOR_NOT_BUILT", "VECTOR_CORRUPTED", "MODEL_CHANGED", "BAD_QUERY",
     "NOT_FOUND", "BACKEND_UNAVAILABLE", "TIMEOUT", "INTERNAL_ERROR",
     "BAD_INPUT",  # an input file (OCR output, export) that cannot be read: names paper and file
+    "LIBRARY_MISMATCH",  # a home given another library than the one it records (sheaf.core.home_record)
 )
 
 

@@ -21,6 +21,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from sheaf.core import home_record
 from sheaf.core.envelope import SheafError
 
 ENV_PREFIX = "SHEAF_"
@@ -148,6 +149,9 @@ class Settings:
                                     "Dagster release Sheaf's subclasses do not know yet)", check=_one_of("sheaf", "stock"))
     build_workers: int = _setting(1, "processes `sheaf build` builds papers in (more than 1 needs the Postgres "
                                   "index: SHEAF_INDEX_URL)", check=_at_least(1))
+    #: How `library` was chosen: given (an override: --library, a vault), environment
+    #: (SHEAF_LIBRARY), recorded (the home's `home.json`) or default. Not read from the environment.
+    library_source: str = field(default=home_record.DEFAULT, metadata={"internal": True})
 
     @property
     def artifacts_remote(self) -> bool:
@@ -255,6 +259,8 @@ def get_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> 
         raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
     values: dict[str, Any] = {}
     for name, f in known.items():
+        if f.metadata.get("internal"):
+            continue
         if name in overrides and overrides[name] is not None and overrides[name] != "":
             raw = overrides[name]
         else:
@@ -265,9 +271,24 @@ def get_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> 
                 values[name] = None
                 continue
         values[name] = _convert(name, raw, f.metadata)
+    values["library_source"] = _library_source(values, overrides, env)
     settings = Settings(**values)
     _check_combination(settings)
     return settings
+
+
+def _library_source(values: dict[str, Any], overrides: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """Where the library comes from; with none given, the home's recorded library replaces the
+    default path in `values` (a home keeps its library: `sheaf.core.home_record`)."""
+    if overrides.get("library") not in (None, ""):
+        return home_record.GIVEN
+    if env.get(variable("library").lower()) is not None:
+        return home_record.ENVIRONMENT
+    rec = home_record.read_record(values["home"])
+    if rec is not None:
+        values["library"] = rec.library
+        return home_record.RECORDED
+    return home_record.DEFAULT
 
 
 def _check_combination(s: Settings) -> None:
@@ -299,6 +320,8 @@ def where(settings: Settings, what: str, environ: Mapping[str, str] | None = Non
     rel = f" in the current folder ({cwd})" if not Path(path).is_absolute() else ""
     if what == "index" and settings.index_file is not None:
         why = f"set by SHEAF_INDEX_FILE{rel}"
+    elif what == "library" and settings.library_source == home_record.RECORDED:
+        why = f"recorded as the library of the home {Path(settings.home).absolute()} in its {home_record.RECORD_NAME}"
     elif what == "library":
         why = (f"set by SHEAF_LIBRARY (or --library){rel}" if _is_set("library", environ) or
                settings.library != Path("data/sample-library")
@@ -317,4 +340,34 @@ def where(settings: Settings, what: str, environ: Mapping[str, str] | None = Non
 def describe() -> list[dict[str, Any]]:
     """Every setting: variable, default and meaning (for `--help` and the docs)."""
     return [{"variable": variable(f.name), "default": None if f.default is None else str(f.default),
-             "meaning": f.metadata["doc"]} for f in fields(Settings)]
+             "meaning": f.metadata["doc"]} for f in fields(Settings) if not f.metadata.get("internal")]
+
+
+def home_is_built(settings: Settings) -> bool:
+    """True when the home holds something a build wrote (Dagster's home, artifacts or the index file)."""
+    home = Path(settings.home)
+    return any(p.exists() for p in (home / "dagster_home", settings.artifacts_dir, settings.index_path))
+
+
+def check_home_library(settings: Settings, command: str = "this command") -> home_record.HomeRecord | None:
+    """Refuse (``LIBRARY_MISMATCH``) a library that is not the home's own (`sheaf.core.home_record.check`):
+    called before anything scans the library for a build, a status or a repair."""
+    return home_record.check(settings.home, settings.library, settings.library_source,
+                             built=home_is_built(settings), is_default_home=Path(settings.home) == Path("data"),
+                             command=command)
+
+
+def record_home_library(settings: Settings, layout: str, *, switch: bool = False,
+                        command: str = "sheaf build") -> tuple[home_record.HomeRecord, str | None]:
+    """Before a build: check the library against the home's record and write the record when
+    the home has none (`switch`: replace a different one). Returns the record and, when the
+    library was switched, the library it replaced."""
+    rec = home_record.read_record(settings.home)
+    if rec is not None and rec.names(settings.library):
+        return rec, None
+    if rec is not None and not switch:
+        check_home_library(settings, command)  # raises LIBRARY_MISMATCH
+    if rec is None and not switch:
+        check_home_library(settings, command)  # an unrecorded, built home given no library
+    new = home_record.write_record(settings.home, settings.library, layout)
+    return new, (str(rec.library) if rec is not None else None)

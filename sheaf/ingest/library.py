@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sheaf.core.models import valid_paper_key
-from sheaf.core.settings import Settings
+from sheaf.core.settings import Settings, check_home_library
 from sheaf.ingest.folder import discover_folder, is_pdf_folder
 from sheaf.ingest.zotero import is_zotero_dir
 from sheaf.ingest.zotero_mirror import discover_zotero
@@ -64,8 +64,23 @@ class Discovery:
     hashes: Mapping[str, str] = field(default_factory=dict)
 
 
+def layout_of(library: Path | str) -> str:
+    """The layout of a library folder, as `discover` reads it: zotero | paperforge | plain | folder | empty."""
+    lib = Path(library)
+    if is_zotero_dir(lib):
+        return "zotero"
+    if (lib / PAPERFORGE_OCR).is_dir():
+        return "paperforge"
+    if (lib / "papers").is_dir():
+        return "plain"
+    return "folder" if is_pdf_folder(lib) else "empty"
+
+
 def discover_library(settings: Settings, keys: Iterable[str] | None = None, *, write: bool = True) -> Discovery:
-    """`discover` of the settings' library, with its Zotero mirror in the settings' home."""
+    """`discover` of the settings' library, with its Zotero mirror in the settings' home; a
+    library that is not the home's own is refused first (``LIBRARY_MISMATCH``: a scan of another
+    library would mark every paper of the home removed)."""
+    check_home_library(settings)
     return discover(settings.library, keys, mirror=settings.home / "library-mirror", write=write,
                     zotero_base_dir=settings.zotero_base_dir, zotero_libraries=settings.zotero_libraries)
 

@@ -15,7 +15,9 @@ from sheaf.core.envelope import SheafError, ok
 from sheaf.core.heap import long_lived_imports
 from sheaf.core.models import paper_key_problem
 from sheaf.core.progress import StopRequested, check_stop, stop_on_sigterm, while_polled
-from sheaf.core.settings import where
+from sheaf.core import home_record
+from sheaf.core.settings import check_home_library, record_home_library, where
+from sheaf.ingest.library import layout_of
 from sheaf.service.build_state import verdict
 from sheaf.service.requests import Outcome
 from sheaf.store.select import check_backend, open_backend, probe_index_file
@@ -67,7 +69,8 @@ def status_dict(st: Any) -> dict[str, Any]:
 
 
 def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, full: bool = False,
-          progress: Progress = _quiet, events: Events | None = None, exact_progress: bool = True) -> Outcome:
+          progress: Progress = _quiet, events: Events | None = None, exact_progress: bool = True,
+          switch_library: bool = False) -> Outcome:
     """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
     when interrupted, 1 when a paper failed). `events`: the structured progress
     (`pipelines.build.live`: start, progress per paper, warnings). SIGTERM (`sheaf stop`) stops it
@@ -75,9 +78,14 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
     with (default: `definitions(settings)`, made only when the no-op proof does not hold).
     `exact_progress`: a program reads `events`, so the progress another process polls
     (`sheaf status`) is written before each event; False (a person or one envelope): at most
-    once a second, which saves a run-storage write a paper."""
-    _require_library(settings)
+    once a second, which saves a run-storage write a paper. The home's first build records its
+    library; a build given another library is refused (``LIBRARY_MISMATCH``) unless
+    `switch_library`, which records the new one (the old library's papers are then dropped)."""
+    _require_library(settings, "sheaf build", check_home=not switch_library)
     _light().build_lock.check_workers(settings, settings.build_workers)  # before the no-op proof answers
+    _, switched_from = record_home_library(settings, layout_of(settings.library), switch=switch_library)
+    if switched_from:
+        progress(f"switched the home {settings.home} from the library {switched_from} to {settings.library}")
     with stop_on_sigterm():
         try:
             check_stop()
@@ -104,7 +112,8 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
     states: dict[str, int] = {}
     for st in rep.statuses.values():
         states[st.state] = states.get(st.state, 0) + 1
-    data = {"library": str(settings.library), "sync": rep.sync, "planned": rep.planned, "runs": rep.runs,
+    data = {"library": str(settings.library), "library_source": settings.library_source,
+            **({"switched_from": switched_from} if switched_from else {}), "sync": rep.sync, "planned": rep.planned, "runs": rep.runs,
             "papers": [status_dict(s) for s in rep.statuses.values()], "states": states,
             "embeddings_computed": rep.embeddings_computed, "seconds": rep.seconds, "interrupted": rep.interrupted,
             "plan": rep.plan}
@@ -118,12 +127,25 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
     return Outcome(env, 130 if rep.interrupted else (1 if failed or died else 0), rep)
 
 
-def _require_library(settings: Any) -> None:
+def _require_library(settings: Any, command: str, *, check_home: bool = True) -> None:
+    """The library folder exists and is the home's own (`sheaf.core.home_record`), else the
+    error that says which and what to do: before anything is scanned or written."""
     if not settings.library.is_dir():
+        recorded = settings.library_source == home_record.RECORDED
         raise SheafError("NOT_FOUND", f"library folder not found: {settings.library} "
                          f"(looked at {where(settings, 'library')})",
                          {"library": str(settings.library.absolute())},
-                         hint="pass --library PATH or set SHEAF_LIBRARY to your library folder")
+                         hint="the home's library has moved or is gone: pass --library NEW_PATH --switch-library"
+                         if recorded else "pass --library PATH or set SHEAF_LIBRARY to your library folder")
+    if check_home:
+        check_home_library(settings, command)
+
+
+def library_line(settings: Any) -> str | None:
+    """The one line that says a command uses the home's recorded library (None otherwise)."""
+    if settings.library_source != home_record.RECORDED:
+        return None
+    return f"library: {settings.library} (recorded by the home {settings.home}; --library to name another)"
 
 
 def _papers(n: int) -> str:
@@ -156,7 +178,7 @@ def status(settings: Any) -> Outcome:
     anything: built / stale (why) / missing / failed / removed, the skipped folders, coverage,
     the index probe and the next action (`view`: the statuses by key). No Dagster home yet:
     every paper is missing ("no build yet")."""
-    _require_library(settings)
+    _require_library(settings, "sheaf status")
     light = _light()
     proof = light.planning.noop.quick_status(settings)
     if proof.unchanged:  # nothing changed since the last recorded plan: no Dagster needed
@@ -203,7 +225,8 @@ def status(settings: Any) -> Outcome:
     coverage.update({k: probe[k] for k in ("indexed", "embedded") if k in probe})
     disc = plan.scan.discovery
     metadata_only = [{"paper": k, "reason": r} for k, r in disc.metadata_only]
-    data = {"library": str(settings.library), "layout": disc.layout, "home": str(settings.home),
+    data = {"library": str(settings.library), "library_source": settings.library_source, "layout": disc.layout,
+            "home": str(settings.home),
             "built_before": built_before, "papers": [status_dict(s) for s in statuses.values()], "states": states,
             "skipped": skipped, "metadata_only": metadata_only, "coverage": coverage, "index": probe, "plan": how}
     data.update(build_state=live, **verdict((s.state for s in statuses.values()), coverage, probe, live))
@@ -255,6 +278,7 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
     """Cross-check library ↔ partitions ↔ artifacts ↔ index ↔ materialization metadata; with
     `repair`, fix the drift and check again (`view`: the diagnoses before and after; exit 1 while
     an issue remains). Without `repair` it writes nothing (no Dagster home is made)."""
+    check_home_library(settings, "sheaf doctor")  # a repair against another library would drop every paper
     pipelines = _pipelines()
 
     if repair:

@@ -13,7 +13,8 @@ from sheaf.core.settings import Settings, describe, get_settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_defaults_and_paths():
+def test_defaults_and_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no ./data/home.json of a local build: the defaults themselves
     s = get_settings({})
     assert s == Settings()
     assert s.home == Path("data") and s.library == Path("data/sample-library")
