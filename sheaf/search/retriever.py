@@ -38,6 +38,8 @@ from sheaf.core.defaults import (
     DEFAULT_WINDOW,
     KINDS,
     MODES,
+    UNIT_KINDS,
+    unit_kind_of,
 )
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
@@ -146,6 +148,11 @@ def reading_order(body: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> li
 
 
 # --- the retriever ----------------------------------------------------------------------------
+
+def _kinds(kind: str) -> tuple[str, ...]:
+    """The unit kinds a `kind` choice stands for (`all`: every one)."""
+    return UNIT_KINDS if kind == "all" else (kind,)
+
 
 def _unit_source(u: Unit) -> str:
     if isinstance(u, ObjectUnit):
@@ -371,16 +378,20 @@ class Retriever:
         `index`: another handle on the index."""
         ix = self.index if index is None else index
         and_q, or_q = self._matches(query)
-        scopes = [("body", BODY_WEIGHTS)] * ("body" in kinds) + [("object", OBJECT_WEIGHTS)] * ("object" in kinds)
+        scopes = [("body", BODY_WEIGHTS)] * bool(set(kinds) - {"object"}) + \
+            [("object", OBJECT_WEIGHTS)] * ("object" in kinds)
+        every_kind = set(UNIT_KINDS) <= set(kinds)
 
         def run(match: str) -> tuple[list[FtsHit], bool]:
-            """Every scope's best n, merged (not cut); True when no scope had more."""
+            """Every scope's best n of the kinds asked for, merged (not cut); True when no
+            scope had more (before the kinds were picked: n grows until then)."""
             hits: list[FtsHit] = []
             complete = True
             for scope, w in scopes:
                 got = ix.lexical_units(scope, match, limit=n, paper_ids=paper_ids, weights=w)
                 complete &= len(got) < n
-                hits += got
+                hits += got if every_kind or scope == "object" else \
+                    [h for h in got if unit_kind_of(h.ref) in kinds]
             # Stable sort on the score alone: ties keep each scope's own order (bm25, then
             # rowid), so the first n candidates never change when more are fetched.
             hits.sort(key=lambda h: -h.score)
@@ -457,10 +468,9 @@ class Retriever:
         hits = self.index.vector_candidates(qv, k, paper_ids)
         if not hits:
             self._check_vectors(qv.identity, paper_ids)
-        want = {"body"} if kinds == ("body",) else {"object"} if kinds == ("object",) else {"body", "object"}
         out: dict[str, tuple[str, str, float, int]] = {}
         for h in hits:
-            if h.unit_type in want and h.unit_id not in out:
+            if h.unit_id not in out and unit_kind_of(h.unit_id) in kinds:
                 out[h.unit_id] = (h.unit_id, h.paper_id, h.score, h.ordinal)
         exhausted = (len(hits) < k or k >= MAX_KNN_K) and len(out) <= n
         return list(out.values())[:n], exhausted
@@ -490,7 +500,7 @@ class Retriever:
         In steps: check the request, scope it to the papers the filters leave, rank (both legs,
         fetching more until `limit` is met), then make the matches and the envelope."""
         self._check_retrieve(query, mode, kind, limit, per_paper)
-        kinds = ("body", "object") if kind == "all" else (kind,)
+        kinds = _kinds(kind)
         paper_ids = self._require_papers(papers)
         filtered, filter_warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections, tags)
         if filtered is not None:
@@ -971,19 +981,24 @@ class Retriever:
 
     # --- grep -----------------------------------------------------------------------------------
 
-    def grep(self, term: str, *, papers: Sequence[str] | None = None) -> Result:
+    def grep(self, term: str, *, papers: Sequence[str] | None = None, kind: str = "all") -> Result:
         """Every occurrence of `term` (and its variants, see `term_pattern`) in unit text
-        (body text, figure and table captions, table text): the verbatim span, unit, page and
-        character offsets into the field. The citing-paragraph copy an object carries
-        (`nearby_text`) is not searched: that paragraph is found in its body unit."""
+        (body text, notes and annotations, figure and table captions, table text) of the
+        units of `kind` (see `KINDS`): the verbatim span, unit, page and character offsets into
+        the field. The citing-paragraph copy an object carries (`nearby_text`) is not searched:
+        that paragraph is found in its body unit."""
+        if kind not in KINDS:
+            raise SheafError("BAD_QUERY", f"kind must be one of {', '.join(KINDS)}", {"kind": kind})
+        kinds = _kinds(kind)
         pat = term_pattern(term)
         paper_ids = self._require_papers(papers)
         match = self.index.match_query(term)
         warnings: list[str] = []
         candidates: set[str] | None = None
         if match is not None and paper_ids is None:
-            hits = (self.index.lexical_units("body", match, limit=-1) +
-                    self.index.lexical_units("object", match, limit=-1))
+            hits = [h for scope in ("body", "object") if scope == "object" and "object" in kinds
+                    or scope == "body" and set(kinds) - {"object"}
+                    for h in self.index.lexical_units(scope, match, limit=-1) if unit_kind_of(h.ref) in kinds]
             candidates = {h.ref for h in hits}
             paper_ids = sorted({h.paper_id for h in hits})
         elif paper_ids is None:
@@ -994,6 +1009,8 @@ class Retriever:
         for pid in sorted(paper_ids):
             body, objects = self.index.paper_units(pid)
             for u in reading_order(body, objects):
+                if unit_kind_of(u.unit_id) not in kinds:
+                    continue
                 fields = ([("text", u.text)] if isinstance(u, BodyUnit) else
                           [("caption", u.caption or ""), ("table_text", u.table_text or "")])
                 for fname, text in fields:
@@ -1003,7 +1020,7 @@ class Retriever:
                         matches.append(self._grep_hit(u, fname, text, s, e))
                         if candidates is not None and u.unit_id not in candidates:
                             warnings.append(f"{u.unit_id}: found although the full-text index missed it")
-        res = Result({"term": term, "pattern": pat.pattern, "papers": list(papers or []),
+        res = Result({"term": term, "pattern": pat.pattern, "papers": list(papers or []), "kind": kind,
                       "variants": variants, "papers_with_hits": len({m["zotero_key"] for m in matches}),
                       "matches": matches}, warnings)
         if not matches:

@@ -68,7 +68,8 @@ def timeline(req: TimelineRequest, retrievers: RetrieverSource, *, served_by: st
 
 
 def grep(req: GrepRequest, retrievers: RetrieverSource, *, served_by: str = "local") -> Outcome:
-    return _answer(req.command, retrievers, served_by, lambda r: r.grep(req.term, papers=list(req.paper) or None))
+    return _answer(req.command, retrievers, served_by, lambda r: r.grep(
+        req.term, papers=list(req.paper) or None, kind=req.kind))
 
 
 def paper(req: PaperRequest, retrievers: RetrieverSource, *, served_by: str = "local") -> Outcome:

@@ -169,9 +169,10 @@ class GrepRequest(_Request):
     """`sheaf grep`: every occurrence of a term or code, verbatim, with offsets."""
 
     command: ClassVar[str] = "grep"
-    _kinds: ClassVar[dict[str, Any]] = {"term": _STR, "paper": _STRS}
+    _kinds: ClassVar[dict[str, Any]] = {"term": _STR, "paper": _STRS, "kind": KINDS}
     term: str
     paper: tuple[str, ...] = ()
+    kind: str = "all"
 
 
 @dataclass(frozen=True)
