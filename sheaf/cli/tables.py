@@ -137,7 +137,12 @@ def _timeline(data: dict[str, Any]) -> None:
 def _grep(data: dict[str, Any]) -> None:
     width = _width()
     for m in data["matches"]:
-        page = f"p.{m['page']}" if m["page"] is not None else _pages(m) or "p.?"
+        if m["page"] is not None:
+            page = f"p.{m['page']}"
+        elif m.get("source") in ("note", "annotation"):  # no page (Zotero gave none): its kind instead
+            page = m["source"]
+        else:
+            page = _pages(m) or "p.?"
         head = (f"[{m['short_id']}] {m['zotero_key']} {page} {m['field']}:{m['char_start']}-{m['char_end']}"
                 f"  {m['span']!r}  ")
         if len(head) + len(m["text"]) <= width:

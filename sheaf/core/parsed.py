@@ -12,7 +12,11 @@ from typing import Any
 
 from sheaf.core.records import record_dict
 
-__all__ = ["Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", "Render", "SectionNode"]
+__all__ = ["NO_PAGE", "Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", "Render", "SectionNode"]
+
+#: The page of a block that has none (a Zotero note; an annotation Zotero gave no page): no page
+#: marker, no page span, no page in `grep`. Only Zotero's own blocks may have it.
+NO_PAGE = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +25,7 @@ class Block:
 
     paper_id: str
     block_id: str  # stable: p{page}:{n}
-    page: int  # 1-based
+    page: int  # 1-based; NO_PAGE (0): none (a Zotero note)
     order: int  # reading order over the whole paper, 0-based
     bbox: tuple[float, float, float, float] | None  # x0, y0, x1, y1 in 0-1 of the page
     role: str

@@ -15,7 +15,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sheaf.core.models import Block, IngestError
+from sheaf.core.models import READER_ROLES, Block, IngestError
+from sheaf.core.parsed import NO_PAGE
 
 MAX_PAGES = 5000
 MAX_TEXT_CHARS = 2_000_000  # per block; longer text is cut with a warning
@@ -559,7 +560,9 @@ def finalize(
             warnings.append(f"page {r.page}: a block of {len(r.text)} characters was cut")
             r.text = r.text[:MAX_TEXT_CHARS]
         r.text = clean_text(r.text)
-        if r.page < 1 or r.page > MAX_PAGES:
+        if r.page == NO_PAGE and source_format == "zotero" and (r.role in READER_ROLES or r.role == "heading"):
+            pass  # a Zotero note or an annotation without a page (and their heading): no page
+        elif r.page < 1 or r.page > MAX_PAGES:
             raise IngestError(paper_id, None, f"page number {r.page} out of range 1..{MAX_PAGES}")
         if r.bbox is not None:
             try:

@@ -11,7 +11,8 @@ format's adapter; one that cannot be read (missing, scanned, damaged, a garbled 
 falls back to Zotero's extracted text, marked in the blocks' reasons and the paper's warnings.
 With several attachments, each opens a section named after it, so every unit says which
 attachment it came from. Annotations and notes follow under "Zotero annotations" and "Zotero
-notes", as blocks of their own roles (`annotation`, `note`), each on its page.
+notes", as blocks of their own roles (`annotation`, `note`): an annotation on the page Zotero
+gives it, a note (and an annotation without one) on no page (`NO_PAGE`).
 """
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.models import IngestError
-from sheaf.core.parsed import Block
+from sheaf.core.parsed import NO_PAGE, Block
 from sheaf.ingest import parse_paper
 from sheaf.ingest import pdf as pdf_adapter
 from sheaf.ingest.common import RawBlock, finalize
 
-VERSION = "1"
+VERSION = "2"  # 2: notes, and annotations Zotero gave no page, have no page (were page 1)
 SUFFIX = ".zotero.json"
 MANIFEST_FORMAT = "sheaf-zotero-source"
 FT_CACHE = ".zotero-ft-cache"
@@ -128,18 +129,19 @@ def _note_blocks(paper_id: str, m: dict[str, Any], warnings: list[str]) -> list[
     out = []
     anns = m.get("annotations", [])
     if anns:
-        raws = [RawBlock(page=1, label="heading", text=ANNOTATIONS_HEADING, role="heading", heading_level=1)]
+        raws = [RawBlock(page=NO_PAGE, label="heading", text=ANNOTATIONS_HEADING, role="heading", heading_level=1)]
         for a in anns:
             text = a["text"]
             if a.get("comment"):
-                text = f"{text}\n\nComment: {a['comment']}" if text else a["comment"]
-            raws.append(RawBlock(page=a.get("page") or 1, label=f"annotation:{a.get('type', '')}", text=text,
+                # one paragraph (no blank line): `grep` maps each paragraph of a unit to its block's page
+                text = f"{text}\nComment: {a['comment']}" if text else a["comment"]
+            raws.append(RawBlock(page=a.get("page") or NO_PAGE, label=f"annotation:{a.get('type', '')}", text=text,
                                  role="annotation", reason=f"Zotero {a.get('type', 'annotation')}"))
         out.append((None, finalize(paper_id, "zotero", raws, warnings)))
     notes = m.get("notes", [])
     if notes:
-        raws = [RawBlock(page=1, label="heading", text=NOTES_HEADING, role="heading", heading_level=1)]
-        raws += [RawBlock(page=1, label="note", text=n["text"], role="note", reason="Zotero note") for n in notes]
+        raws = [RawBlock(page=NO_PAGE, label="heading", text=NOTES_HEADING, role="heading", heading_level=1)]
+        raws += [RawBlock(page=NO_PAGE, label="note", text=n["text"], role="note", reason="Zotero note") for n in notes]
         out.append((None, finalize(paper_id, "zotero", raws, warnings)))
     return out
 

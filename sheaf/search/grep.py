@@ -100,12 +100,15 @@ def find_spans(pat: re.Pattern[str], text: str) -> list[tuple[int, int]]:
     return spans
 
 
-_BLOCK_PAGE_RE = re.compile(r"^p(\d+):")
+#: `sheaf.core.parsed.NO_PAGE` (not imported: the query path does not load the parse side's records).
+_NO_PAGE = 0
+_BLOCK_PAGE_RE = re.compile(r"^(?:a\d+\.)?p(\d+):")  # a Zotero paper's later groups: a2.p3:5
 
 
 def page_at(unit: BodyUnit, offset: int) -> int | None:
     """The page of a character offset in a body unit: its paragraphs ("\\n\\n"-joined blocks)
-    map one to one onto `block_ids` (``p{page}:{n}``); else the unit's page if it has one."""
+    map one to one onto `block_ids` (``p{page}:{n}``; ``p0:``, `NO_PAGE`: none); else the unit's
+    page if it has one and no block of it is without a page."""
     paras = unit.text.split("\n\n")
     if len(paras) == len(unit.block_ids):
         pos = 0
@@ -113,9 +116,10 @@ def page_at(unit: BodyUnit, offset: int) -> int | None:
             if offset < pos + len(para) + 2:
                 m = _BLOCK_PAGE_RE.match(bid)
                 if m:
-                    return int(m.group(1))
+                    return int(m.group(1)) or None  # p0: a block with no page (a Zotero note)
                 break
             pos += len(para) + 2
-    if unit.page_span and unit.page_span[0] == unit.page_span[1]:
+    if unit.page_span and unit.page_span[0] == unit.page_span[1] and \
+            not any((m := _BLOCK_PAGE_RE.match(b)) and int(m.group(1)) == _NO_PAGE for b in unit.block_ids):
         return unit.page_span[0]
     return None

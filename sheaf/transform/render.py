@@ -8,6 +8,7 @@ their own get a synthetic "References" heading so that they form their own secti
 """
 from __future__ import annotations
 
+from sheaf.core.parsed import NO_PAGE
 from sheaf.core.models import (
     FURNITURE_ROLES,
     HEADING_ROLES,
@@ -53,7 +54,7 @@ class _Writer:
         return start, len(self.lines)
 
     def page_marker(self, page: int) -> None:
-        if page != self.page:
+        if page != self.page and page != NO_PAGE:
             self.page = page
             self._add([f"<!-- page {page} -->"])
 

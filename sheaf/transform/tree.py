@@ -10,6 +10,7 @@ orphaned.
 from __future__ import annotations
 
 from sheaf.core.models import EmittedBlock, RenderMap, SectionNode
+from sheaf.core.parsed import NO_PAGE
 
 _OBJECT_ROLES = frozenset({"figure", "table"})
 _CAPTION_ROLES = frozenset({"figure_caption", "table_caption"})
@@ -93,6 +94,7 @@ def _fill(node: SectionNode, emitted: list[EmittedBlock]) -> None:
     node.object_block_ids = tuple(objects)
     node.subtree_block_ids = tuple(subtree)
     child_pages = [c.page_span for c in node.children if c.page_span]
-    lo = [p for p in pages] + [s[0] for s in child_pages]
-    hi = [p for p in pages] + [s[1] for s in child_pages]
+    pages = [p for p in pages if p != NO_PAGE]
+    lo = pages + [s[0] for s in child_pages]
+    hi = pages + [s[1] for s in child_pages]
     node.page_span = (min(lo), max(hi)) if lo else None

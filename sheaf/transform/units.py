@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 
 from sheaf.ingest.common import caption_kind, caption_label
+from sheaf.core.parsed import NO_PAGE
 from sheaf.core.models import (
     BACKMATTER_ROLES,
     BODY_ROLES,
@@ -120,11 +121,11 @@ def body_units(
             base = f"{paper_id}:body:{node.node_id}{suffix}"
             for i, (ids, text) in enumerate(parts, start=1):
                 uid = base if len(parts) == 1 else f"{base}:part_{i:03d}"
-                pages = [by_id[x].page for x in ids]
+                pages = [by_id[x].page for x in ids if by_id[x].page != NO_PAGE]
                 out.append(BodyUnit(
                     unit_id=uid, short_id=short_id(uid), paper_id=paper_id, node_id=node.node_id,
                     section_path=node.section_path, section_level=node.level,
-                    page_span=(min(pages), max(pages)), block_ids=tuple(ids), text=text,
+                    page_span=(min(pages), max(pages)) if pages else None, block_ids=tuple(ids), text=text,
                     token_count=count_tokens(text), unit_kind=kind, part_ordinal=i,
                 ))
     return out

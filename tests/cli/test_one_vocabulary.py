@@ -1,0 +1,112 @@
+"""Every surface names the same things the same way: the unit kinds `--kind` takes (body,
+object, note, annotation, all) on each command that filters units, the Zotero link in the text
+output, no page for a note that has none, and the report's papers counted once each.
+
+A small index is built here from a Zotero paper's source manifest (its reading as a build does
+it: a Markdown attachment, two annotations, one with a page and one without, and a child note),
+beside a sample paper with figures, without Dagster or vectors (lexical mode)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sheaf.cli.app import main
+from sheaf.core.defaults import KINDS, unit_kind_of
+from sheaf.ingest.zotero_source import MANIFEST_FORMAT
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
+from sheaf.transform.chain import process_paper
+from tests.paperkit import one_envelope
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-library"
+ZKEY, OKEY = "ZNOTE001", "W6TB4YRS"
+NOTE = "My own note: the zebrafish regenerate their fins within a fortnight."
+HIGHLIGHT = "Zebrafish fin regeneration is complete after fourteen days."
+PAGELESS = "An annotation on zebrafish whose page Zotero did not record."
+
+
+def zotero_manifest(dest: Path) -> Path:
+    """A Zotero paper's source manifest (what `sheaf.ingest.zotero_mirror` writes): one attachment
+    (the sample's Markdown paper), a highlight on page 3 with a comment, one without a page, a note."""
+    m = {"format": MANIFEST_FORMAT, "version": "2", "key": ZKEY,
+         "sources": [{"attachment": "ATT00001", "title": "Full Text",
+                      "path": str(SAMPLE / "papers" / "L2YSNC8V" / "paper.md"), "format": "auto"}],
+         "annotations": [{"type": "highlight", "text": HIGHLIGHT, "comment": "zebrafish again", "page": 3},
+                         {"type": "highlight", "text": PAGELESS, "page": None}],
+         "notes": [{"text": NOTE}]}
+    path = dest / f"{ZKEY}.zotero.json"
+    path.write_text(json.dumps(m), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def kinds_index(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("kinds")
+    conn = ix.open_index(root / "sheaf.db")
+    for key, path in ((ZKEY, zotero_manifest(root)), (OKEY, SAMPLE / "papers" / OKEY)):
+        out = process_paper(path, key)
+        wr.replace_paper(conn, key, out.body_units, out.object_units)
+    conn.close()
+    return root / "sheaf.db"
+
+
+@pytest.fixture()
+def env(kinds_index, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHEAF_INDEX_FILE", str(kinds_index))
+    monkeypatch.setenv("SHEAF_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SHEAF_LIBRARY", str(SAMPLE))
+    monkeypatch.delenv("SHEAF_INDEX_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "110")
+
+
+def cli(capsys, *args: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main([*args, "--no-server", "--json"])
+    return code, one_envelope(capsys.readouterr().out)
+
+
+def test_the_vocabulary_of_kinds():
+    assert KINDS == ("body", "object", "note", "annotation", "all")
+    assert [unit_kind_of(u) for u in ("K:body:sec_p1_0", "K:body:sec_p1_0:part_002", "K:body:root:note",
+                                      "K:body:sec_a2_p1_0:annotation:part_001", "K:body:sec_p1_0:backmatter",
+                                      "K:figure:p3:4", "K:table:p2:1")] == \
+        ["body", "body", "note", "annotation", "body", "object", "object"]
+
+
+@pytest.mark.parametrize("kind, sources", [("note", {"note"}), ("annotation", {"annotation"}),
+                                           ("body", {"body", "backmatter"}), ("object", {"figure", "table"})])
+def test_retrieve_kind_takes_every_unit_kind(env, capsys, kind, sources):
+    code, e = cli(capsys, "retrieve", "zebrafish", "OR", "flower", "OR", "figure", "--mode", "lexical",
+                  "--kind", kind, "--per-paper", "0", "--limit", "50")
+    assert code == 0 and e["ok"], e
+    assert e["data"]["kind"] == kind
+    got = {m["source"] for m in e["data"]["matches"]}
+    assert got and got <= sources, got
+
+
+def test_retrieve_all_holds_every_kind(env, capsys):
+    code, e = cli(capsys, "retrieve", "zebrafish", "--mode", "lexical", "--per-paper", "0", "--limit", "50")
+    assert code == 0
+    assert {"note", "annotation"} <= {m["source"] for m in e["data"]["matches"]}
+
+
+@pytest.mark.parametrize("kind, sources", [("note", {"note"}), ("annotation", {"annotation"}),
+                                           ("all", {"note", "annotation"}), ("body", set())])
+def test_grep_kind_takes_every_unit_kind(env, capsys, kind, sources):
+    code, e = cli(capsys, "grep", "zebrafish", "--kind", kind)
+    assert code == 0 and e["ok"], e
+    assert {m["source"] for m in e["data"]["matches"]} == sources
+
+
+def test_a_note_and_a_pageless_annotation_have_no_page(env, capsys):
+    code, e = cli(capsys, "grep", "zebrafish")
+    hits = [(m["source"], m["span"], m["page"], m["page_span"]) for m in e["data"]["matches"]]
+    # the highlight (and its comment) on Zotero's page 3; the other annotation and the note on none
+    assert hits == [("annotation", "Zebrafish", 3, [3, 3]), ("annotation", "zebrafish", 3, [3, 3]),
+                    ("annotation", "zebrafish", None, [3, 3]), ("note", "zebrafish", None, None)], hits
+    capsys.readouterr()
+    assert main(["grep", "regenerate", "--no-server"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "regenerate" in ln)
+    assert " p." not in line, line  # was "p.1"
