@@ -7,7 +7,7 @@ from typing import Any
 from dagster import AssetExecutionContext, MetadataValue
 
 from sheaf.core.envelope import SheafError
-from sheaf.core.models import IngestError
+from sheaf.core.models import IngestError, unreadable_reason
 from pipelines.dagster_internals.private import add_partitions_metadata, deferred_interrupts
 from sheaf.core.progress import check_stop, notify, request_stop
 
@@ -64,8 +64,15 @@ def _one(context: AssetExecutionContext, key: str, fn: Callable[[str], tuple[dic
             request_stop()
     except (IngestError, SheafError, FileNotFoundError) as e:
         errors[key] = str(e)
-        context.log.error(str(e))
-        meta = {"error": str(e)}
+        unreadable = unreadable_reason(e)
+        if unreadable is None:
+            context.log.error(str(e))
+            meta = {"error": str(e)}
+        else:  # the file, not the code: a state of the paper (`unreadable`), said once as a warning
+            context.log.warning(f"{key}: unreadable: {unreadable}")
+            meta = {"error": str(e), "unreadable": unreadable}
+        if getattr(e, "ocr_result_hash", None):  # the input that failed: a changed one is built again
+            meta["ocr_result_hash"] = e.ocr_result_hash
         outputs = {}
     meta["duration_ms"] = round((time.perf_counter() - t0) * 1000, 1)
     for name, value in outputs.items():

@@ -38,7 +38,8 @@ def _open(settings: Any) -> IndexBackend:
 
 def _units(key: str, body_units: dict, object_units: dict):
     if key not in body_units or key not in object_units:
-        raise IngestError(key, None, "no units artifact: an upstream step failed; its index rows were removed")
+        raise IngestError(key, None, "no units artifact: an upstream step failed; its index rows were removed",
+                          upstream=True)
     return table_to_body_units(body_units[key]), table_to_object_units(object_units[key])
 
 

@@ -21,6 +21,7 @@ from pipelines.planning.paper_view import identities, identity_metadata
 from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import ARTIFACT_METADATA
 from sheaf.core.models import IngestError
+from sheaf.ingest import source_hash
 from sheaf.ingest.library import discover_library
 from sheaf.store.artifacts import (
     body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict, table_hash,
@@ -43,7 +44,7 @@ def _out(name: str, description: str, suffix: str) -> AssetOut:
 
 
 def _missing(key: str, what: str) -> IngestError:
-    return IngestError(key, None, f"no {what} artifact: the upstream step failed or was not run")
+    return IngestError(key, None, f"no {what} artifact: the upstream step failed or was not run", upstream=True)
 
 
 @asset(deps=["ocr_result"], group_name="render", io_manager_key="artifacts", code_version=CODE_VERSIONS["ocr_blocks"],
@@ -58,7 +59,14 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
     def one(key: str):
         if key not in papers:
             raise IngestError(key, None, "paper not found in the library")
-        paper = chain.parse(papers[key].path, key)
+        try:
+            paper = chain.parse(papers[key].path, key)
+        except IngestError as e:  # its input's hash, recorded with the error: a new file is tried again
+            try:
+                e.ocr_result_hash = source_hash(papers[key].path, key)[2]
+            except (IngestError, OSError):
+                pass
+            raise
         table = paper_to_table(paper)
         return {"ocr_blocks": table}, {
             **identity_metadata(ids.get(key)), "ocr_result_hash": paper.ocr_result_hash, "source_format": paper.source_format,

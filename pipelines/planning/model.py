@@ -21,7 +21,7 @@ Events = Callable[[dict[str, Any]], None]
 @dataclass(slots=True)
 class PaperStatus:
     key: str
-    state: str  # built | stale | missing | failed
+    state: str  # built | stale | missing | unreadable | failed
     reasons: list[str] = field(default_factory=list)
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # from the last vector/units steps
@@ -36,7 +36,7 @@ class PaperStatus:
 def needs_build(st: PaperStatus) -> bool:
     if st.state == "built":
         return False
-    if st.state == "failed":
+    if st.state in ("failed", "unreadable"):
         return bool(st.reasons)
     return True
 

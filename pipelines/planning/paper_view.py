@@ -18,7 +18,7 @@ from pipelines.planning.model import PaperStatus
 from sheaf.ingest.metadata import export_files_metadata
 
 #: Table rows: papers that need work first, then the built ones.
-STATE_ORDER = {"failed": 0, "stale": 1, "missing": 2, "built": 3}
+STATE_ORDER = {"failed": 0, "unreadable": 1, "stale": 2, "missing": 3, "built": 4}
 #: Papers listed in the UI table (the counts cover all of them).
 TABLE_ROWS = 500
 _TEXT = 160
@@ -56,9 +56,9 @@ def reason_text(st: PaperStatus) -> str:
     "code changed: structure_tree", "failed: <error>", "missing: never built"); "" when built."""
     if st.state == "built":
         return ""
-    if st.state == "failed":
+    if st.state in ("failed", "unreadable"):
         retry = f" (rebuilt next: {'; '.join(st.reasons)})" if st.reasons else ""
-        return f"failed: {st.error}{retry}"
+        return f"{st.state}: {st.error}{retry}"
     if st.state == "missing":
         return "missing: " + "; ".join(r.removeprefix("missing: ") for r in st.reasons) if st.reasons else "missing"
     return "; ".join(st.reasons)
@@ -86,7 +86,7 @@ def paper_label(identity: Mapping[str, Any] | None) -> str:
 #: a few short-headed columns, one of them the paper whole ('Title (First Author, Year)', wrapped
 #: rather than cut), and the build time without seconds or zone (UTC, in the column's description).
 STATUS_COLUMNS = (
-    TableColumn("state", description="built, stale, missing or failed"),
+    TableColumn("state", description="built, stale, missing, unreadable (its file cannot be read) or failed"),
     TableColumn("key", description="the paper's key (its partition)"),
     TableColumn("why", description="why the paper needs work (empty when built)"),
     TableColumn("paper", description="title (first author, year)"),

@@ -103,7 +103,7 @@ def _table(statuses: Iterable[PaperStatus]) -> str:
         return "Every paper is built."
     lines = ["| paper | state | why |", "|---|---|---|"]
     for st in rows[:TABLE_ROWS]:
-        why = st.error if st.state == "failed" else "; ".join(st.reasons)
+        why = st.error if st.state in ("failed", "unreadable") else "; ".join(st.reasons)
         lines.append(f"| {st.key} | {st.state} | {(why or '').replace('|', '/')[:200]} |")
     if len(rows) > TABLE_ROWS:
         lines.append(f"| … | {len(rows) - TABLE_ROWS} more | |")

@@ -8,8 +8,9 @@ starts, and how the papers to build are cut into runs.
   ``sheaf/artifact`` names the file suffix) and each asset's code version.
 - A paper is *built* when every asset of its chain has a materialization whose code version
   is current and whose OCR hash is the paper's current one; otherwise it is *missing*, *stale*
-  (with reasons) or *failed* (its latest materialization recorded an error and its input has
-  not changed since). The embedding model is part of `vector_collections`' code version
+  (with reasons), *unreadable* (its file cannot be read: corrupt, truncated, empty, no text) or
+  *failed* (a step failed on it otherwise); an unreadable or failed paper is retried only when
+  its input or the code changed. The embedding model is part of `vector_collections`' code version
   (`model_code_version`), so a model change is a code-version change Dagster sees too.
 - `index_drift` is the cheap cross-check (counts only) of index rows and artifacts against the
   materializations that every build runs on its plan; `sheaf doctor` adds hashes.
@@ -160,7 +161,8 @@ def statuses_of(chain: Chain, keys: list[str], observed: Mapping[str, str],
         st = PaperStatus(key, "built")
         evs = {a: events[a].get(key) for a in chain.assets}
         missing = [a for a, e in evs.items() if e is None]
-        errors = [(a, e.metadata["error"]) for a, e in evs.items() if e is not None and "error" in e.metadata]
+        errors = [(a, e.metadata.get("unreadable") or e.metadata["error"], "unreadable" in e.metadata)
+                  for a, e in evs.items() if e is not None and "error" in e.metadata]
         first = evs[first_asset]
         if first is not None and observed.get(key) and first.metadata.get("ocr_result_hash") not in (None, observed[key]):
             st.reasons.append("OCR changed")
@@ -182,8 +184,8 @@ def statuses_of(chain: Chain, keys: list[str], observed: Mapping[str, str],
         order = [evs[a].storage_id for a in chain.assets if evs[a] is not None]
         if not missing and any(b < a for a, b in zip(order, order[1:])):
             st.reasons.append("upstream rebuilt")
-        if errors:
-            st.state, st.error = "failed", errors[0][1]
+        if errors:  # the first step's error says what: a file that cannot be read, or a failure
+            st.state, st.error = "unreadable" if errors[0][2] else "failed", errors[0][1]
         elif missing:
             st.state = "missing"
             st.reasons.insert(0, "never built" if len(missing) == len(chain.assets) else "missing: " + ", ".join(missing))

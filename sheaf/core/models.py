@@ -65,17 +65,43 @@ def paper_key_problem(key: str) -> str | None:
 
 
 class IngestError(Exception):
-    """A paper's input could not be read; names the paper, the file and the problem."""
+    """A paper's input could not be read; names the paper, the file and the problem.
+    `bug`: the reader itself failed on the input (an exception it did not foresee), as opposed
+    to a file that cannot be read (corrupt, truncated, empty, no text): the paper is then
+    *failed*, not *unreadable*, and the build exits 1. `upstream`: not this step's input but an
+    earlier step's missing output (the paper's state comes from that step's error)."""
 
-    def __init__(self, paper_id: str, path: str | None, message: str) -> None:
+    def __init__(self, paper_id: str, path: str | None, message: str, *, bug: bool = False,
+                 upstream: bool = False) -> None:
         self.paper_id = paper_id
         self.path = path
         self.message = message
+        self.bug = bug
+        self.upstream = upstream
+        #: the input's hash, where the step that failed knows it (recorded with the error)
+        self.ocr_result_hash: str | None = None
         where = f" ({path})" if path else ""
         super().__init__(f"paper {paper_id}{where}: {message}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"paper_id": self.paper_id, "path": self.path, "message": self.message}
+
+
+#: What to do about an unreadable paper (every surface says the same).
+UNREADABLE_FIX = "replace the file (a Zotero item: its attachment, in Zotero), then run `sheaf build`"
+
+
+def unreadable_reason(error: BaseException) -> str | None:
+    """Why a paper's file cannot be read, when `error` says that (a corrupt, truncated, empty or
+    missing file, a PDF without text): the paper is then *unreadable*, a state of the paper and
+    not a failed build. None for anything else (a reader's bug: the paper is *failed*)."""
+    if isinstance(error, IngestError):
+        return None if error.bug or error.upstream else error.message
+    if isinstance(error, FileNotFoundError):
+        return f"file not found: {error.filename or error}"
+    if getattr(error, "code", None) == "BAD_INPUT":  # a SheafError about an input file
+        return str(error)
+    return None
 
 
 _PARSED = frozenset({"Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", "Render", "SectionNode"})

@@ -142,12 +142,12 @@ def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto"
             blocks = finalize(pid, name, raws, warnings)
     except IngestError as e:
         if e.path is None:
-            raise IngestError(pid, str(file), e.message) from None
+            raise IngestError(pid, str(file), e.message, bug=e.bug) from None
         raise
     except RecursionError:
         raise IngestError(pid, str(file), f"{name}: input nested too deeply") from None
     except Exception as e:  # an adapter bug or a schema we did not foresee: name it, never crash
-        raise IngestError(pid, str(file), f"{name}: unexpected input ({type(e).__name__}: {e})") from e
+        raise IngestError(pid, str(file), f"{name}: unexpected input ({type(e).__name__}: {e})", bug=True) from e
     text_blocks = [b for b in blocks if b.text and b.role not in ("noise", "page_number", "page_header", "page_footer")]
     if not text_blocks:
         raise IngestError(pid, str(file), "the paper has no text")

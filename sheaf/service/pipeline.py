@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.heap import long_lived_imports
-from sheaf.core.models import paper_key_problem
+from sheaf.core.models import UNREADABLE_FIX, paper_key_problem
 from sheaf.core.progress import StopRequested, check_stop, stop_on_sigterm, while_polled
 from sheaf.core import home_record
 from sheaf.core.settings import check_home_library, record_home_library, where
@@ -65,7 +65,10 @@ def definitions(settings: Any) -> Definitions:
 
 
 def status_dict(st: Any) -> dict[str, Any]:
-    return {"paper_id": st.key, "state": st.state, "reasons": st.reasons, "error": st.error, **st.metadata}
+    out = {"paper_id": st.key, "state": st.state, "reasons": st.reasons, "error": st.error, **st.metadata}
+    if st.state == "unreadable":
+        out["fix"] = UNREADABLE_FIX
+    return out
 
 
 def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, full: bool = False,
@@ -118,13 +121,22 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
             "embeddings_computed": rep.embeddings_computed, "seconds": rep.seconds, "interrupted": rep.interrupted,
             "plan": rep.plan}
     failed = [k for k, s in rep.statuses.items() if s.state == "failed"]
+    unreadable = [k for k, s in rep.statuses.items() if s.state == "unreadable"]
     died = rep.plan.get("workers_died") or []
     env = ok("build", data, count=len(rep.planned),
              warnings=[f"{k}: {rep.statuses[k].error}" for k in failed]
+             + [f"{k}: unreadable: {rep.statuses[k].error}" for k in unreadable]
              + [f"worker pid {d['pid']} died (exit {d['exit']}); its papers are left to the next build" for d in died],
              next_actions=(["fix the failed papers' OCR output and run `sheaf build` again"] if failed else [])
+             + ([_unreadable_action(len(unreadable))] if unreadable else [])
              + (["run `sheaf build` again to rebuild the papers of the worker that died"] if died else []))
+    # An unreadable file is the paper's state, not a failed build: exit 1 is for a failure (a bug).
     return Outcome(env, 130 if rep.interrupted else (1 if failed or died else 0), rep)
+
+
+def _unreadable_action(n: int) -> str:
+    return (f"{n} {_papers(n)} unreadable (searchable by their metadata only): {UNREADABLE_FIX}; "
+            "`sheaf status` names each file and why")
 
 
 def _require_library(settings: Any, command: str, *, check_home: bool = True) -> None:
@@ -157,7 +169,7 @@ def _status_actions(states: dict[str, int], statuses: dict[str, Any], skipped: l
     """What to do next, most useful first (the text view ends with these)."""
     acts: list[str] = []
     todo = {k: states.get(k, 0) for k in ("missing", "stale", "removed")}
-    retry = sum(1 for st in statuses.values() if st.state == "failed" and st.reasons)
+    retry = sum(1 for st in statuses.values() if st.state in ("failed", "unreadable") and st.reasons)
     if not built_before:
         acts.append(f"no build yet in this home: run `sheaf build` to build the {todo['missing']} papers")
     elif any(todo.values()) or retry:
@@ -166,7 +178,10 @@ def _status_actions(states: dict[str, int], statuses: dict[str, Any], skipped: l
         parts = [f"build {' and '.join(what)} {_papers(sum((todo['missing'], todo['stale'], retry)))}"] if what else []
         parts += [f"drop {todo['removed']} removed {_papers(todo['removed'])}"] if todo["removed"] else []
         acts.append(f"run `sheaf build` to {' and '.join(parts)}")
-    if states.get("failed", 0) > retry:
+    waiting = sum(1 for st in statuses.values() if st.state == "unreadable" and not st.reasons)
+    if waiting:
+        acts.append(_unreadable_action(waiting))
+    if sum(1 for st in statuses.values() if st.state == "failed" and not st.reasons):
         acts.append("fix the failed papers' files (`sheaf parse <paper folder>` shows why), then run `sheaf build`")
     if skipped:
         acts.append("rename the skipped folders to the paper's Zotero item key")
@@ -205,7 +220,7 @@ def status(settings: Any) -> Outcome:
                "no_op_proof": proof.why}
     for key, problem in plan.errors.items():  # the build will fail it: say why now
         st = statuses[key]
-        if st.state != "failed" or "OCR changed" in st.reasons:
+        if st.state not in ("failed", "unreadable") or "OCR changed" in st.reasons:
             head = f"paper {key} ("
             if problem.startswith(head) and "): " in problem:  # the key is on the line already
                 problem = problem.split("): ", 1)[1]
