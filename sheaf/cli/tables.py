@@ -40,6 +40,12 @@ def _pages(m: dict[str, Any]) -> str:
     return f"p.{ps[0]}" if ps[0] == ps[1] else f"p.{ps[0]}-{ps[1]}"
 
 
+def _link(m: dict[str, Any], indent: int) -> None:
+    """A Zotero item's `zotero://select/...` link on its own line (whole: a terminal opens it)."""
+    if m.get("link"):
+        print(" " * indent + m["link"])
+
+
 def error(env: dict[str, Any]) -> None:
     """An error envelope for people: one line (and a hint) on stderr."""
     err = env["error"]
@@ -79,13 +85,16 @@ def _retrieve_line(i: int, m: dict[str, Any], kind: str, width: int) -> None:
     where = " > ".join(m["section_path"]) or m["heading"] or ""
     for line in _wrapped(f"{where}: {m['summary']}" if where else m["summary"], 6, width):
         print(line)
+    _link(m, 6)
 
 
-def _print_full(m: dict[str, Any], marker: str = "") -> None:
+def _print_full(m: dict[str, Any], marker: str = "", link: bool = True) -> None:
     width = min(_width(), 100)
     where = " > ".join(m["section_path"]) or m["heading"]
     print(f"{marker}[{m['short_id']}] {m['zotero_key']} {m['year'] or ''} | {where} | {_pages(m)}"
           f"{'  ' + _score(m['score']) if m.get('score') is not None else ''}")
+    if link:
+        _link(m, 4)
     for para in m["text"].split("\n"):
         print(_fill(para, width) if para.strip() else "")
     print()
@@ -104,6 +113,7 @@ def _search(data: dict[str, Any]) -> None:
         where = m["heading"] + (f" [{m['short_id']}]" if m["short_id"] else "")
         for line in _wrapped(f"{where}: {m['text']}", 6, width):
             print(line)
+        _link(m, 6)
 
 
 def _retrieve(data: dict[str, Any]) -> None:
@@ -129,9 +139,11 @@ def _get(data: dict[str, Any]) -> None:
 
 def _timeline(data: dict[str, Any]) -> None:
     p = data["paper"]
-    print(f"{p['zotero_key']} {p['year'] or ''} {p['title'] or ''}\n")
+    print(f"{p['zotero_key']} {p['year'] or ''} {p['title'] or ''}")
+    _link(p, 0)
+    print()
     for m in data["matches"]:
-        _print_full(m, marker=">> " if m["offset"] == 0 else f"{m['offset']:+d} ")
+        _print_full(m, marker=">> " if m["offset"] == 0 else f"{m['offset']:+d} ", link=False)  # the paper's, above
 
 
 def _grep(data: dict[str, Any]) -> None:

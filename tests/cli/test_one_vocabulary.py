@@ -14,6 +14,7 @@ import pytest
 
 from sheaf.cli.app import main
 from sheaf.core.defaults import KINDS, unit_kind_of
+from sheaf.core.models import PaperMeta
 from sheaf.ingest.zotero_source import MANIFEST_FORMAT
 from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import writer as wr
@@ -24,6 +25,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-library"
 ZKEY, OKEY = "ZNOTE001", "W6TB4YRS"
 NOTE = "My own note: the zebrafish regenerate their fins within a fortnight."
 HIGHLIGHT = "Zebrafish fin regeneration is complete after fourteen days."
+LINK = f"zotero://select/library/items/{ZKEY}"
 PAGELESS = "An annotation on zebrafish whose page Zotero did not record."
 
 
@@ -45,6 +47,8 @@ def zotero_manifest(dest: Path) -> Path:
 def kinds_index(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("kinds")
     conn = ix.open_index(root / "sheaf.db")
+    wr.upsert_papers(conn, [PaperMeta(ZKEY, None, "Zebrafish fins", ("Ada Lovelace",), "Ada Lovelace", 2021,
+                                      None, None, None, None, (), None, link=LINK)])
     for key, path in ((ZKEY, zotero_manifest(root)), (OKEY, SAMPLE / "papers" / OKEY)):
         out = process_paper(path, key)
         wr.replace_paper(conn, key, out.body_units, out.object_units)
@@ -110,3 +114,24 @@ def test_a_note_and_a_pageless_annotation_have_no_page(env, capsys):
     assert main(["grep", "regenerate", "--no-server"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "regenerate" in ln)
     assert " p." not in line, line  # was "p.1"
+
+
+def text(capsys, *args: str) -> str:
+    capsys.readouterr()
+    assert main([*args, "--no-server"]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_zotero_link_is_in_the_text_output(env, capsys):
+    """search, retrieve (compact and --full), get and timeline print a Zotero item's link, whole,
+    on its own line; a paper without one prints none."""
+    code, e = cli(capsys, "retrieve", "zebrafish", "--mode", "lexical", "--kind", "note")
+    assert e["data"]["matches"][0]["link"] == LINK
+    short = e["data"]["matches"][0]["short_id"]
+    for args in (("search", "zebrafish"), ("retrieve", "zebrafish", "--mode", "lexical"),
+                 ("retrieve", "zebrafish", "--mode", "lexical", "--full"), ("get", short), ("timeline", short)):
+        lines = [ln.strip() for ln in text(capsys, *args).splitlines()]
+        assert LINK in lines, (args, lines)
+    assert text(capsys, "timeline", short).count(LINK) == 1  # under the paper's line, not per unit
+    out = text(capsys, "retrieve", "flower", "--mode", "lexical", "--paper", OKEY)
+    assert "zotero://" not in out
