@@ -12,6 +12,7 @@ import argparse
 import functools
 import os
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 from sheaf.cli import tables
@@ -22,7 +23,7 @@ from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F4
 from sheaf.core.envelope import SheafError, emit, error
 from sheaf.core.heap import exit_code
 from sheaf.core.lazy import lazy_module
-from sheaf.core.settings import get_settings
+from sheaf.core.settings import VAULT_HOME, check_home_library, get_settings
 from sheaf.service import report
 from sheaf.service.client import try_server
 from sheaf.service.queries import RetrieverSource, run_query
@@ -53,11 +54,24 @@ def local_retrievers(settings: Any) -> RetrieverSource:
     return functools.partial(_open_retriever, settings)
 
 
+def _query_settings(args: argparse.Namespace) -> Any:
+    """The settings of a query command: with --library, the home of that library (a PaperForge
+    vault's own home unless SHEAF_HOME is set), refused when the home records another library."""
+    if not args.library:
+        return get_settings()
+    lib = Path(args.library).expanduser()
+    vault_home = lib / VAULT_HOME
+    home = vault_home if vault_home.is_dir() and not os.environ.get("SHEAF_HOME") else None
+    settings = get_settings(library=lib, **({"home": home} if home is not None else {}))
+    check_home_library(settings, f"sheaf {args.command}")
+    return settings
+
+
 def cmd_query(args: argparse.Namespace) -> Outcome:
     """search / retrieve / get / timeline / grep: a running `sheaf serve` answers when one does
     (warm encoder and index) within ~50 ms, unless --no-server; else the same service here."""
     req = request_from_args(args)
-    settings = get_settings()
+    settings = _query_settings(args)
     out = None if args.no_server else try_server(req, settings)
     if out is None:
         out = run_query(req, local_retrievers(settings))
@@ -93,11 +107,20 @@ def _settings(args: argparse.Namespace) -> Any:
     return get_settings(**given)
 
 
+def _say_library(pipeline: Any, settings: Any, args: argparse.Namespace) -> None:
+    """One line on stderr when a command uses the home's recorded library (none under --json)."""
+    line = pipeline.library_line(settings)
+    if line and not getattr(args, "json", False):
+        print(line, file=sys.stderr, flush=True)
+
+
 def cmd_build(args: argparse.Namespace) -> Outcome:
     pipeline, settings = _pipeline_service(), _settings(args)
+    _say_library(pipeline, settings, args)
     with BuildView(json_only=args.json, events=args.events) as view:
         out = pipeline.build(settings, papers=args.paper, full=args.full,
-                             progress=view.line, events=view.event, exact_progress=args.events)
+                             progress=view.line, events=view.event, exact_progress=args.events,
+                             switch_library=args.switch_library)
     if not args.json and not args.events:
         tables.build(out.envelope, out.view)
     return out
@@ -114,7 +137,9 @@ def cmd_stop(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_status(args: argparse.Namespace) -> Outcome:
-    out = _pipeline_service().status(_settings(args))
+    pipeline, settings = _pipeline_service(), _settings(args)
+    _say_library(pipeline, settings, args)
+    out = pipeline.status(settings)
     if not args.json:
         tables.status(out.envelope, out.view)
     return out
@@ -128,7 +153,9 @@ def cmd_report(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_doctor(args: argparse.Namespace) -> Outcome:
-    out = _pipeline_service().doctor(_settings(args), repair=args.repair, progress=_say(args.json))
+    pipeline, settings = _pipeline_service(), _settings(args)
+    _say_library(pipeline, settings, args)
+    out = pipeline.doctor(settings, repair=args.repair, progress=_say(args.json))
     if not args.json:
         tables.doctor(*out.view)
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from sheaf.cli.terminal import terminal_columns
-from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KINDS, MODES
+from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KIND_HELP, KINDS, MODES
 from sheaf.service.requests import (
     SERVED_COMMANDS, GetRequest, GrepRequest, QueryRequest, RetrieveRequest, SearchRequest, TimelineRequest,
 )
@@ -105,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="discover papers, then build every missing or stale one (Dagster)",
                        epilog="exit 0: built; 1: a paper failed (`sheaf status` says why); 2: an error; 130: interrupted")
-    b.add_argument("--library", default=None, help="library folder (default: SHEAF_LIBRARY)")
+    b.add_argument("--library", default=None, help="library folder (default: SHEAF_LIBRARY, else the library "
+                   "the home recorded on its first build)")
+    b.add_argument("--switch-library", action="store_true", help="give a built home another library: the new "
+                   "library is recorded and the old one's papers are dropped from the index")
     b.add_argument("--paper", action="append", default=[], metavar="KEY", help="only these papers (repeatable)")
     b.add_argument("--full", action="store_true", help="rebuild every paper, changed or not")
     b.add_argument("--workers", type=int, default=None, metavar="N", help="build in N worker processes "
@@ -150,8 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("--per-paper", type=_nonnegative_int, default=DEFAULT_PER_PAPER, metavar="K",
                     help=f"at most K units of one paper (default {DEFAULT_PER_PAPER}; 0: no cap)")
     rt.add_argument("--paper", action="append", default=[], metavar="KEY", help="only this paper (repeatable)")
-    rt.add_argument("--kind", choices=KINDS, default="all",
-                    help="body text, figures/tables, or both (default)")
+    rt.add_argument("--kind", choices=KINDS, default="all", help=KIND_HELP)
     _filters(rt)
     rt.add_argument("--min-score", type=_score, default=None, metavar="S",
                     help="only matches scoring S or more (bm25 with --mode lexical, cosine with semantic, "
@@ -172,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     gr = sub.add_parser("grep", help="every occurrence of a term or code (all spellings), verbatim, with offsets")
     gr.add_argument("term", nargs="+")
     gr.add_argument("--paper", action="append", default=[], metavar="KEY", help="only this paper (repeatable)")
+    gr.add_argument("--kind", choices=KINDS, default="all", help=KIND_HELP)
     gr.add_argument("--json", action="store_true")
 
     ev = sub.add_parser("eval", help="retrieval quality: a BEIR dataset, or known items of your own library")
@@ -201,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name in SERVED_COMMANDS:
         sub.choices[name].add_argument("--no-server", action="store_true",
                                        help="run here even when `sheaf serve` is running")
+        sub.choices[name].add_argument("--library", default=None, help="query the index of this library: a "
+                                       "PaperForge vault's own home, else the home's (LIBRARY_MISMATCH when the "
+                                       "home records another library)")
     ix = sub.add_parser("index", help="index administration: copy the index to another backend")
     ixs = ix.add_subparsers(dest="index_command", required=True)
     ic = ixs.add_parser("copy", help="copy the index (units, vectors, embedding cache) into Postgres or a "
@@ -246,5 +252,5 @@ def request_from_args(args: argparse.Namespace) -> QueryRequest:
     if c == "timeline":
         return TimelineRequest(args.id, window=args.window)
     if c == "grep":
-        return GrepRequest(" ".join(args.term), paper=tuple(args.paper))
+        return GrepRequest(" ".join(args.term), paper=tuple(args.paper), kind=args.kind)
     raise ValueError(f"not a query command: {c}")
