@@ -12,6 +12,12 @@ from typing import Any
 from sheaf.core.lazy import lazy_module
 from sheaf.store.artifact_store import ArtifactStore, LocalArtifactStore, artifact_store
 
+#: Formats a paper's text is read from where its own file cannot be (label: what it is).
+FALLBACK_FORMATS = {"zotero-ft-cache": "Zotero's extracted text (.zotero-ft-cache), where a PDF could not be read"}
+#: Zotero's own blocks (annotations, notes, the headings Sheaf adds): a paper's source only when
+#: it has nothing else.
+READER_FORMAT = "zotero"
+
 pa = lazy_module("pyarrow")  # the CLI imports this module for every command: only a report reads Arrow
 duckdb = lazy_module("duckdb")
 
@@ -36,7 +42,8 @@ def _source(con: Any, store: ArtifactStore, asset: str, union: bool) -> str | No
 
 
 def library_report_data(artifacts: ArtifactStore | Path | str) -> dict[str, Any]:
-    """Papers per format, units/tokens distribution, papers without headings, shared unit text.
+    """Papers per primary source (each paper once) and per fallback, units/tokens distribution,
+    papers without headings, shared unit text.
 
     Files of different schemas (a column the report reads missing from some): read again with
     the columns matched by name across every file."""
@@ -57,7 +64,7 @@ def connect() -> Any:
 
 
 def _report(store: ArtifactStore, union: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"papers": 0, "units": 0, "tokens": 0, "formats": [], "distribution": {},
+    out: dict[str, Any] = {"papers": 0, "units": 0, "tokens": 0, "formats": [], "fallbacks": [], "distribution": {},
                            "papers_without_headings": [], "shared_units": [], "coverage": {}}
     con = connect()
     try:
@@ -69,10 +76,10 @@ def _report(store: ArtifactStore, union: bool) -> dict[str, Any]:
         # at 1,000 papers). Aggregates, not copies of the rows: DuckDB holds a copy of 10,000 papers'
         # rows at ~0.4 GB more peak memory.
         con.execute(f"CREATE TEMP TABLE papers AS SELECT paper_id, source_format, count(*) FILTER (WHERE role IN "
-                    f"('heading', 'abstract_heading', 'reference_heading', 'backmatter_heading')) AS headings "
-                    f"FROM {blocks} GROUP BY paper_id, source_format")
-        out["formats"] = [{"format": f, "papers": n} for f, n in con.execute(
-            "SELECT source_format, count(DISTINCT paper_id) FROM papers GROUP BY 1 ORDER BY 2 DESC, 1").fetchall()]
+                    f"('heading', 'abstract_heading', 'reference_heading', 'backmatter_heading')) AS headings, "
+                    f"count(*) AS blocks FROM {blocks} GROUP BY paper_id, source_format")
+        out["formats"], out["fallbacks"] = _sources(con.execute(
+            "SELECT paper_id, source_format, blocks FROM papers").fetchall())
         out["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM papers").fetchone()[0]
         out["papers_without_headings"] = [r[0] for r in con.execute(
             "SELECT paper_id FROM papers GROUP BY 1 HAVING sum(headings) = 0 ORDER BY 1").fetchall()]
@@ -100,11 +107,36 @@ def _report(store: ArtifactStore, union: bool) -> dict[str, Any]:
     return out
 
 
+def _sources(rows: list[tuple[str, str | None, int]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(papers per primary source, papers per fallback) from (paper, format, blocks) rows. A
+    paper's primary source is the format most of its blocks come from (Zotero's own notes and
+    annotations only when it has nothing else): each paper counted once. A fallback (Zotero's
+    extracted text) counts every paper that read some of its text from it."""
+    per: dict[str, dict[str | None, int]] = {}
+    for paper, fmt, n in rows:
+        per.setdefault(paper, {})[fmt] = n
+    primary: dict[str | None, int] = {}
+    fallback: dict[str, int] = {}
+    for fmts in per.values():
+        own = {f: n for f, n in fmts.items() if f != READER_FORMAT} or fmts
+        best = min(own, key=lambda f: (-own[f], f in FALLBACK_FORMATS, str(f)))
+        primary[best] = primary.get(best, 0) + 1
+        for f in fmts:
+            if f in FALLBACK_FORMATS:
+                fallback[f] = fallback.get(f, 0) + 1
+    order = sorted(primary.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    return ([{"format": f, "papers": n} for f, n in order],
+            [{"format": f, "papers": n, "label": FALLBACK_FORMATS[f]} for f, n in sorted(fallback.items())])
+
+
 def report_markdown(d: dict[str, Any]) -> str:
     """The report as a Markdown page (what the Dagster UI and `sheaf report` show)."""
     lines = [f"**{d['papers']} papers**, {d['units']} body units, {d['tokens']} tokens", "",
-             "| input format | papers |", "|---|---|"]
+             "| primary source (each paper once) | papers |", "|---|---|"]
     lines += [f"| {f['format']} | {f['papers']} |" for f in d["formats"]]
+    if d.get("fallbacks"):
+        lines += ["", "| fallback (papers reading some of their text from it) | papers |", "|---|---|"]
+        lines += [f"| {f['format']}: {f['label']} | {f['papers']} |" for f in d["fallbacks"]]
     if d["distribution"]:
         lines += ["", "| per paper | min | p50 | p90 | max |", "|---|---|---|---|---|"]
         for name, s in d["distribution"].items():

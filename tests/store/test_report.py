@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 import pyarrow.parquet as pq
 
-from sheaf.store.library_report import library_report_data
+from sheaf.store.library_report import library_report_data, report_markdown
 
 LONG = "A paragraph long enough to count as shared text between papers, " * 4
 
@@ -78,3 +78,27 @@ def test_the_reports_duckdb_prints_no_progress_bar():
         assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0] is False
     finally:
         con.close()
+
+
+def _blocks(root: Path, key: str, formats: list[str]) -> None:
+    _write(root, "ocr_blocks", key, {"paper_id": [key] * len(formats), "role": ["body"] * len(formats),
+                                     "source_format": formats})
+
+
+def test_each_paper_is_counted_once_by_its_primary_source_and_fallbacks_apart(tmp_path):
+    """Zotero papers mix formats (a PDF, Zotero's extracted text where a PDF could not be read,
+    Zotero's own notes): each paper counts once, by the format most of its text comes from, and
+    the papers that read a fallback are counted apart, labelled."""
+    _blocks(tmp_path, "PDFNOTES", ["pdf"] * 5 + ["zotero"] * 7)  # a short PDF, long notes
+    _blocks(tmp_path, "MIXEDFT1", ["pdf"] * 6 + ["zotero-ft-cache"] * 3 + ["zotero"])  # 2nd PDF unreadable
+    _blocks(tmp_path, "FTCACHE1", ["zotero-ft-cache"] * 4 + ["zotero"] * 2)  # the PDF missing
+    _blocks(tmp_path, "NOTESONL", ["zotero"] * 3)  # notes only
+    _blocks(tmp_path, "MINERU01", ["mineru"] * 4)
+    d = library_report_data(tmp_path)
+    assert d["papers"] == 5 == sum(f["papers"] for f in d["formats"])
+    assert d["formats"] == [{"format": "pdf", "papers": 2}, {"format": "mineru", "papers": 1},
+                            {"format": "zotero", "papers": 1}, {"format": "zotero-ft-cache", "papers": 1}]
+    assert [(f["format"], f["papers"]) for f in d["fallbacks"]] == [("zotero-ft-cache", 2)]
+    md = report_markdown(d)
+    assert "| primary source (each paper once) | papers |" in md
+    assert "| zotero-ft-cache: Zotero's extracted text (.zotero-ft-cache), where a PDF could not be read | 2 |" in md
