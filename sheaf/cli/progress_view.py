@@ -5,15 +5,22 @@
 - `--json`: nothing while it runs (the envelope comes at the end).
 - a person at a terminal (stderr is a TTY): one rich progress bar on stderr (papers done /
   total, passages embedded, rate, ETA) with a line above it per failure or warning.
-- otherwise (a log, a pipe): the plain lines, as before.
+- otherwise (a log, a pipe): the plain lines, and a heartbeat line (papers done, seconds) after
+  every `HEARTBEAT` seconds without one, so a log never goes silent for minutes while a step
+  parses or embeds a batch of papers.
 """
 from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from typing import IO, Any
 
-__all__ = ["BuildView", "event_line"]
+__all__ = ["BuildView", "event_line", "HEARTBEAT"]
+
+#: Seconds of silence after which a piped build prints a heartbeat line.
+HEARTBEAT = 10.0
 
 
 def event_line(event: dict[str, Any]) -> str:
@@ -26,7 +33,7 @@ class BuildView:
     a context manager (the bar is closed on exit)."""
 
     def __init__(self, *, json_only: bool = False, events: bool = False, stdout: IO[str] | None = None,
-                 stderr: IO[str] | None = None, bar: bool | None = None) -> None:
+                 stderr: IO[str] | None = None, bar: bool | None = None, heartbeat: float = HEARTBEAT) -> None:
         self.stdout, self.stderr = stdout or sys.stdout, stderr or sys.stderr
         self.json_only, self.events = json_only, events
         if bar is None:
@@ -34,6 +41,14 @@ class BuildView:
         self._bar = bar
         self._progress: Any = None
         self._task: Any = None
+        self._said_at = self._began = time.monotonic()
+        self._done, self._total = 0, 0
+        self._quit = threading.Event()
+        self._lock = threading.Lock()
+        self._beat: threading.Thread | None = None
+        if not bar and not json_only and not events and heartbeat > 0:
+            self._beat = threading.Thread(target=self._heartbeat, args=(heartbeat,), name="sheaf-heartbeat",
+                                          daemon=True)
 
     # --- the callbacks -------------------------------------------------------------------------
 
@@ -46,9 +61,24 @@ class BuildView:
             if not message.startswith("✓"):  # the bar stands for the per-paper lines
                 self._progress.console.print(message, markup=False, highlight=False)
         else:
+            self._print(message)
+
+    def _print(self, message: str) -> None:
+        with self._lock:
             print(message, file=self.stdout, flush=True)
+            self._said_at = time.monotonic()
+
+    def _heartbeat(self, every: float) -> None:
+        while not self._quit.wait(min(every, 1.0)):
+            if time.monotonic() - self._said_at >= every:
+                done = f"{self._done} of {self._total} papers done" if self._total else "planning"
+                self._print(f"… still building ({done}; {time.monotonic() - self._began:.0f} s)")
 
     def event(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "start":
+            self._total = int(event.get("total") or 0)
+        elif event.get("event") == "progress":
+            self._done = int(event.get("current") or 0)
         if self.events:
             self.stdout.write(event_line(event) + "\n")
             self.stdout.flush()
@@ -90,11 +120,16 @@ class BuildView:
         self._progress.start()
 
     def close(self) -> None:
+        self._quit.set()
+        if self._beat is not None and self._beat.is_alive():
+            self._beat.join()
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
 
     def __enter__(self) -> "BuildView":
+        if self._beat is not None:
+            self._beat.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -301,6 +301,27 @@ def test_a_terminal_gets_one_progress_bar_and_a_line_per_problem(monkeypatch):
     assert plain.getvalue() == "✓ AAA: 4 passages, 4 embedded\n"
 
 
+def test_a_piped_build_is_never_silent_for_long():
+    """Piped (a log, a program), a build that prints nothing for `heartbeat` seconds (a step
+    parsing or embedding a whole batch) prints a heartbeat line with the papers done."""
+    import time
+
+    from sheaf.cli.progress_view import BuildView
+
+    plain = io.StringIO()
+    with BuildView(stdout=plain, stderr=io.StringIO(), heartbeat=0.2) as view:
+        view.event({"event": "start", "total": 3})
+        view.event({"event": "progress", "current": 1, "total": 3})
+        deadline = time.monotonic() + 10
+        while "still building" not in plain.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert "… still building (1 of 3 papers done;" in plain.getvalue()
+    quiet = io.StringIO()
+    with BuildView(stdout=quiet, json_only=True, heartbeat=0.05):  # --json: nothing while it runs
+        time.sleep(0.3)
+    assert quiet.getvalue() == ""
+
+
 def test_events_schema_rejects_broken_events(events_schema):
     good = {"event": "progress", "current": 1, "total": 2, "item_id": "K1", "stage": "vector_collections", "ok": True,
             "passages": 3, "embeddings_computed": 0}
