@@ -12,8 +12,13 @@ Tools (inputs named as the CLI's options): `search`, `retrieve`, `get`, `timelin
 with ``--allow-build``. Resource: ``sheaf://paper/{key}``, a paper's metadata and section
 outline. Every tool answers structured content (its output schema) and a short text
 rendering of it; the answers with units keep within ``max_tokens`` (estimated as
-ceil(characters / 4) of the larger of the two), saying what they left out. A refused
-request is a tool error (``isError``) carrying the envelope's code, message and hint.
+ceil(characters / 4) of the larger of the two), saying what they left out. Layer 1 (`retrieve`
+without ``full``) is one compact line per unit (`Brief`: short id, paper key, page, section
+leaf, a summary of at most `SUMMARY_MAX` characters, score); `get`, `timeline` and ``full``
+give whole units. A refused request is a tool error (``isError``) carrying the envelope's code,
+message and hint, in the tools' own words: an argument is named as the tool names it
+(``limit must be an integer >= 1``, never a CLI flag or a validation library's text), and an
+argument a tool does not have is refused (each input schema has ``additionalProperties: false``).
 
 Transports: stdio (what desktop agents spawn) or, with ``--http``, streamable HTTP bound to
 a loopback address only.
@@ -25,6 +30,7 @@ import json
 import logging
 import math
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -35,12 +41,13 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from sheaf import __version__
 from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KINDS, MODES
 from sheaf.core.envelope import SheafError, error, ok
 from sheaf.core.lazy import lazy_module
+from sheaf.search.snippets import clip, make_snippet
 from sheaf.service.client import LOOPBACK_HOSTS
 from sheaf.service.requests import (
     GetRequest, GrepRequest, Outcome, PaperRequest, RetrieveRequest, SearchRequest, TimelineRequest,
@@ -58,6 +65,9 @@ CHARS_PER_TOKEN = 4
 DEFAULT_MAX_TOKENS = 2000
 #: The most left-out ids an answer names (it counts the rest).
 MAX_LEFT_OUT_IDS = 50
+#: Layer 1: a unit's summary and its section's leaf are clipped to these many characters.
+SUMMARY_MAX = 80
+SECTION_MAX = 40
 MISSING = inspect.Parameter.empty
 
 #: The metadata filters of `search` and `retrieve`: input name (= the request field and the
@@ -110,10 +120,23 @@ class Paper(BaseModel):
     domain: str | None = None
 
 
+class Brief(BaseModel):
+    """A unit at layer 1 (`retrieve` without full): what an agent chooses by, one line of text.
+    Absent: `page` when the unit has none, `kind` for body text."""
+
+    short_id: str = Field(description="pass to get / timeline")
+    paper: str = Field(description="the paper's key")
+    page: int | None = Field(None, description="the unit's first page")
+    section: str = Field(description=f"the leaf of its section path (at most {SECTION_MAX} characters)")
+    kind: str | None = Field(None, description="the unit's kind unless body text: backmatter, figure, table, "
+                             "note or annotation")
+    summary: str = Field(description=f"the unit's words nearest the query, at most {SUMMARY_MAX} characters")
+    score: float | None = None
+
+
 class Unit(BaseModel):
-    """A unit (a section's passage, a figure or a table). Layer 1 (`retrieve`): short id, paper,
-    section path, pages, kind, summary, score; layer 2 (`get`, `timeline`, `retrieve` with
-    full): also the paper's title and year and the unit's whole text."""
+    """A whole unit (a section's passage, a figure or a table): layer 2 (`get`, `retrieve` with
+    full) and 3 (`timeline`), with the paper's title and year and the unit's whole text."""
 
     short_id: str = Field(description="pass to get / timeline")
     paper: str = Field(description="the paper's key")
@@ -122,10 +145,9 @@ class Unit(BaseModel):
     section_path: list[str]
     page_span: list[int] | None = None
     kind: str = Field(description="body, backmatter, figure or table")
-    summary: str | None = Field(None, description="one line of the unit (layer 1)")
     score: float | None = None
     offset: int | None = Field(None, description="timeline: position relative to the anchor unit")
-    text: str | None = Field(None, description="the whole unit text (layer 2 only)")
+    text: str = Field(description="the whole unit text")
 
 
 class RetrieveResult(_Answer):
@@ -133,7 +155,7 @@ class RetrieveResult(_Answer):
     mode: str
     score_kind: str
     strong_matches: int
-    matches: list[Unit]
+    matches: list[Brief | Unit] = Field(description="layer 1: one brief per unit; with full: whole units")
 
 
 class PaperHit(Paper):
@@ -182,7 +204,7 @@ class GrepResult(_Answer):
 
 class NotBuilt(BaseModel):
     paper: str
-    state: str = Field(description="stale, missing, failed or removed")
+    state: str = Field(description="stale, missing, unreadable (its file cannot be read), failed or removed")
     reasons: list[str]
 
 
@@ -214,28 +236,84 @@ class StopResult(BaseModel):
 
 # --- answers -----------------------------------------------------------------------------------------
 
+#: Every input name of the tools (a CLI option's name with `_` for `-`).
+INPUTS = frozenset({"query", "mode", "limit", "per_paper", "paper", "kind", "full", "min_score", "max_tokens",
+                    "ids", "id", "window", "term", "timeout", *FILTERS})
+#: The tools that are CLI commands of the same name and inputs.
+QUERY_TOOLS = ("search", "retrieve", "get", "timeline", "grep")
+_FLAG_RE = re.compile(r"--([a-z][a-z-]*[a-z])(?: (-?\d[\d.]*|[A-Z][A-Z0-9_]+\b))?")
+_SHEAF_TOOL_RE = re.compile(rf"\bsheaf ({'|'.join(QUERY_TOOLS)})\b")
+
+
+def in_tool_terms(text: str) -> str:
+    """`text` (a message, hint, warning or next action written for the CLI) in the tools' words:
+    `--per-paper 0` -> `per_paper=0`, `--limit` -> `limit`, `sheaf get SHORT_ID` -> `get SHORT_ID`.
+    A flag that is no tool's input, and a quoted command line of another command (`sheaf build
+    --full`, for a person to run), are left as they are."""
+    def flag(m: re.Match[str]) -> str:
+        name = m.group(1).replace("-", "_")
+        if name not in INPUTS:
+            return m.group(0)
+        return f"{name}={m.group(2)}" if m.group(2) else name
+
+    def part(p: str) -> str:
+        if p.startswith("`sheaf ") and not _SHEAF_TOOL_RE.match(p[1:]):
+            return p
+        return _SHEAF_TOOL_RE.sub(r"\1", _FLAG_RE.sub(flag, p))
+
+    return "".join(part(p) for p in re.split(r"(`[^`]*`)", text))
+
+
 def _tool_error(env: dict[str, Any]) -> CallToolResult:
     """An error envelope as an MCP tool error: code, message and hint in the text and in the
-    structured content."""
+    structured content, in the tools' words (`in_tool_terms`)."""
     e = env["error"]
     details = dict(e.get("details") or {})
     hint = details.pop("hint", None)
-    text = f"{e['code']}: {e['message']}" + (f"\nhint: {hint}" if hint else "")
+    message = in_tool_terms(e["message"])
+    hint = in_tool_terms(hint) if hint else hint
+    text = f"{e['code']}: {message}" + (f"\nhint: {hint}" if hint else "")
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True,
-                          structured_content={"error": {"code": e["code"], "message": e["message"], "hint": hint,
+                          structured_content={"error": {"code": e["code"], "message": message, "hint": hint,
                                                         "details": details}})
 
 
-def _unit(m: dict[str, Any], *, full: bool) -> dict[str, Any]:
-    """A match as a unit: layer 1 (the fields an agent chooses by) or, `full`, layer 2 (with the
-    paper's title and year and the whole text)."""
+def _unit(m: dict[str, Any]) -> dict[str, Any]:
+    """A match as a whole unit (layer 2 and 3): with the paper's title and year and the text."""
     u = {"short_id": m["short_id"], "paper": m["zotero_key"], "section_path": m.get("section_path") or [],
-         "page_span": m.get("page_span"), "kind": m["source"], "score": m.get("score"), "offset": m.get("offset")}
-    if full:  # the text, not a summary of it
-        u.update(title=m.get("title"), year=m.get("year"), text=m["text"])
-    else:
-        u["summary"] = m.get("summary") or ""
+         "page_span": m.get("page_span"), "kind": m["source"], "score": m.get("score"), "offset": m.get("offset"),
+         "title": m.get("title"), "year": m.get("year"), "text": m["text"]}
     return {k: v for k, v in u.items() if v is not None or k == "page_span"}
+
+
+def brief(m: dict[str, Any], query: str) -> dict[str, Any]:
+    """A match as layer 1's brief: short id, paper key, first page, section leaf, kind (not for
+    body text), a summary of at most `SUMMARY_MAX` characters around the query's words, score
+    (4 decimals)."""
+    pages = m.get("page_span")
+    leaf = (m.get("section_path") or [""])[-1]
+    b = {"short_id": m["short_id"], "paper": m["zotero_key"], "page": pages[0] if pages else None,
+         "section": clip(leaf, SECTION_MAX), "kind": None if m["source"] == "body" else m["source"],
+         "summary": short_summary(m.get("summary") or m.get("text") or "", query),
+         "score": None if m.get("score") is None else round(m["score"], 4)}
+    return {k: v for k, v in b.items() if v is not None}
+
+
+def short_summary(text: str, query: str) -> str:
+    """At most `SUMMARY_MAX` characters of `text` (a snippet, its cut ends marked "…"): the
+    window holding the most query words, cut at word boundaries."""
+    # a space after each "…" lets the window start at the word that follows it
+    s = make_snippet(text.replace("…", "… "), query, SUMMARY_MAX - 2)
+    return clip(re.sub(r"…\s+", "…", s), SUMMARY_MAX)
+
+
+def brief_line(b: dict[str, Any]) -> str:
+    """Layer 1's text: one line per unit, `[short id] KEY p.N · section · kind · summary · score`."""
+    parts = [f"[{b['short_id']}] {b['paper']}" + (f" p.{b['page']}" if b.get("page") is not None else ""),
+             b["section"] or "(no section)", *([b["kind"]] if b.get("kind") else []), b["summary"]]
+    if b.get("score") is not None:
+        parts.append(f"{b['score']:.4g}")
+    return " · ".join(parts)
 
 
 def _where(u: dict[str, Any]) -> str:
@@ -247,13 +325,17 @@ def _where(u: dict[str, Any]) -> str:
 
 
 def _render_units(head: str, d: dict[str, Any]) -> str:
+    """Whole units: a header line each and the text below it; briefs (layer 1): one line each."""
     lines = [head]
     for u in d["matches"]:
+        if "text" not in u:
+            lines.append(brief_line(u))
+            continue
         score = f" · {u['score']:.4g}" if u.get("score") is not None else ""
         off = f"{u['offset']:+d} " if u.get("offset") is not None else ""
         title = f" · {u['title']}" if u.get("title") else ""
         lines.append(f"{off}[{u['short_id']}] {_where(u)}{score}{title}")
-        lines.append(f"  {u['text'] if 'text' in u else u['summary']}")
+        lines.append(f"  {u['text']}")
     return "\n".join(lines + _tail(d))
 
 
@@ -315,8 +397,9 @@ class SheafTools:
     def _ask(self, command: str, request: Callable[[], Any]) -> Outcome:
         try:
             req = request()
-        except SheafError as e:  # a request that does not fit (BAD_QUERY), as `sheaf serve` answers it
-            return Outcome(error(command, e.code, e.message, e.details), 2)
+        except SheafError as e:  # a request that does not fit (BAD_QUERY): named as the tool's input schema
+            details = {**e.details, "hint": f"see the input schema of {command} (tools/list)"}
+            return Outcome(error(command, e.code, e.message, details), 2)
         return self.engines.run(req)
 
     @staticmethod
@@ -326,7 +409,8 @@ class SheafTools:
         env = out.envelope
         if not env["ok"]:
             return _tool_error(env)
-        d = {**shape(env["data"]), "warnings": env["warnings"], "next_actions": env["next_actions"]}
+        d = {**shape(env["data"]), "warnings": [in_tool_terms(w) for w in env["warnings"]],
+             "next_actions": [in_tool_terms(a) for a in env["next_actions"]]}
         if max_tokens is not None:
             try:
                 d = _fit(d, max_tokens, render, ids, env["command"])
@@ -340,16 +424,17 @@ class SheafTools:
         out = self._ask("search", lambda: SearchRequest.from_dict({"query": query, "limit": limit, **filters}))
 
         def shape(data: dict[str, Any]) -> dict[str, Any]:
-            hits = [{**{k: m.get(k) for k in Paper.model_fields}, "score": m["score"], "summary": m["summary"],
+            hits = [{**{k: m.get(k) for k in Paper.model_fields}, "score": round(m["score"], 4),
+                     "summary": short_summary(m["summary"] or "", query),
                      "short_id": m.get("short_id"), "source": m["source"]} for m in data["matches"]]
-            return {"query": data["query"], "matches": hits}
+            return {"query": data["query"], "matches": [{k: v for k, v in h.items() if v is not None}
+                                                        for h in hits]}
 
-        def render(d: dict[str, Any]) -> str:
+        def render(d: dict[str, Any]) -> str:  # one line per paper
             lines = [f"{d['count']} papers for {d['query']!r}"]
             for m in d["matches"]:
                 lines.append(f"{m['zotero_key']} · {m.get('first_author') or '?'} {m.get('year') or ''} · "
-                             f"{m.get('title') or '(no title)'}")
-                lines.append(f"  {m['summary']}")
+                             f"{m.get('title') or '(no title)'} · {m['summary']} · {m['score']:.4g}")
             return "\n".join(lines + _tail(d))
 
         return self._answer(out, shape, max_tokens, render, ids=lambda m: m["zotero_key"])
@@ -363,7 +448,7 @@ class SheafTools:
         def shape(data: dict[str, Any]) -> dict[str, Any]:
             return {"query": data["query"], "mode": data["mode"], "score_kind": data["score_kind"],
                     "strong_matches": data["strong_matches"],
-                    "matches": [_unit(m, full=full) for m in data["matches"]]}
+                    "matches": [_unit(m) if full else brief(m, query) for m in data["matches"]]}
 
         return self._answer(out, shape, max_tokens, lambda d: _render_units(
             f"{d['count']} units for {d['query']!r} ({d['mode']}, score {d['score_kind']})", d))
@@ -373,7 +458,7 @@ class SheafTools:
     def get(self, ids: list[str], max_tokens: int) -> CallToolResult:
         out = self._ask("get", lambda: GetRequest.from_dict({"ids": ids}))
         return self._answer(out, lambda data: {"missing": data["missing"],
-                                               "matches": [_unit(m, full=True) for m in data["matches"]]},
+                                               "matches": [_unit(m) for m in data["matches"]]},
                             max_tokens, lambda d: _render_units(f"{d['count']} units", d))
 
     def timeline(self, id: str, window: int, max_tokens: int) -> CallToolResult:  # noqa: A002 - the CLI's name
@@ -382,7 +467,7 @@ class SheafTools:
         def shape(data: dict[str, Any]) -> dict[str, Any]:
             return {"anchor": data["anchor"]["short_id"], "paper": data["paper"], "window": data["window"],
                     "units_in_paper": data["units_in_paper"],
-                    "matches": [_unit(m, full=True) for m in data["matches"]]}
+                    "matches": [_unit(m) for m in data["matches"]]}
 
         return self._answer(out, shape, max_tokens, lambda d: _render_units(
             f"{d['count']} of the {d['units_in_paper']} units of {d['paper']['zotero_key']} around "
@@ -435,7 +520,8 @@ class SheafTools:
         if not env["ok"]:
             return _tool_error(env)
         data = env["data"]
-        not_built = [{"paper": p["paper_id"], "state": p["state"], "reasons": list(p.get("reasons") or [])}
+        not_built = [{"paper": p["paper_id"], "state": p["state"],
+                      "reasons": ([p["error"]] if p.get("error") else []) + list(p.get("reasons") or [])}
                      for p in data["papers"] if p["state"] != "built"][:50]
         d = {"fresh": data["fresh"], "needs_rebuild": data["needs_rebuild"],
              "verdict_reasons": data["verdict_reasons"], "states": data["states"],
@@ -527,12 +613,65 @@ def _with_filters(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def describe(schema: dict[str, Any]) -> str:
+    """What a JSON schema of one input accepts, in words: "an integer >= 1", "a list of
+    strings", "a number or null", "one of lexical, semantic, hybrid"."""
+    if "anyOf" in schema:
+        return " or ".join(describe(s) for s in schema["anyOf"])
+    if "enum" in schema:
+        return "one of " + ", ".join(map(str, schema["enum"]))
+    kind = schema.get("type")
+    if kind == "array":
+        item = describe(schema.get("items") or {}).removeprefix("an ").removeprefix("a ")
+        base = f"a {'non-empty ' if schema.get('minItems') else ''}list of {item}s"
+    else:
+        base = {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string",
+                "null": "null", "object": "an object"}.get(kind, "a value")
+    bounds = [f"{op} {schema[k]:g}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
+                                                   ("maximum", "<="), ("exclusiveMaximum", "<")) if k in schema]
+    return " ".join([base, *bounds])
+
+
+def argument_error(tool: str, schema: dict[str, Any], arguments: dict[str, Any],
+                   invalid: ValidationError | None = None) -> dict[str, Any] | None:
+    """The error envelope (BAD_QUERY) of `arguments` that do not fit `tool`'s input `schema`:
+    an argument it does not have, one it needs and lacks, or (`invalid`: the SDK's validation
+    failure) a value of the wrong type or range, each named as the tool names it with what it
+    accepts; None when nothing is wrong (without `invalid`: the checks done before the SDK's)."""
+    props = schema.get("properties") or {}
+    hint = f"the inputs of {tool}: {', '.join(props) or 'none'} (its input schema: tools/list)"
+    unknown = sorted(str(k) for k in arguments if k not in props)
+    if unknown:
+        return error(tool, "BAD_QUERY", f"unknown argument{'s' if len(unknown) > 1 else ''} for {tool}: "
+                     f"{', '.join(unknown)}", {"arguments": unknown, "hint": hint})
+    missing = [k for k in schema.get("required") or [] if k not in arguments]
+    if missing:
+        return error(tool, "BAD_QUERY", f"{tool} needs {', '.join(missing)} "
+                     f"({'; '.join(f'{k}: {describe(props[k])}' for k in missing)})",
+                     {"arguments": missing, "hint": hint})
+    if invalid is None:
+        return None
+    names = list(dict.fromkeys(str(e["loc"][0]) for e in invalid.errors() if e.get("loc")))
+    bad = [k for k in names if k in props]
+    if not bad:  # not an argument's fault that can be named: say what the tool takes
+        return error(tool, "BAD_QUERY", f"the arguments do not fit {tool}'s input schema", {"hint": hint})
+    return error(tool, "BAD_QUERY", "; ".join(f"{k} must be {describe(props[k])}, not {arguments.get(k)!r}"
+                                              for k in bad),
+                 {"arguments": bad, "hint": f"see the input schema of {tool} (tools/list)"})
+
+
 class _SheafMCPServer(MCPServer):
-    """The SDK's server, whose own refusals carry an envelope code as Sheaf's do: arguments
-    that do not fit a tool's input schema and unknown tools are BAD_QUERY, a crash in a tool
-    INTERNAL_ERROR (its traceback on stderr)."""
+    """The SDK's server, whose own refusals carry an envelope code as Sheaf's do and speak the
+    tools' words: arguments that do not fit a tool's input schema (unknown, missing, of the wrong
+    type or range: `argument_error`) and unknown tools are BAD_QUERY, a crash in a tool
+    INTERNAL_ERROR (its traceback on stderr). No validation library's text reaches the client."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            refused = argument_error(name, tool.parameters, arguments)
+            if refused is not None:
+                return _tool_error(refused)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as e:
@@ -541,10 +680,20 @@ class _SheafMCPServer(MCPServer):
             return _tool_error(error(name, "INTERNAL_ERROR", f"{type(cause).__name__}: {cause}",
                                      {"hint": "this is a bug in sheaf; please report it with the call you made"}))
         except ToolError as e:
+            if tool is not None and isinstance(e.__cause__, ValidationError):
+                return _tool_error(argument_error(name, tool.parameters, arguments, e.__cause__)
+                                   or error(name, "BAD_QUERY", f"the arguments do not fit {name}'s input schema"))
             tools = ", ".join(t.name for t in await self.list_tools())
-            hint = (f"see the input schema of {name} (tools/list)" if name in tools.split(", ") else
-                    f"the tools are {tools}")
-            return _tool_error(error(name, "BAD_QUERY", str(e), {"hint": hint}))
+            if tool is None:
+                return _tool_error(error(name, "BAD_QUERY", f"unknown tool: {name}", {"hint": f"the tools are {tools}"}))
+            return _tool_error(error(name, "BAD_QUERY", str(e).removeprefix(f"Error executing tool {name}: "),
+                                     {"hint": f"see the input schema of {name} (tools/list)"}))
+
+    def add_tool(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+        """The SDK's, and the tool's input schema refuses arguments it does not name (as
+        `call_tool` does)."""
+        super().add_tool(fn, *args, **kwargs)
+        self._tool_manager.get_tool(kwargs.get("name") or fn.__name__).parameters["additionalProperties"] = False
 
 
 def make_server(tools: SheafTools) -> MCPServer:
@@ -552,13 +701,14 @@ def make_server(tools: SheafTools) -> MCPServer:
     paper resource."""
     srv = _SheafMCPServer("sheaf", version=__version__, instructions=(
         "Sheaf answers from the user's own paper library. Work in layers to keep context small: "
-        "`retrieve` (or `search` for whole papers) gives compact units with a one-line summary and a short id; "
+        "`retrieve` (or `search` for whole papers) gives one compact line per unit (short id, paper, page, section, "
+        "summary, score); "
         "`get` the few you need in full; `timeline` reads the units around one; `grep` finds exact codes. "
         "Read sheaf://paper/{key} for a paper's outline. `status` says whether the index is fresh."))
 
     @_with_filters
     def search(query: Annotated[str, Field(description="words, a phrase in quotes, or a code (SPG-302)")],
-               limit: Annotated[int, Field(description="papers to return")] = DEFAULT_LIMIT,
+               limit: Annotated[int, Field(ge=1, description="papers to return")] = DEFAULT_LIMIT,
                max_tokens: _MAX_TOKENS = DEFAULT_MAX_TOKENS,
                **filters: Any) -> Annotated[CallToolResult, SearchResult]:
         return tools.search(query, limit, max_tokens, **filters)
@@ -573,8 +723,9 @@ def make_server(tools: SheafTools) -> MCPServer:
     def retrieve(query: Annotated[str, Field(description="a question or words")],
                  mode: Annotated[str, Field(description="lexical (bm25), semantic (embeddings) or hybrid (both, "
                                             "fused)", json_schema_extra={"enum": list(MODES)})] = "hybrid",
-                 limit: Annotated[int, Field(description="units to return")] = DEFAULT_LIMIT,
-                 per_paper: Annotated[int, Field(description="at most this many units of one paper (0: no cap)")]
+                 limit: Annotated[int, Field(ge=1, description="units to return")] = DEFAULT_LIMIT,
+                 per_paper: Annotated[int, Field(ge=0, description="at most this many units of one paper (0: no "
+                                                 "cap)")]
                  = DEFAULT_PER_PAPER,
                  paper: Annotated[list[str], Field(description="only these papers (keys)")] = [],  # noqa: B006
                  kind: Annotated[str, Field(description="body text, objects (figures and tables) or all",
@@ -589,8 +740,9 @@ def make_server(tools: SheafTools) -> MCPServer:
 
     srv.add_tool(retrieve, description=(
         "The best passages (units: a section's paragraph run, a figure, a table) for a question, from the user's "
-        "papers. Layer 1: each match is a short id, the paper, its section path, pages, kind, a one-line summary "
-        "and a score, so that many candidates cost few tokens; then call `get` with the short ids you need. "
+        "papers. Layer 1: one compact line per unit (short id, paper key, page, section, a summary of at most "
+        f"{SUMMARY_MAX} characters around the query's words, score), so that many candidates cost few tokens; then "
+        "call `get` with the short ids you need (or pass full for whole units). "
         "Hybrid (lexical + semantic) by default. The answer keeps within max_tokens and names what it left out."),
         annotations=READ_ONLY)
 
@@ -605,7 +757,7 @@ def make_server(tools: SheafTools) -> MCPServer:
         "`missing`."), annotations=READ_ONLY)
 
     def timeline(id: Annotated[str, Field(description="the short id of the unit to read around")],  # noqa: A002
-                 window: Annotated[int, Field(description="units on each side")] = DEFAULT_WINDOW,
+                 window: Annotated[int, Field(ge=0, description="units on each side")] = DEFAULT_WINDOW,
                  max_tokens: _MAX_TOKENS = DEFAULT_MAX_TOKENS) -> Annotated[CallToolResult, TimelineResult]:
         return tools.timeline(id, window, max_tokens)
 

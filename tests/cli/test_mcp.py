@@ -94,14 +94,21 @@ def test_tools_schemas_layers_budget_and_errors(base):
             assert tools["timeline"].input_schema["required"] == ["id"]
             assert tools["status"].annotations.read_only_hint and not tools["build"].annotations.read_only_hint
 
-            # layer 1: compact units, no text
+            # layer 1: one compact line per unit (short id, paper, page, section leaf, summary, score), no text
             r1 = await c.call_tool("retrieve", {"query": "soil microbial community", "limit": 6, "per_paper": 0})
             d1 = structured(r1, schemas["retrieve"])
             check_budget(r1)
             assert d1["mode"] == "hybrid" and d1["count"] == len(d1["matches"]) > 0
-            for u in d1["matches"]:
-                assert "text" not in u and "title" not in u and u["summary"] and u["short_id"] and u["paper"] in BASE_PAPERS
-                assert u["kind"] in ("body", "backmatter", "figure", "table") and u["score"] is not None
+            lines = r1.content[0].text.splitlines()
+            for u, line in zip(d1["matches"], lines[1:]):
+                assert set(u) <= {"short_id", "paper", "page", "section", "kind", "summary", "score"}, u
+                assert u["short_id"] and u["paper"] in BASE_PAPERS and u["score"] is not None
+                assert 0 < len(u["summary"]) <= 80 and u.get("kind", "figure") in ("backmatter", "figure", "table", "note", "annotation")
+                assert line.startswith(f"[{u['short_id']}] {u['paper']}") and u["summary"] in line, line
+                assert line.endswith(f" · {u['score']:.4g}"), line
+            assert not [x for x in lines[1:d1["count"] + 1] if not x.startswith("[")]  # nothing between them
+            for said in d1["warnings"] + d1["next_actions"]:  # the tools' words, not the CLI's
+                assert "--" not in said and "sheaf get" not in said and "sheaf timeline" not in said, said
             ids = [u["short_id"] for u in d1["matches"]]
 
             # the deep layer only when asked, and many more tokens
@@ -172,9 +179,9 @@ def test_tools_schemas_layers_budget_and_errors(base):
                 assert structured(results[i], schemas["retrieve"])["query"] == q
             assert results[0].structured_content["matches"] == results[4].structured_content["matches"]
 
-            # bad arguments: tool errors, the server stays up
+            # bad arguments: tool errors in the tools' words (tests/cli/test_mcp_arguments.py), the server stays up
             err = tool_error(await c.call_tool("retrieve", {"query": "soil", "limit": "many"}), "BAD_QUERY")
-            assert "limit" in err["message"] and "input schema" in err["hint"]
+            assert err["message"] == "limit must be an integer >= 1, not 'many'" and "input schema" in err["hint"]
             assert "query" in tool_error(await c.call_tool("retrieve", {}), "BAD_QUERY")["message"]
             tool_error(await c.call_tool("get", {"ids": []}), "BAD_QUERY")
             tool_error(await c.call_tool("retrieve", {"query": "soil", "mode": "psychic"}), "BAD_QUERY")

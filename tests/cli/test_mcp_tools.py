@@ -1,12 +1,15 @@
 """`sheaf mcp`'s pieces that need no server: the filters follow the requests, the token budget,
-the loopback rule (the protocol itself: tests/cli/test_mcp.py)."""
+the loopback rule, layer 1's one line per unit, CLI words turned into the tools' (the protocol
+itself: tests/cli/test_mcp.py and tests/cli/test_mcp_arguments.py)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from sheaf.cli.mcp_server import FILTERS, _fit, _render_units, check_http_host, estimate_tokens
+from sheaf.cli.mcp_server import (
+    FILTERS, SECTION_MAX, SUMMARY_MAX, _fit, _render_units, brief, check_http_host, estimate_tokens, in_tool_terms,
+)
 from sheaf.core.envelope import SheafError
 from sheaf.service.requests import RetrieveRequest, SearchRequest
 
@@ -54,3 +57,39 @@ def test_http_binds_loopback_only(host):
     assert e.value.code == "BAD_QUERY"
     check_http_host("127.0.0.1")
     check_http_host("::1")
+
+
+def _match(**kw) -> dict:
+    text = ("Soil respiration rose by a third under experimental warming in every plot, while microbial "
+            "biomass fell; the effect faded after three years as the labile carbon pool was depleted.")
+    return {"short_id": "316e8e08", "zotero_key": "W6TB4YRS", "section_path": ["2 Materials and methods",
+            "2.1 Study sites and the experimental warming of the plots"], "page_span": [3, 4], "source": "body",
+            "score": 0.1818181818, "summary": text[:110], "text": text, "title": "A long title", "year": 2020,
+            **kw}
+
+
+def test_layer_one_is_one_compact_line_per_unit():
+    b = brief(_match(), "warming soil respiration")
+    assert set(b) == {"short_id", "paper", "page", "section", "summary", "score"}  # body: no kind
+    assert b["paper"] == "W6TB4YRS" and b["page"] == 3 and b["score"] == 0.1818
+    assert b["section"].startswith("2.1 Study sites") and len(b["section"]) <= SECTION_MAX
+    assert 0 < len(b["summary"]) <= SUMMARY_MAX and "warming" in b["summary"]
+    fig = brief(_match(source="figure", page_span=None, section_path=[], score=None), "warming")
+    assert fig["kind"] == "figure" and "page" not in fig and "score" not in fig and fig["section"] == ""
+    d = {"matches": [b, fig], "warnings": [], "next_actions": []}
+    lines = _render_units("2 units", d).splitlines()
+    assert lines[0] == "2 units" and len(lines) == 3  # a line per unit, nothing below it
+    assert lines[1] == f"[316e8e08] W6TB4YRS p.3 · {b['section']} · {b['summary']} · 0.1818"
+    assert lines[2] == f"[316e8e08] W6TB4YRS · (no section) · figure · {fig['summary']}"
+
+
+def test_cli_words_become_the_tools_words():
+    assert in_tool_terms("--limit must be an integer >= 1, not 0") == "limit must be an integer >= 1, not 0"
+    assert in_tool_terms("3 of the 10 asked for: --per-paper 2 left out 4 more units of K (--per-paper 0 "
+                         "shows every unit)") == ("3 of the 10 asked for: per_paper=2 left out 4 more units of K "
+                                                  "(per_paper=0 shows every unit)")
+    assert in_tool_terms("sheaf get SHORT_ID... for whole units; sheaf timeline SHORT_ID for context") == \
+        "get SHORT_ID... for whole units; timeline SHORT_ID for context"
+    assert in_tool_terms("`sheaf retrieve QUERY --paper KEY` gives its passages") == \
+        "`retrieve QUERY paper=KEY` gives its passages"
+    assert in_tool_terms("run `sheaf build --full`") == "run `sheaf build --full`"  # not a query tool's words
