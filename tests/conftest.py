@@ -23,6 +23,66 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
+class _ModuleProgress:
+    """One line per test module as its last test finishes (`-q` with xdist prints only dots):
+    the module, its tests' outcome counts and the minutes since the run began."""
+
+    def __init__(self) -> None:
+        self.left: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
+        self.began = __import__("time").monotonic()
+
+    def expect(self, nodeids) -> None:
+        if self.left:
+            return  # every xdist worker collects the same tests: count them once
+        for nid in nodeids:
+            mod = nid.split("::", 1)[0]
+            self.left[mod] = self.left.get(mod, 0) + 1
+
+    def finished(self, config, report) -> None:
+        if report.when != "teardown":  # every test ends with a teardown report, skipped or not
+            if report.failed:
+                mod = report.nodeid.split("::", 1)[0]
+                self.failed[mod] = self.failed.get(mod, 0) + 1
+            return
+        mod = report.nodeid.split("::", 1)[0]
+        if mod not in self.left:
+            return
+        self.left[mod] -= 1
+        if self.left[mod] == 0:
+            del self.left[mod]
+            tr = config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                mins = (__import__("time").monotonic() - self.began) / 60
+                bad = f", {self.failed[mod]} FAILED" if self.failed.get(mod) else ""
+                tr.write_line(f"[{mins:4.1f} min] done: {mod}{bad} ({len(self.left)} modules left)")
+
+
+_PROGRESS = _ModuleProgress()
+
+
+def pytest_collection_finish(session):
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
+        _PROGRESS.expect(item.nodeid for item in session.items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    _PROGRESS.expect(ids)
+
+
+def pytest_runtest_logreport(report):
+    if _PROGRESS.left and _CONFIG:
+        _PROGRESS.finished(_CONFIG[0], report)
+
+
+_CONFIG: list = []
+
+
+def pytest_configure(config):
+    _CONFIG.append(config)
+
+
 def dagster_kit():
     """`tests.dagster_kit`, imported only once a test has loaded Dagster itself."""
     from tests import dagster_kit as kit
