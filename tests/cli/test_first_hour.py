@@ -290,6 +290,46 @@ def test_search_evidence_and_key_errors(sample_env):
 
 # --- the documentation a newcomer reads ------------------------------------------------------------
 
+#: The commands whose README examples run on the sample library (build, stop, doctor, eval change
+#: the home or need other data).
+README_COMMANDS = ("search", "retrieve", "get", "grep", "timeline", "status", "report", "parse")
+
+
+def readme_examples() -> list[list[str]]:
+    """The argv (after `sheaf`) of every example of README_COMMANDS in the README's "Using it"
+    section's code blocks, in their order, comments dropped."""
+    import shlex
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Using it\n", 1)[1].split("\n## ", 1)[0]
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+        for line in block.splitlines():
+            argv = shlex.split(re.sub(r"\s+#\s.*$", "", line))
+            argv = argv[1:] if argv[:1] == ["scripts/dev"] else argv
+            if argv[:1] == ["sheaf"] and argv[1:2] and argv[1] in README_COMMANDS:
+                out.append(argv[1:])
+    return out
+
+
+def test_the_readme_examples_run_on_the_sample_library(base):
+    """Each README example of a command that reads the library or the index, run as written on
+    the built sample library (SHORT_ID: the first short id the README's retrieve example gave):
+    exit 0 and an ok envelope."""
+    examples = readme_examples()
+    assert {a[0] for a in examples} == set(README_COMMANDS), examples
+    env = env_for_subprocess(base)
+    short = None
+    for argv in examples:
+        if "SHORT_ID" in argv:
+            assert short, f"{argv}: no retrieve example before it gave a short id"
+            argv = [short if a == "SHORT_ID" else a for a in argv]
+        proc = sheaf(env, argv[0], "--json", *(a for a in argv[1:] if a != "--json"))
+        e = envelope(proc)
+        assert proc.returncode == 0 and e["ok"] is True, (argv, proc.returncode, e)
+        if argv[0] == "retrieve" and short is None and e["data"]["matches"]:
+            short = e["data"]["matches"][0]["short_id"]
+
 def test_readme_and_help_cover_settings_and_exit_codes():
     from dataclasses import fields
 
