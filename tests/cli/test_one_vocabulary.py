@@ -135,3 +135,34 @@ def test_the_zotero_link_is_in_the_text_output(env, capsys):
     assert text(capsys, "timeline", short).count(LINK) == 1  # under the paper's line, not per unit
     out = text(capsys, "retrieve", "flower", "--mode", "lexical", "--paper", OKEY)
     assert "zotero://" not in out
+
+
+@pytest.mark.realdata
+def test_a_real_zotero_items_annotations_by_kind_with_their_link_and_pages(shared_data, tmp_path, monkeypatch,
+                                                                          capsys):
+    """San7o's MapReduce item (two highlights, on pages 1 and 2) read from its Zotero data
+    directory and indexed: `--kind annotation` gives its annotations, with Zotero's pages, and
+    the text output its zotero://select link."""
+    from sheaf.ingest.library import discover
+    from sheaf.ingest.metadata import export_files_metadata
+    from tests.zotero_kit import ZOTERO_DIRS
+
+    key = "YDQMNNXT"
+    d = discover(shared_data / "zotero_dirs" / ZOTERO_DIRS[1], mirror=tmp_path / "mirror")
+    meta = export_files_metadata(d.metadata_files).by_key()[key]
+    conn = ix.open_index(tmp_path / "sheaf.db")
+    wr.upsert_papers(conn, [meta])
+    out = process_paper({p.key: p.path for p in d.papers}[key], key)
+    wr.replace_paper(conn, key, out.body_units, out.object_units)
+    conn.close()
+    monkeypatch.setenv("SHEAF_INDEX_FILE", str(tmp_path / "sheaf.db"))
+    monkeypatch.setenv("SHEAF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SHEAF_INDEX_URL", raising=False)
+    code, e = cli(capsys, "retrieve", "map", "reduce", "--mode", "lexical", "--kind", "annotation",
+                  "--per-paper", "0")
+    assert code == 0 and e["data"]["matches"]
+    assert {m["source"] for m in e["data"]["matches"]} == {"annotation"}
+    assert {m["link"] for m in e["data"]["matches"]} == {meta.link} and meta.link.startswith("zotero://select/")
+    code, g = cli(capsys, "grep", "map", "--kind", "annotation")
+    assert g["data"]["matches"] and {m["page"] for m in g["data"]["matches"]} <= {1, 2}
+    assert meta.link in [ln.strip() for ln in text(capsys, "retrieve", "map", "reduce", "--mode", "lexical").splitlines()]
