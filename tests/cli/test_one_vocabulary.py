@@ -65,6 +65,14 @@ def env(kinds_index, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "110")
 
 
+@pytest.fixture(scope="module")
+def validator():
+    """The result envelope's JSON schema (docs/result-envelope.schema.json)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((SAMPLE.parents[1] / "docs" / "result-envelope.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
 def cli(capsys, *args: str) -> tuple[int, dict]:
     capsys.readouterr()
     code = main([*args, "--no-server", "--json"])
@@ -81,10 +89,11 @@ def test_the_vocabulary_of_kinds():
 
 @pytest.mark.parametrize("kind, sources", [("note", {"note"}), ("annotation", {"annotation"}),
                                            ("body", {"body", "backmatter"}), ("object", {"figure", "table"})])
-def test_retrieve_kind_takes_every_unit_kind(env, capsys, kind, sources):
+def test_retrieve_kind_takes_every_unit_kind(env, capsys, validator, kind, sources):
     code, e = cli(capsys, "retrieve", "zebrafish", "OR", "flower", "OR", "figure", "--mode", "lexical",
                   "--kind", kind, "--per-paper", "0", "--limit", "50")
     assert code == 0 and e["ok"], e
+    validator.validate(e)
     assert e["data"]["kind"] == kind
     got = {m["source"] for m in e["data"]["matches"]}
     assert got and got <= sources, got
@@ -98,9 +107,10 @@ def test_retrieve_all_holds_every_kind(env, capsys):
 
 @pytest.mark.parametrize("kind, sources", [("note", {"note"}), ("annotation", {"annotation"}),
                                            ("all", {"note", "annotation"}), ("body", set())])
-def test_grep_kind_takes_every_unit_kind(env, capsys, kind, sources):
+def test_grep_kind_takes_every_unit_kind(env, capsys, validator, kind, sources):
     code, e = cli(capsys, "grep", "zebrafish", "--kind", kind)
     assert code == 0 and e["ok"], e
+    validator.validate(e)
     assert {m["source"] for m in e["data"]["matches"]} == sources
 
 
@@ -147,8 +157,8 @@ def test_a_real_zotero_items_annotations_by_kind_with_their_link_and_pages(share
     from sheaf.ingest.metadata import export_files_metadata
     from tests.zotero_kit import ZOTERO_DIRS
 
-    key = "YDQMNNXT"
-    d = discover(shared_data / "zotero_dirs" / ZOTERO_DIRS[1], mirror=tmp_path / "mirror")
+    key, src = "YDQMNNXT", shared_data / "zotero_dirs" / ZOTERO_DIRS[1]
+    d = discover(src, mirror=tmp_path / "mirror")
     meta = export_files_metadata(d.metadata_files).by_key()[key]
     conn = ix.open_index(tmp_path / "sheaf.db")
     wr.upsert_papers(conn, [meta])
@@ -157,6 +167,7 @@ def test_a_real_zotero_items_annotations_by_kind_with_their_link_and_pages(share
     conn.close()
     monkeypatch.setenv("SHEAF_INDEX_FILE", str(tmp_path / "sheaf.db"))
     monkeypatch.setenv("SHEAF_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SHEAF_LIBRARY", str(src))
     monkeypatch.delenv("SHEAF_INDEX_URL", raising=False)
     code, e = cli(capsys, "retrieve", "map", "reduce", "--mode", "lexical", "--kind", "annotation",
                   "--per-paper", "0")
