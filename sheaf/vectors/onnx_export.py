@@ -1,6 +1,7 @@
 """The build side of the light query encoder: export the embedding model to ONNX (torch), verify
 it against sentence-transformers, and install it in ``<SHEAF_HOME>/models/<identity.key>``
-(the layout `sheaf.vectors.query_encoder` reads)."""
+(the layout `sheaf.vectors.query_encoder` reads), linked there from the per-user machine cache
+(`sheaf.vectors.machine_cache`), where it is made once per machine."""
 from __future__ import annotations
 
 import contextlib
@@ -19,6 +20,7 @@ import numpy as np
 from sheaf.core.envelope import SheafError
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import resolve_model_path
+from sheaf.vectors.machine_cache import cache_dir, link_into, open_cache
 from sheaf.vectors.onnx import (
     EXPORT_FORMAT,
     EXPORT_JSON,
@@ -227,16 +229,9 @@ def export_onnx(embedder_or_model_name: "Embedder | str", out_dir: str | Path) -
 
 def link_export(export: Path, home: Path) -> Path:
     """Put an export folder into ``<home>/models`` as hard links (a copy where the file system
-    cannot link): another home of the same model then needs no export of its own (~9 s)."""
-    dest = Path(home) / "models" / Path(export).name
-    dest.mkdir(parents=True, exist_ok=True)
-    for p in Path(export).iterdir():
-        if not (dest / p.name).exists():
-            try:
-                os.link(p, dest / p.name)
-            except OSError:
-                shutil.copy2(p, dest / p.name)
-    return dest
+    cannot link), published whole (`sheaf.vectors.machine_cache.link_into`): another home of the
+    same model then needs no export of its own (~18 s)."""
+    return link_into(Path(export), Path(home) / "models")
 
 
 @contextlib.contextmanager
@@ -267,8 +262,30 @@ def export_to_models_dir(embedder: "Embedder", root: Path) -> tuple[Path, bool]:
 
 
 def ensure_onnx_export(embedder: "Embedder", settings: "Settings") -> tuple[Path, bool]:
-    """The build's hook: `export_to_models_dir` into ``<SHEAF_HOME>/models``."""
-    return export_to_models_dir(embedder, models_dir(settings))
+    """The build's hook: the export of `embedder`'s model in ``<SHEAF_HOME>/models`` (a no-op when a
+    usable one is there), linked from the machine cache (``SHEAF_CACHE_DIR`` or the platform's
+    cache folder: `sheaf.vectors.machine_cache`), where this process exports it if this machine
+    has none yet; with a cache folder that cannot be written, exported into the home itself.
+    Returns (folder, exported now)."""
+    root = models_dir(settings)
+    identity = embedder.identity
+    path = root / identity.key
+    if export_status(path, identity, embedder.model_name).usable:
+        return path, False
+    cache, _ = open_cache(cache_dir(getattr(settings, "cache_dir", None)))
+    if cache is not None:
+        made: list[bool] = []
+
+        def make(entry: Path) -> Path:
+            got, now = export_to_models_dir(embedder, entry)
+            made.append(now)
+            return got
+
+        try:
+            return cache.ensure_export(embedder.model_name, root, make), any(made)
+        except OSError:  # the cache failed part way: the home makes its own
+            pass
+    return export_to_models_dir(embedder, root)
 
 
 def main(argv: list[str] | None = None) -> int:

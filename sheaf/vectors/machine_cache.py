@@ -1,0 +1,246 @@
+"""The per-user machine cache: what a home's first build used to pay again in every home (the ONNX
+export of the embedding model, ~18 s, and the measurement of the embedding backends) is made once
+per machine and shared by every home::
+
+    <cache>/onnx/<key>/<identity.key>/model.onnx, tokenizer.json, export.json
+                      /key.json          what the key was made from
+    <cache>/backends/<key>.json          a backend record (`sheaf.vectors.backends.Measurement`)
+
+``<cache>`` is ``SHEAF_CACHE_DIR`` when set, else the platform's per-user cache folder
+(``platformdirs.user_cache_dir("sheaf")``: ``$XDG_CACHE_HOME/sheaf`` or ``~/.cache/sheaf`` on
+Linux, ``~/Library/Caches/sheaf`` on macOS). An export's key is made from what the export depends
+on: the model's files (`sheaf.vectors.identity.model_version`: its name, the passage template, every
+file's name, size and bytes) and the versions of torch, transformers, sentence-transformers, onnx
+and onnxruntime; a record's key from the facts it was measured on (`MachineFacts`: CPU model and
+flags, cores, device, the model identity) and the same versions. Any change is a new entry.
+
+An entry is made under a file lock (``fcntl``: two builds at once make it once; the second waits
+and finds it) and published whole (the export is written in a temp folder beside it and renamed; a
+record is written to a temp file and renamed). A home only links to an entry (`link_into`: hard
+links in ``<home>/models/<identity.key>/``, built in a temp folder and renamed into place; copies
+where the cache and the home are on different file systems). A cache folder that cannot be written
+(`open_cache` says why) leaves the home to make its own, as before the cache: never a failed build.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sheaf.core.files import write_atomic
+from sheaf.core.lazy import lazy_module
+from sheaf.vectors.backends import RECORD_FORMAT, MachineFacts, Measurement, load_record, save_record
+from sheaf.vectors.identity import model_version
+from sheaf.vectors.onnx import EXPORT_FORMAT, find_export, sweep_unfinished
+
+hashlib = lazy_module("hashlib")
+
+__all__ = ["LIBRARIES", "MachineCache", "cache_dir", "default_cache_dir", "library_versions", "link_into",
+           "locked", "open_cache"]
+
+#: The libraries an export or a measurement depends on: a new version of any makes a new entry.
+LIBRARIES = ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime")
+APP = "sheaf"
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The platform's per-user cache folder for Sheaf (platformdirs where installed; else
+    ``$XDG_CACHE_HOME/sheaf``, or ``~/.cache/sheaf``)."""
+    env = os.environ if environ is None else environ
+    if environ is None:
+        try:
+            import platformdirs
+
+            return Path(platformdirs.user_cache_dir(APP, appauthor=False))
+        except ImportError:  # pragma: no cover - platformdirs comes with the project's dependencies
+            pass
+    xdg = env.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / APP
+
+
+def cache_dir(setting: str | Path | None = None) -> Path:
+    """`setting` (SHEAF_CACHE_DIR) when given, else `default_cache_dir`."""
+    return Path(setting).expanduser() if setting else default_cache_dir()
+
+
+def _package_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def library_versions(versions: Callable[[str], str | None] = _package_version) -> dict[str, str | None]:
+    """The installed version of each of `LIBRARIES` (None: not installed); no import of any."""
+    return {name: versions(name) for name in LIBRARIES}
+
+
+def _key(payload: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def locked(path: Path, poll: Callable[[], None] | None = None, interval: float = 0.1) -> Iterator[None]:
+    """An exclusive ``fcntl`` lock on the file `path` (made if missing), held for the block.
+    While another process holds it, `poll` (a build's stop check) is called every `interval`
+    seconds: what it raises ends the wait. The lock goes with its process, however that ends."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if poll is not None:
+                    poll()
+                time.sleep(interval)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _same_files(src: Path, dest: Path) -> bool:
+    """Whether `dest` holds every file of `src` with its size (a link or a copy of it)."""
+    try:
+        for p in src.iterdir():
+            if p.is_file() and (dest / p.name).stat().st_size != p.stat().st_size:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def link_into(export: Path, models_root: Path) -> Path:
+    """``<models_root>/<export's name>`` holding `export`'s files as hard links (copies where the
+    file system cannot link, e.g. across devices), published whole: built in a temp folder beside
+    it (``.NAME.tmp-PID-THREAD``, swept by `sweep_unfinished` if this process dies) and renamed
+    over what was there. A folder that already holds them is left as it is."""
+    export, models_root = Path(export), Path(models_root)
+    dest = models_root / export.name
+    if dest.is_dir() and _same_files(export, dest):
+        return dest
+    models_root.mkdir(parents=True, exist_ok=True)
+    sweep_unfinished(models_root)
+    tag = f"{os.getpid()}-{threading.get_ident()}"
+    tmp = models_root / f".{export.name}.tmp-{tag}"
+    old = models_root / f".{export.name}.old-{tag}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        for p in export.iterdir():
+            if not p.is_file():
+                continue
+            try:
+                os.link(p, tmp / p.name)
+            except OSError:  # another device, or a file system without hard links
+                shutil.copy2(p, tmp / p.name)
+        with contextlib.suppress(FileNotFoundError):  # another process may have moved it just now
+            os.replace(dest, old)
+        try:
+            os.replace(tmp, dest)
+        except OSError:  # another process published it first: theirs holds the same files
+            if not (dest.is_dir() and _same_files(export, dest)):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+@dataclass(frozen=True, slots=True)
+class MachineCache:
+    """The machine cache at `root` (writable: see `open_cache`)."""
+
+    root: Path
+    #: library name -> installed version (computed once per cache object)
+    versions: Mapping[str, str | None] | None = None
+
+    def _versions(self) -> Mapping[str, str | None]:
+        return self.versions if self.versions is not None else library_versions()
+
+    # --- the ONNX export -------------------------------------------------------------------------
+
+    def export_key(self, model: str) -> tuple[str, dict[str, Any]]:
+        """(the key of `model`'s export, what it was made from)."""
+        payload = {"format": EXPORT_FORMAT, "model": model_version(model), "libraries": dict(self._versions())}
+        return _key(payload), payload
+
+    def export_root(self, model: str) -> Path:
+        """The models folder of `model`'s entry (the export is in ``<it>/<identity.key>``)."""
+        return self.root / "onnx" / self.export_key(model)[0]
+
+    def ensure_export(self, model: str, models_root: Path, make: Callable[[Path], Path],
+                      poll: Callable[[], None] | None = None) -> Path:
+        """The export of `model` linked into the home's models folder `models_root` (`link_into`),
+        from the cache entry; when the entry has no usable export, `make(entry_root)` makes it
+        there first (it returns the export's folder), under the entry's lock, so that of two
+        builds at once one exports and the other waits for it and links."""
+        key, payload = self.export_key(model)
+        entry = self.root / "onnx" / key
+        found = find_export(entry, model)
+        if found is None:
+            with locked(self.root / "onnx" / f".{key}.lock", poll):
+                found = find_export(entry, model)
+                if found is None:
+                    entry.mkdir(parents=True, exist_ok=True)
+                    found = Path(make(entry))
+                    with contextlib.suppress(OSError):
+                        write_atomic(entry / "key.json", json.dumps(payload, indent=1, ensure_ascii=False)
+                                     .encode("utf-8"))
+        return link_into(found, models_root)
+
+    # --- the backend record ----------------------------------------------------------------------
+
+    def record_path(self, facts: MachineFacts) -> Path:
+        """Where the record measured on `facts` is kept (keyed by the facts and the library versions)."""
+        payload = {"format": RECORD_FORMAT, "facts": facts.to_dict(), "libraries": dict(self._versions())}
+        return self.root / "backends" / f"{_key(payload)}.json"
+
+    def load_record(self, facts: MachineFacts) -> Measurement | None:
+        """The record measured on `facts`, if the cache has it."""
+        rec = load_record(self.record_path(facts))
+        return rec if rec is not None and rec.facts == facts else None
+
+    def save_record(self, m: Measurement) -> None:
+        """Keep `m` (atomically; best effort)."""
+        save_record(self.record_path(m.facts), m)
+
+    @contextlib.contextmanager
+    def measuring(self, facts: MachineFacts, poll: Callable[[], None] | None = None) -> Iterator[None]:
+        """Held while the backends are measured on `facts`: a second build waits, then finds the record."""
+        path = self.record_path(facts)
+        with locked(path.with_name(f".{path.stem}.lock"), poll):
+            yield
+
+
+def open_cache(root: Path) -> tuple[MachineCache | None, str | None]:
+    """(the machine cache at `root`, None) when its folder can be made and written to; else
+    (None, why), and the home keeps its own export and record."""
+    root = Path(root)
+    try:
+        import fcntl  # noqa: F401 - the locks need it
+    except ImportError:  # pragma: no cover - not on this platform
+        return None, "file locks (fcntl) are not available on this platform"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".probe-{os.getpid()}-{threading.get_ident()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return None, f"the machine cache folder {root} cannot be written ({e.strerror or e})"
+    return MachineCache(root, library_versions()), None
