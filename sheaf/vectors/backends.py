@@ -12,7 +12,11 @@ vectors (nothing is re-embedded when the choice changes); one that disagrees is 
 (`RECORD_FILE`) with the facts it was measured on (`MachineFacts`: CPU model and flags, cores,
 device, torch / onnxruntime / sentence-transformers versions, model identity) and measured again
 when any of them differs (`resolve`). The settings `SHEAF_EMBED_BACKEND` and `SHEAF_EMBED_PRECISION`
-override the choice (`resolve`); a non-fp32 precision still has to agree.
+override the choice (`resolve`); a non-fp32 precision still has to agree. Nothing is measured where
+a measurement cannot change the choice (`unmeasured_choice`: only fp32 backends, the export among
+them), nor for fewer passages than it could pay back (`MEASURE_MIN_PASSAGES`). The record is also
+kept in the per-user machine cache (`sheaf.vectors.machine_cache`), so another home of the machine
+reuses it.
 
 Nothing here imports torch or onnxruntime: the encoders are passed in (`measure`), and so is the
 function that measures (`resolve`), so that the build's process decides from the record alone.
@@ -38,8 +42,9 @@ np = lazy_module("numpy")
 
 __all__ = [
     "AGREE_MIN_COSINE", "BACKENDS", "MachineFacts", "Measurement", "PROBE_TEXTS", "RECORD_FILE", "Trial",
-    "Choice", "break_even_passages", "candidates_for", "choose", "load_record", "machine_facts", "measure",
-    "measure_in_child", "resolve", "save_record", "wanted",
+    "Choice", "MEASURE_MIN_PASSAGES", "break_even_passages", "candidates_for", "choose", "load_record",
+    "machine_facts", "measure", "measure_in_child", "needs_measurement", "resolve", "save_record",
+    "unmeasured_choice", "wanted",
 ]
 
 ONNX = "onnx"
@@ -60,6 +65,15 @@ TORCH_MARGIN = 1.1
 #: Passages the ONNX export encodes before the record is read (or made): below it a build never
 #: loads torch (a no-op or an edit of a few papers keeps its ~0.5 s start).
 FIRST_SWITCH_PASSAGES = 128
+#: Passages to encode (those encoded so far and those about to be) below which a first measurement
+#: of this machine (no record yet, here or in the machine cache) cannot pay back, so none is made and
+#: the build stays on the export. Counted in passages, not seconds, so that a busy machine decides
+#: as a quiet one does. Where a measurement can pay (a CPU with bf16, ~4x the export's rate; a GPU)
+#: it costs ~9 s with the torch the build then keeps, ~5 s of it torch's start-up: at the export's
+#: ~10 passages/s on 2 cores a 4x backend saves 0.075 s a passage, ~180 passages to break even; on
+#: more cores both sides scale alike. Twice the first switch point keeps a small library (the sample
+#: library's 183 passages) on the export.
+MEASURE_MIN_PASSAGES = 2 * FIRST_SWITCH_PASSAGES
 RECORD_FILE = "embed-backend.json"
 RECORD_FORMAT = 1
 #: The CPU flags a backend's speed depends on (recorded; a change measures again).
@@ -361,6 +375,30 @@ def wanted(backend_setting: str, precision: str, device: str) -> tuple[list[str]
     return allowed, True
 
 
+def unmeasured_choice(allowed: Sequence[str], precision: str, facts: MachineFacts) -> str | None:
+    """The backend a measurement could not change, when there is one: of the backends `allowed`
+    that this machine can run (`candidates_for`), the only one; or, when all of them compute in
+    fp32 and the ONNX export is among them (a CPU without AMX or AVX512-BF16, no GPU), the export:
+    torch fp32 computes the same and would have to beat it by `TORCH_MARGIN` after paying its
+    start-up (measured on such CPUs: the export won every time, after 31-37 s of measuring).
+    None when a measurement decides (or a reduced precision set by the settings must be shown to agree)."""
+    if precision not in ("auto", "fp32"):
+        return None
+    runnable = candidates_for(facts)
+    pool = [b for b in allowed if b in runnable]
+    if len(pool) == 1:
+        return pool[0]
+    if ONNX in pool and all(PRECISION[b] == "fp32" for b in pool):
+        return ONNX
+    return None
+
+
+def needs_measurement(backend_setting: str, precision: str, facts: MachineFacts) -> bool:
+    """Whether `resolve` needs this machine's measurement (a record, or one made now) to choose."""
+    allowed, needs = wanted(backend_setting, precision, facts.device.split()[0])
+    return needs and unmeasured_choice(allowed, precision, facts) is None
+
+
 def resolve(backend_setting: str, precision: str, facts: MachineFacts, record_path: Path | None,
             measure_now: Callable[[], Measurement]) -> Choice:
     """The backend the settings and this machine's measurement give. The record at `record_path` is
@@ -371,6 +409,11 @@ def resolve(backend_setting: str, precision: str, facts: MachineFacts, record_pa
     allowed, needs = wanted(backend_setting, precision, device)
     if not needs:
         return Choice(allowed[0], f"SHEAF_EMBED_BACKEND={backend_setting}")
+    quick = unmeasured_choice(allowed, precision, facts)
+    if quick is not None:
+        return Choice(quick, f"not measured: the only backends this machine may choose compute in fp32 "
+                      f"({facts.cpu}: no AMX or AVX512-BF16, no GPU)" if quick == ONNX else
+                      f"not measured: {quick} is the only backend allowed that this machine runs")
     rec = load_record(record_path) if record_path is not None else None
     now = False
     if rec is None or rec.facts != facts:

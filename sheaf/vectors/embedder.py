@@ -48,6 +48,7 @@ from sheaf.vectors.identity import (
 )
 from sheaf.vectors.backends import (
     FIRST_SWITCH_PASSAGES,
+    MEASURE_MIN_PASSAGES,
     ONNX,
     PRECISION,
     RECORD_FILE,
@@ -61,9 +62,12 @@ from sheaf.vectors.backends import (
     machine_facts,
     measure,
     measure_in_child,
+    needs_measurement,
     resolve,
+    save_record,
 )
 from sheaf.vectors.onnx import OnnxQueryEncoder, export_in_child, find_export
+from sheaf.vectors.machine_cache import MachineCache, cache_dir, open_cache
 from sheaf.core.allocator import release_freed_memory
 from sheaf.core.settings import get_settings
 
@@ -197,7 +201,8 @@ class Embedder:
 
     - ``auto`` (the default) on a CPU, with `models_dir` set (`from_settings` sets
       ``<SHEAF_HOME>/models``): the ONNX export of the model there (onnxruntime + tokenizers, no
-      torch; made by a child process at a home's first build): loading takes ~0.5 s instead of
+      torch; linked at a home's first build from the machine cache, `cache_dir`, where a child
+      process exports it once per machine): loading takes ~0.5 s instead of
       ~5 s for torch + sentence-transformers, which is most of the cost of a build of a few
       changed papers. Once the passages to encode reach the point where loading torch pays back
       (`FIRST_SWITCH_PASSAGES`, then the break-even of this machine's measurement), the embedder
@@ -208,10 +213,12 @@ class Embedder:
       in the measured precision (``SHEAF_EMBED_PRECISION=auto``) or the one set.
     - On a GPU: torch, fp32 or fp16 as measured.
 
-    `measurer`: how a measurement is made when the record in `models_dir` is missing or was made
-    on other facts (default: with the torch model this process has loaded, when it has; on a CPU
-    with bf16, torch is loaded first to measure with it, as it will all but surely encode; else
-    `measure_in_child`, so this process loads torch only to use it).
+    `measurer`: how a measurement is made when neither `models_dir` nor the machine cache has a
+    record made on these facts (default: with the torch model this process has loaded, when it
+    has; on a CPU with bf16, torch is loaded first to measure with it, as it will all but surely
+    encode; else `measure_in_child`, so this process loads torch only to use it). Nothing is
+    measured where a measurement cannot change the choice (`backends.unmeasured_choice`: a CPU
+    without bf16 and no GPU keeps the export) nor before `MEASURE_MIN_PASSAGES` passages.
     """
 
     model_name: str = DEFAULT_MODEL
@@ -226,6 +233,12 @@ class Embedder:
     encoded_count: int = 0
     model_calls: int = 0
     models_dir: str | None = None  # where ONNX exports and the backend record live; None: torch only
+    #: The per-user machine cache (`sheaf.vectors.machine_cache`; `from_settings`: SHEAF_CACHE_DIR or the
+    #: platform's cache folder) the export and the backend record are made in once per machine and
+    #: linked from into `models_dir`; None: `models_dir` makes its own.
+    cache_dir: str | None = None
+    #: Why the machine cache is not used, when it was wanted (a build warns of it once)
+    cache_note: str | None = None
     backend_note: str | None = None  # why the ONNX backend is not used, when it was wanted
     #: auto | onnx | torch | sentence-transformers (`SHEAF_EMBED_BACKEND`)
     backend_setting: str = "auto"
@@ -238,6 +251,8 @@ class Embedder:
     _switch_after: float = field(default=float("inf"), repr=False)  # see `_maybe_switch`
     _onnx_passages: int = field(default=0, repr=False)
     _torch_calls: int = field(default=0, repr=False)
+    _cache: MachineCache | None = field(default=None, repr=False)
+    _cache_opened: bool = field(default=False, repr=False)
     #: Seconds torch + sentence-transformers + the model took to load in this process (0: not loaded)
     torch_load_s: float = 0.0
 
@@ -250,6 +265,7 @@ class Embedder:
         return cls(model_name=settings.embedding_model, batch_size=settings.embed_batch_size,
                    overlap_tokens=settings.embed_overlap_tokens, device=getattr(settings, "embed_device", "auto"),
                    models_dir=str(Path(settings.home) / "models"),
+                   cache_dir=str(cache_dir(getattr(settings, "cache_dir", None))),
                    backend_setting=getattr(settings, "embed_backend", "auto"),
                    precision=getattr(settings, "embed_precision", "auto"),
                    threads=threads or getattr(settings, "embed_threads", 0) or None)
@@ -288,6 +304,57 @@ class Embedder:
     def record_path(self) -> Path | None:
         """Where this machine's backend measurement is cached: ``<models_dir>/embed-backend.json``."""
         return Path(self.models_dir) / RECORD_FILE if self.models_dir is not None else None
+
+    def machine_cache(self) -> MachineCache | None:
+        """The machine cache (`cache_dir`), opened once; None without one, or when its folder cannot
+        be written (then `cache_note` says why, and the home makes its own export and record)."""
+        if not self._cache_opened:
+            self._cache_opened = True
+            if self.cache_dir is not None and self.models_dir is not None:
+                self._cache, why = open_cache(Path(self.cache_dir))
+                if why:
+                    self._cache_off(why)
+        return self._cache
+
+    def _cache_off(self, why: str) -> None:
+        self._cache = None
+        self.cache_note = f"{why}: the ONNX export and the backend record are made in this home instead"
+
+    def _facts(self, identity: ModelIdentity) -> MachineFacts:
+        return machine_facts(identity.key, self.resolved_device or "cpu")
+
+    def _has_record(self, facts: MachineFacts) -> bool:
+        """Whether a record measured on `facts` is at hand: the home's, or the machine cache's (then
+        copied into the home, where `resolve` reads it)."""
+        if self.record_path is None:
+            return False
+        rec = load_record(self.record_path)
+        if rec is not None and rec.facts == facts:
+            return True
+        cache = self.machine_cache()
+        rec = cache.load_record(facts) if cache is not None else None
+        if rec is None:
+            return False
+        save_record(self.record_path, rec)
+        return True
+
+    def _measure_shared(self, facts: MachineFacts, poll: Callable[[], None] | None = None,
+                        ld: _Loaded | None = None) -> Measurement:
+        """`_measure`, under the machine cache's lock for `facts` and kept there: of two builds at once
+        one measures, the other waits and takes its record."""
+        cache = self.machine_cache()
+        if cache is None:
+            return self._measure(facts, poll, ld)
+        try:
+            with cache.measuring(facts, poll):
+                rec = cache.load_record(facts)
+                if rec is None:
+                    rec = self._measure(facts, poll, ld)
+                    cache.save_record(rec)
+                return rec
+        except OSError as e:  # the cache went away under us: measure here, as without one
+            self._cache_off(f"the machine cache {cache.root} failed ({e})")
+            return self._measure(facts, poll, ld)
 
     def _measure(self, facts: MachineFacts, poll: Callable[[], None] | None = None,
                  ld: _Loaded | None = None) -> Measurement:
@@ -330,11 +397,16 @@ class Embedder:
 
     def _choose(self, identity: ModelIdentity, poll: Callable[[], None] | None = None,
                 ld: _Loaded | None = None) -> Choice:
-        facts = machine_facts(identity.key, self.resolved_device or "cpu")
-        setting = "torch" if self.backend_setting == "sentence-transformers" else self.backend_setting
+        facts = self._facts(identity)
+        setting = self._setting()
+        if needs_measurement(setting, self.precision, facts):
+            self._has_record(facts)  # the machine cache's record, into the home
         self.choice = resolve(setting, self.precision, facts, self.record_path,
-                              lambda: self._measure(facts, poll, ld))
+                              lambda: self._measure_shared(facts, poll, ld))
         return self.choice
+
+    def _setting(self) -> str:
+        return "torch" if self.backend_setting == "sentence-transformers" else self.backend_setting
 
     def _torch_precision(self, ld: _Loaded, poll: Callable[[], None] | None = None) -> str:
         """The precision torch computes in when it is loaded from the start: fp32 without a home or
@@ -356,6 +428,12 @@ class Embedder:
             if ld is None or ld.onnx is None or pending < self._switch_after:
                 return
             choice = None
+            if self.choice is None:
+                facts = self._facts(ld.identity)
+                if (pending < MEASURE_MIN_PASSAGES and needs_measurement(self._setting(), self.precision, facts)
+                        and not self._has_record(facts)):
+                    self._switch_after = MEASURE_MIN_PASSAGES  # a first measurement could not pay back yet
+                    return
             if self.choice is not None or not self._measure_after_loading(ld.identity):
                 try:
                     choice = self.choice or self._choose(ld.identity, poll)
@@ -406,21 +484,27 @@ class Embedder:
         18.9 s in a child, then ~5 s to load torch for the build)."""
         if self.precision != "auto" or self.record_path is None:
             return False
-        facts = machine_facts(identity.key, self.resolved_device or "cpu")
+        facts = self._facts(identity)
         if all(PRECISION[b] == "fp32" for b in candidates_for(facts)):
             return False
-        rec = load_record(self.record_path)
-        return rec is None or rec.facts != facts
+        if not needs_measurement(self._setting(), self.precision, facts):
+            return False
+        return not self._has_record(facts)
 
     def _load_export(self, poll: Callable[[], None] | None = None) -> _Loaded | None:
         """The usable ONNX export of the configured model in `models_dir`, loaded; or None. With
-        none there yet (a home's first build), the model is exported first in a process of its own
-        (`export_in_child`), so this process never imports torch; if that fails, None (and
-        sentence-transformers, which the build then exports from, `ensure_onnx_export`)."""
+        none there yet (a home's first build), it is linked from the machine cache (`machine_cache`),
+        where the model is exported first if this machine has no export of it yet, in a process of
+        its own (`export_in_child`), so this process never imports torch; without a usable cache,
+        into `models_dir` itself. If that fails, None (and sentence-transformers, which the build
+        then exports from, `ensure_onnx_export`)."""
+        home = Path(self.models_dir or "")
         try:
-            found = find_export(Path(self.models_dir or ""), self.model_name)
+            found = find_export(home, self.model_name)
             if found is None:
-                found = export_in_child(self.model_name, Path(self.models_dir or ""), poll=poll)
+                found = self._export_via_cache(home, poll)
+            if found is None:
+                found = export_in_child(self.model_name, home, poll=poll)
             enc = while_polled(lambda: OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens,
                                                              threads=self.threads), poll)
         except StopRequested:
@@ -428,8 +512,21 @@ class Embedder:
         except Exception as e:  # noqa: BLE001 - an unusable export: sentence-transformers, then re-export
             self.backend_note = f"ONNX export unusable ({type(e).__name__}: {e})"
             return None
-        self.backend_note = None
+        self.backend_note = self.cache_note
         return _Loaded(None, enc.split_tokenizer, enc.identity, enc.n_special, enc)
+
+    def _export_via_cache(self, home: Path, poll: Callable[[], None] | None = None) -> Path | None:
+        """The export linked into the models folder `home` from the machine cache (made there by
+        `export_in_child` when missing); None without a usable cache (`cache_note` says why)."""
+        cache = self.machine_cache()
+        if cache is None:
+            return None
+        try:
+            return cache.ensure_export(self.model_name, home,
+                                       lambda entry: export_in_child(self.model_name, entry, poll=poll), poll)
+        except OSError as e:  # e.g. the disk of the cache filled up: the home makes its own
+            self._cache_off(f"the machine cache {cache.root} failed ({e})")
+            return None
 
     def _load_sentence_transformers(self) -> _Loaded:
         """sentence-transformers (torch) on CPU, offline (its seconds: `torch_load_s`)."""

@@ -3,7 +3,6 @@ vectors agree with fp32 qualify, the record is reused until the machine changes,
 and a build whose backend changes re-embeds nothing."""
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from collections.abc import Callable
@@ -17,6 +16,8 @@ from sheaf.core.settings import get_settings
 from sheaf.vectors.backend_probe import encoders_of
 from sheaf.vectors.backends import (
     AGREE_MIN_COSINE,
+    FIRST_SWITCH_PASSAGES,
+    MEASURE_MIN_PASSAGES,
     ONNX,
     PROBE_TEXTS,
     RECORD_FILE,
@@ -40,6 +41,10 @@ BF16_HERE = TORCH_BF16 in candidates_for(machine_facts("x"))
 needs_bf16 = pytest.mark.skipif(not BF16_HERE, reason="this CPU has neither AMX nor AVX512-BF16")
 #: A few probes, short and passage-like: enough to compare vectors and rates, cheap on 2 busy cores.
 FEW = PROBE_TEXTS[5:15]
+#: A CPU whose candidates include bf16 (as /proc/cpuinfo gives it): there a measurement can pay.
+BF16_CPUINFO = "model name\t: Some CPU\nflags\t\t: fpu avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile\n"
+#: Passages a first build encodes before it measures: the first switch point, and enough to pay a measurement.
+SWITCH_PASSAGES = max(FIRST_SWITCH_PASSAGES, MEASURE_MIN_PASSAGES)
 
 
 def real_measurer(embedder: Embedder, models_dir: Path | None, calls: list, texts=FEW, load_s: float = 0.0):
@@ -58,6 +63,22 @@ def favouring(m: Measurement, fast: Callable[[str], bool]) -> Measurement:
     quiet machine would (a busy one may not), and the choice made again."""
     trials = {k: dataclasses.replace(t, rate=1e6 if fast(k) else t.rate) for k, t in m.trials.items()}
     return dataclasses.replace(m, trials=trials, chosen=choose(trials))
+
+
+def measurable_cpu(monkeypatch) -> None:
+    """The embedder sees this CPU with bf16 where it has none (AVX2 only, say): a measurement can pay
+    there, so the tests of the switch run on any CPU (torch computes bf16 without native support, slowly)."""
+    import sheaf.vectors.embedder as embedder_module
+
+    if BF16_HERE:
+        return
+    real = embedder_module.machine_facts
+
+    def with_bf16(key, device="cpu"):
+        f = real(key, device)
+        return dataclasses.replace(f, cpu_flags=f.cpu_flags + ("avx512_bf16",))
+
+    monkeypatch.setattr(embedder_module, "machine_facts", with_bf16)
 
 
 def forbid_child_measurement(monkeypatch, why: str) -> None:
@@ -79,17 +100,18 @@ def home_embedder(onnx_export: Path, tmp_path: Path, backend: str) -> tuple[Path
     return home, Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": backend}, home=home))
 
 
-def perturbed(embedder: Embedder, scale: float = 0.02):
-    """A real encoder that disagrees a little: a copy of the model whose word embeddings carry noise
-    (vectors still close to fp32's, cosine ~0.99, but not the same)."""
-    model = copy.deepcopy(embedder.load().model)
-    hf = model[0].auto_model
-    import torch
-
-    with torch.no_grad():
-        w = hf.embeddings.word_embeddings.weight
-        w.add_(torch.randn(w.shape, generator=torch.Generator().manual_seed(3)) * w.std() * scale)
-    return lambda texts: embedder.torch_encode(model, texts, "bf16" if BF16_HERE else "fp32")
+def rotated(encode: Callable, cosine: float = 0.99):
+    """An encoder that disagrees by construction: each of `encode`'s vectors turned by the angle whose
+    cosine is `cosine` (towards a fixed direction, in the plane the two span), so every vector's cosine
+    to the reference's is exactly `cosine` on any CPU: close (0.99), but below the bound."""
+    def enc(texts):
+        v = np.asarray(encode(texts), dtype=np.float64)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        e = np.random.default_rng(3).standard_normal(v.shape[1])
+        u = e[None, :] - (v @ e)[:, None] * v  # the fixed direction, less its part along each vector
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        return (cosine * v + np.sqrt(1.0 - cosine ** 2) * u).astype(np.float32)
+    return enc
 
 
 def test_the_probe_set_is_fixed_short_and_long():
@@ -102,17 +124,19 @@ def test_the_probe_set_is_fixed_short_and_long():
 
 
 def test_a_backend_that_disagrees_is_refused_however_fast(embedder, tmp_path):
-    """A perturbed model is measured like any backend: its vectors fall below the bound on some
-    probe, so it never qualifies, even when it is the fastest; forcing it is a clear error."""
-    encoders = {TORCH_FP32: lambda t: embedder.torch_encode(embedder.load().model, t), "perturbed": perturbed(embedder)}
-    trials = measure(encoders, FEW, rounds=1)
-    bad = trials["perturbed"]
-    assert not bad.agrees and bad.min_cosine < AGREE_MIN_COSINE and bad.mean_cosine > 0.9
+    """A backend whose vectors are turned off the reference's (cosine exactly 0.99 on every probe, by
+    construction: the same verdict on any CPU) is measured like any other: below the bound, it never
+    qualifies, even when it is the fastest; forcing it is a clear error."""
+    fp32 = lambda t: embedder.torch_encode(embedder.load().model, t)  # noqa: E731
+    trials = measure({TORCH_FP32: fp32, "turned": rotated(fp32, 0.99)}, FEW, rounds=1)
+    bad = trials["turned"]
+    assert not bad.agrees and bad.min_cosine == pytest.approx(0.99, abs=1e-5)
+    assert bad.mean_cosine == pytest.approx(0.99, abs=1e-5)
     assert trials[TORCH_FP32].agrees and trials[TORCH_FP32].min_cosine >= 0.9999999
-    fastest = {**trials, "perturbed": dataclasses.replace(bad, rate=1e9)}
+    fastest = {**trials, "turned": dataclasses.replace(bad, rate=1e9)}
     assert choose(fastest) == TORCH_FP32
     # the same refusal through the settings: SHEAF_EMBED_PRECISION=bf16 where bf16 disagrees
-    facts = machine_facts("m")
+    facts = machine_facts("m", cpuinfo=BF16_CPUINFO)
     rec = Measurement(facts, {TORCH_FP32: trials[TORCH_FP32], TORCH_BF16: dataclasses.replace(bad, backend=TORCH_BF16)},
                       TORCH_FP32)
     with pytest.raises(SheafError) as e:
@@ -147,12 +171,16 @@ def test_the_record_is_reused_and_measured_again_when_the_machine_changes(embedd
                machine_facts("k1", cpuinfo=cpuinfo.replace("Some CPU", "Another CPU")),  # other model
                machine_facts("k1", cpuinfo=cpuinfo, versions=lambda name: "9.9" if name == "torch" else None),
                machine_facts("k2", cpuinfo=cpuinfo)]  # another model identity
-    for i, other in enumerate(changed, start=2):
+    for i, other in enumerate(changed[1:], start=2):
         got = resolve("torch", "auto", other, record, lambda: measurer(other))
         assert len(calls) == i and got.measured_now and load_record(record).facts == other
     assert candidates_for(changed[0]) == [ONNX, TORCH_FP32]  # no bf16 without AMX / AVX512-BF16
+    # without bf16, torch has fp32 alone to compute in: nothing to measure, the record is left as it is
+    got = resolve("torch", "auto", changed[0], record, lambda: measurer(changed[0]))
+    assert got.backend == TORCH_FP32 and not got.measured_now and len(calls) == 4
+    assert load_record(record).facts == changed[-1]
     record.write_text("{not json")  # a damaged record is measured again, not an error
-    assert resolve("torch", "auto", facts, record, lambda: measurer(facts)).measured_now and len(calls) == 6
+    assert resolve("torch", "auto", facts, record, lambda: measurer(facts)).measured_now and len(calls) == 5
 
 
 def test_the_settings_win_over_the_measurement(embedder, onnx_export, tmp_path):
@@ -169,8 +197,10 @@ def test_the_settings_win_over_the_measurement(embedder, onnx_export, tmp_path):
     m = measurer(facts)
     forced = dataclasses.replace(m, trials={**m.trials, TORCH_BF16: dataclasses.replace(
         m.trials[TORCH_FP32], backend=TORCH_BF16, rate=1e9)} if BF16_HERE else m.trials)
-    assert resolve("auto", "fp32", facts, record, lambda: forced).backend in (ONNX, TORCH_FP32)
+    # fp32 only, the export among the allowed: torch fp32 cannot pay its start-up, nothing is measured
+    assert resolve("auto", "fp32", facts, record, never).backend == ONNX
     if BF16_HERE:
+        assert resolve("torch", "auto", facts, record, lambda: forced).backend == TORCH_BF16  # measured
         assert resolve("torch", "bf16", facts, record, never).backend == TORCH_BF16  # the record, reused
         assert resolve("auto", "auto", facts, record, never).backend == TORCH_BF16
     with pytest.raises(SheafError) as e:
@@ -185,13 +215,13 @@ def test_the_settings_win_over_the_measurement(embedder, onnx_export, tmp_path):
     assert emb.backend == ONNX and len(calls) == 1 and emb.choice is None
 
 
-def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_export, tmp_path):
+def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_export, tmp_path, monkeypatch):
     """SHEAF_EMBED_BACKEND=auto: a few passages stay on the export and measure nothing; a large
     encode measures once (the record lands in the home) and moves to the chosen backend, with the
     same identity and the same vectors; the next embedder of the home reuses the record."""
-    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
     from tests.conftest import link_onnx_export
 
+    measurable_cpu(monkeypatch)
     home = tmp_path / "home"
     link_onnx_export(onnx_export, home)
     calls: list = []
@@ -202,7 +232,7 @@ def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_expo
     emb.encode(few)
     assert emb.backend == ONNX and calls == [] and not (home / "models" / RECORD_FILE).exists()
     many = [f"passage {i}: denosumab withdrawal and vertebral fractures in a cohort of {i} patients"
-            for i in range(FIRST_SWITCH_PASSAGES)]
+            for i in range(SWITCH_PASSAGES)]
     got = emb.encode(many)
     assert len(calls) == 1 and (home / "models" / RECORD_FILE).exists()
     chosen = emb.choice.backend
@@ -220,22 +250,22 @@ def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_expo
 
 
 def test_a_group_that_reaches_the_switch_point_is_encoded_on_torch_from_its_first_batch(embedder, onnx_export,
-                                                                                      tmp_path):
+                                                                                      tmp_path, monkeypatch):
     """`embed_papers` of a group of papers whose new passages reach the switch point: the switch is
     made before the group's first batch, so none of its passages is encoded on the slower export
     (before, the first 128 passages of a first build went through it batch by batch)."""
     import hashlib
 
-    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
     from sheaf.vectors.identity import Passage
 
+    measurable_cpu(monkeypatch)
     _, emb = home_embedder(onnx_export, tmp_path, "auto")
     real = real_measurer(embedder, onnx_export.parent, [])
     emb.measurer = lambda facts: favouring(real(facts), lambda k: k != ONNX)
     papers = []
     for k in range(8):
         texts = [f"paper {k}, passage {i}: bone mineral density after denosumab in {k * 100 + i} women"
-                 for i in range(FIRST_SWITCH_PASSAGES // 8 + 1)]
+                 for i in range(SWITCH_PASSAGES // 8 + 1)]
         papers.append((f"P{k}", [Passage(f"u{k}#{i}", f"u{k}", f"P{k}", "body", i, 0, len(t), t,
                                          hashlib.sha256(t.encode()).hexdigest(), 24) for i, t in enumerate(texts)]))
     done = list(emb.embed_papers(papers))
@@ -251,9 +281,9 @@ def test_a_switch_closes_the_export_before_torch_loads(embedder, onnx_export, tm
     """The export's onnxruntime session and torch are never in memory together (together they were
     a build's peak: 1.2 GB against 0.9 GB); when torch then fails to load, the export opens again
     and the encoding goes on there, with the same vectors."""
-    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
     from tests.conftest import link_onnx_export
 
+    measurable_cpu(monkeypatch)
     home = tmp_path / "home"
     link_onnx_export(onnx_export, home)
     real = real_measurer(embedder, onnx_export.parent, [])
@@ -262,7 +292,7 @@ def test_a_switch_closes_the_export_before_torch_loads(embedder, onnx_export, tm
         return favouring(real(facts), lambda k: k != ONNX)
 
     many = [f"passage {i}: denosumab withdrawal and vertebral fractures in {i} patients"
-            for i in range(FIRST_SWITCH_PASSAGES)]
+            for i in range(SWITCH_PASSAGES)]
     ref = embedder.encode(many)
     for torch_loads in (False, True):
         emb = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_BACKEND": "auto"}, home=tmp_path / "home"))
@@ -294,7 +324,6 @@ def test_the_first_switch_on_a_bf16_cpu_measures_with_the_torch_it_loads(embedde
     """A home's first build on a CPU with bf16 (no record yet): at the first switch point torch is
     loaded once, in the build's process, and the measurement runs with it (no child loading torch a
     second time); torch bf16 then encodes, and the record lands in the home."""
-    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
 
     forbid_child_measurement(monkeypatch, "measured in a child on a CPU with bf16")
     home, emb = home_embedder(onnx_export, tmp_path, "auto")
@@ -310,7 +339,7 @@ def test_the_first_switch_on_a_bf16_cpu_measures_with_the_torch_it_loads(embedde
     real_load = emb._load_sentence_transformers
     monkeypatch.setattr(emb, "_load_sentence_transformers", lambda: loads.append(1) or real_load())
     emb.encode([f"passage {i}: bone mineral density after denosumab in {i} women"
-                for i in range(FIRST_SWITCH_PASSAGES)])
+                for i in range(SWITCH_PASSAGES)])
     assert torch_loaded_when_measured == [True] and len(loads) == 1
     assert emb.backend == TORCH_BF16 and load_record(home / "models" / RECORD_FILE).chosen == TORCH_BF16
 
@@ -323,9 +352,9 @@ def test_a_stop_while_the_loaded_torch_is_measured_ends_the_wait(embedder, onnx_
     import threading
 
     from sheaf.core.progress import StopRequested
-    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
 
     forbid_child_measurement(monkeypatch, "measured in a child on a CPU with bf16")
+    measurable_cpu(monkeypatch)
     home, emb = home_embedder(onnx_export, tmp_path, "auto")
     started, release, finished = threading.Event(), threading.Event(), []
 
@@ -343,7 +372,7 @@ def test_a_stop_while_the_loaded_torch_is_measured_ends_the_wait(embedder, onnx_
     try:
         with pytest.raises(StopRequested):
             emb.encode([f"passage {i}: bone mineral density after denosumab in {i} women"
-                        for i in range(FIRST_SWITCH_PASSAGES)], between_batches=stop)
+                        for i in range(SWITCH_PASSAGES)], between_batches=stop)
         assert started.is_set() and not finished  # raised while the measurement still ran
         assert load_record(home / "models" / RECORD_FILE) is None
     finally:
@@ -355,6 +384,7 @@ def test_an_embedder_on_torch_measures_with_its_own_model_not_a_child(onnx_expor
     process has just loaded (no child loading torch a second time, ~5-20 s and its memory); the
     record lands in the home with this process's torch start-up, and its choice is used."""
     forbid_child_measurement(monkeypatch, "measured in a child although torch is loaded here")
+    measurable_cpu(monkeypatch)
     home, emb = home_embedder(onnx_export, tmp_path, "torch")
     emb.load()
     rec = load_record(home / "models" / RECORD_FILE)
