@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("query", nargs="+", help="words, a phrase in quotes, or a code (SPG-302)")
     se.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT,
                     help=f"papers to return (default {DEFAULT_LIMIT})")
+    se.add_argument("--kind", choices=KINDS, default="all", help="only papers whose units of this kind hold the "
+                    "words (metadata not searched): " + KIND_HELP)
     _filters(se)
     se.add_argument("--json", action="store_true")
 
@@ -241,7 +243,7 @@ def request_from_args(args: argparse.Namespace) -> QueryRequest:
     if c == "search":
         return SearchRequest(" ".join(args.query), limit=args.limit, year_from=args.year_from,
                              year_to=args.year_to, domain=tuple(args.domain), author=tuple(args.author),
-                             collection=tuple(args.collection), tag=tuple(args.tag))
+                             collection=tuple(args.collection), tag=tuple(args.tag), kind=args.kind)
     if c == "retrieve":
         return RetrieveRequest(" ".join(args.query), mode=args.mode, limit=args.limit, per_paper=args.per_paper,
                                paper=tuple(args.paper), kind=args.kind, full=args.full, year_from=args.year_from,

@@ -751,11 +751,14 @@ class Retriever:
     def search(self, query: str, *, limit: int = DEFAULT_LIMIT, year_from: int | None = None,
                year_to: int | None = None, domains: Sequence[str] | None = None,
                authors: Sequence[str] | None = None, collections: Sequence[str] | None = None,
-               tags: Sequence[str] | None = None) -> Result:
+               tags: Sequence[str] | None = None, kind: str = "all") -> Result:
         """Papers for a lexical query over metadata and full text; one match per paper. The
         snippet is the paper's best evidence, body text before back matter (acknowledgments,
-        data availability, ...) when both hold the words."""
+        data availability, ...) when both hold the words. `kind` other than `all`: papers by
+        their units of that kind alone (see `KINDS`; the metadata is not searched then)."""
         _positive("--limit", limit)
+        if kind not in KINDS:
+            raise SheafError("BAD_QUERY", f"kind must be one of {', '.join(KINDS)}", {"kind": kind})
         if not (query or "").strip():
             raise SheafError("BAD_QUERY", "the query is empty", hint="give some words to search for")
         and_q, or_q = self._matches(query)
@@ -763,9 +766,9 @@ class Retriever:
         actions: list[str] = []
         n = max(200, limit * 10)
         relaxed = False
-        legs = self._paper_legs(and_q, n, paper_ids) if paper_ids != [] else {}
+        legs = self._paper_legs(and_q, n, paper_ids, kind) if paper_ids != [] else {}
         if not any(legs.values()) and or_q != and_q and paper_ids != []:
-            legs = self._paper_legs(or_q, n, paper_ids)
+            legs = self._paper_legs(or_q, n, paper_ids, kind)
             relaxed = any(legs.values())
         fused: dict[str, dict[str, Any]] = {}
         for leg, hits in legs.items():
@@ -778,7 +781,7 @@ class Retriever:
                     c["best"] = (leg, rank, h.ref)
         ranked = sorted(fused.values(), key=lambda c: (-c["score"], c["paper_id"]))[:limit]
         for c in ranked:
-            if c["best"][0] == "body" and _is_backmatter(c["best"][2]):
+            if c["best"][0] == "body" and _is_backmatter(c["best"][2]) and kind == "all":
                 c["best"] = self._body_evidence(c, or_q if relaxed else and_q)
         self.papers(c["paper_id"] for c in ranked)
         best_units = self._units([c["best"][2] for c in ranked if c["best"][0] != "metadata"])
@@ -799,7 +802,7 @@ class Retriever:
             warnings.append("no paper contains every word of the query; these contain some of them")
         for m in matches:
             m["strong"] = not relaxed
-        res = Result({"query": query, "filters": filters, "fusion": {"method": "rrf", "k": RRF_K},
+        res = Result({"query": query, "kind": kind, "filters": filters, "fusion": {"method": "rrf", "k": RRF_K},
                       "score_kind": "rrf", "strong_matches": 0 if relaxed else len(matches),
                       "matches": matches, "engines": self.engines()}, warnings, actions)
         if not matches:
@@ -818,12 +821,32 @@ class Retriever:
         obj = c["legs"].get("object")
         return ("object", obj["rank"], obj["ref"]) if obj else c["best"]
 
-    def _paper_legs(self, match: str, n: int, paper_ids: Sequence[str] | None) -> dict[str, list[FtsHit]]:
+    def _paper_legs(self, match: str, n: int, paper_ids: Sequence[str] | None,
+                    kind: str = "all") -> dict[str, list[FtsHit]]:
+        if kind != "all":
+            return self._paper_legs_of_kind(match, n, paper_ids, kind)
         return {
             "metadata": self.index.lexical_papers("papers", match, limit=n, paper_ids=paper_ids, weights=PAPER_WEIGHTS),
             "body": self.index.lexical_papers("body", match, limit=n, paper_ids=paper_ids, weights=BODY_WEIGHTS),
             "object": self.index.lexical_papers("object", match, limit=n, paper_ids=paper_ids, weights=OBJECT_WEIGHTS),
         }
+
+    def _paper_legs_of_kind(self, match: str, n: int, paper_ids: Sequence[str] | None,
+                            kind: str) -> dict[str, list[FtsHit]]:
+        """Each paper's best unit of `kind` (one leg: `object`, else `body`), best paper first:
+        the scope's units ranked, the other kinds skipped, n papers or every unit (more
+        fetched until then)."""
+        scope, weights = ("object", OBJECT_WEIGHTS) if kind == "object" else ("body", BODY_WEIGHTS)
+        fetch = n
+        while True:
+            got = self.index.lexical_units(scope, match, limit=fetch, paper_ids=paper_ids, weights=weights)
+            best: dict[str, FtsHit] = {}
+            for h in got:
+                if h.paper_id not in best and unit_kind_of(h.ref) == kind:
+                    best[h.paper_id] = h
+            if len(best) >= n or len(got) < fetch:
+                return {scope: list(best.values())[:n]}
+            fetch *= 4
 
     def _metadata_match(self, paper_id: str, score: float, query: str) -> dict[str, Any]:
         r = self.index.paper_text(paper_id)

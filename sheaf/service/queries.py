@@ -48,7 +48,7 @@ def search(req: SearchRequest, retrievers: RetrieverSource, *, served_by: str = 
     return _answer(req.command, retrievers, served_by, lambda r: r.search(
         req.query, limit=req.limit, year_from=req.year_from, year_to=req.year_to,
         domains=list(req.domain) or None, authors=list(req.author) or None,
-        collections=list(req.collection) or None, tags=list(req.tag) or None))
+        collections=list(req.collection) or None, tags=list(req.tag) or None, kind=req.kind))
 
 
 def retrieve(req: RetrieveRequest, retrievers: RetrieverSource, *, served_by: str = "local") -> Outcome:

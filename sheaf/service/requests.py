@@ -109,7 +109,7 @@ class SearchRequest(_Request):
     command: ClassVar[str] = "search"
     _kinds: ClassVar[dict[str, Any]] = {"query": _STR, "limit": _INT, "year_from": _OPT_INT,
                                         "year_to": _OPT_INT, "domain": _STRS, "author": _STRS,
-                                        "collection": _STRS, "tag": _STRS}
+                                        "collection": _STRS, "tag": _STRS, "kind": KINDS}
     query: str
     limit: int = DEFAULT_LIMIT
     year_from: int | None = None
@@ -118,6 +118,7 @@ class SearchRequest(_Request):
     author: tuple[str, ...] = ()
     collection: tuple[str, ...] = ()
     tag: tuple[str, ...] = ()
+    kind: str = "all"
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,19 @@ def test_grep_kind_takes_every_unit_kind(env, capsys, validator, kind, sources):
     assert {m["source"] for m in e["data"]["matches"]} == sources
 
 
+@pytest.mark.parametrize("term, kind, found", [
+    ("fortnight", "note", [(ZKEY, "note")]), ("fortnight", "annotation", []), ("fortnight", "body", []),
+    ("fourteen", "annotation", [(ZKEY, "annotation")]), ("fourteen", "note", []),
+    ("fortnight", "all", [(ZKEY, "note")])])
+def test_search_kind_finds_papers_by_their_units_of_that_kind(env, capsys, validator, term, kind, found):
+    """`search --kind note` finds a paper by its notes (the evidence shown is the note), and not
+    by a word its notes do not hold."""
+    code, e = cli(capsys, "search", term, "--kind", kind)
+    assert code == 0 and e["ok"] and e["data"]["kind"] == kind, e
+    validator.validate(e)
+    assert [(m["zotero_key"], m["source"]) for m in e["data"]["matches"]] == found
+
+
 def test_a_note_and_a_pageless_annotation_have_no_page(env, capsys):
     code, e = cli(capsys, "grep", "zebrafish")
     hits = [(m["source"], m["span"], m["page"], m["page_span"]) for m in e["data"]["matches"]]
