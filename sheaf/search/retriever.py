@@ -835,8 +835,13 @@ class Retriever:
                             kind: str) -> dict[str, list[FtsHit]]:
         """Each paper's best unit of `kind` (one leg: `object`, else `body`), best paper first:
         the scope's units ranked, the other kinds skipped, n papers or every unit (more
-        fetched until then)."""
-        scope, weights = ("object", OBJECT_WEIGHTS) if kind == "object" else ("body", BODY_WEIGHTS)
+        fetched until then). Zotero's notes and annotations share the body scope: their units are
+        picked from the scope's ranking, which costs more fetching when the words are common in
+        the papers' text and rare in the notes."""
+        if kind == "object":  # the whole scope: each paper's best hit as the index ranks it
+            return {"object": self.index.lexical_papers("object", match, limit=n, paper_ids=paper_ids,
+                                                        weights=OBJECT_WEIGHTS)}
+        scope, weights = "body", BODY_WEIGHTS
         fetch = n
         while True:
             got = self.index.lexical_units(scope, match, limit=fetch, paper_ids=paper_ids, weights=weights)

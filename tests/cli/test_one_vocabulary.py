@@ -117,7 +117,7 @@ def test_grep_kind_takes_every_unit_kind(env, capsys, validator, kind, sources):
 @pytest.mark.parametrize("term, kind, found", [
     ("fortnight", "note", [(ZKEY, "note")]), ("fortnight", "annotation", []), ("fortnight", "body", []),
     ("fourteen", "annotation", [(ZKEY, "annotation")]), ("fourteen", "note", []),
-    ("fortnight", "all", [(ZKEY, "note")])])
+    ("fortnight", "all", [(ZKEY, "note")]), ("bumblebees", "object", [(OKEY, "figure")])])
 def test_search_kind_finds_papers_by_their_units_of_that_kind(env, capsys, validator, term, kind, found):
     """`search --kind note` finds a paper by its notes (the evidence shown is the note), and not
     by a word its notes do not hold."""
