@@ -15,8 +15,8 @@ from sheaf.service.requests import RetrieveRequest, SearchRequest
 
 
 def test_every_filter_of_the_requests_is_a_tool_input():
-    # search's fields besides the query and the limit are its filters; retrieve has them all
-    search_filters = set(SearchRequest.field_names()) - {"query", "limit"}
+    # search's fields besides the query, the limit and the unit kind are its filters; retrieve has them all
+    search_filters = set(SearchRequest.field_names()) - {"query", "limit", "kind"}
     assert set(FILTERS) == search_filters
     assert set(FILTERS) <= set(RetrieveRequest.field_names())
     for name, (_, default, doc) in FILTERS.items():
