@@ -890,7 +890,7 @@ class Retriever:
         try:
             if Path(s.library).is_dir():
                 library = len(discover_library(s, write=False).papers)
-        except OSError:
+        except (OSError, SheafError):  # coverage is a hint: another library, a home without a record
             pass
         store = open_artifacts(s)
         try:

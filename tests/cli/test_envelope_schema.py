@@ -16,6 +16,7 @@ import pytest
 from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
+from sheaf.core import home_record
 from sheaf.core.envelope import ERROR_CODES, error
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -49,6 +50,7 @@ def indexes(sample_index, tmp_path_factory) -> dict[str, Path]:
     conn.close()
     junk = d / "junk.db"
     junk.write_text("not a database " * 500)
+    home_record.write_record(d / "home", d / "recorded-library", "plain")  # the home of every case
     (d / "bad-paper").mkdir()
     (d / "bad-paper" / "result.json").write_text("{ this is not json", encoding="utf-8")
     return {"sample": sample_index.path, "bare": bare, "broken": broken, "junk": junk,
@@ -88,6 +90,7 @@ CASES: list[tuple[str, str, dict[str, str], list[str], str | None]] = [
     ("BACKEND_UNAVAILABLE", "junk", {}, ["grep", "x"], "BACKEND_UNAVAILABLE"),
     ("INTERNAL_ERROR", "sample", {}, ["get", "@0"], "INTERNAL_ERROR"),
     ("BAD_INPUT", "sample", {}, ["parse", "@bad_paper", "--format", "paddleocr-vl"], "BAD_INPUT"),
+    ("LIBRARY_MISMATCH", "sample", {}, ["search", "x", "--library", "@dir"], "LIBRARY_MISMATCH"),
 ]
 
 
