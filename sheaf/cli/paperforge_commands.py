@@ -3,7 +3,8 @@ translated onto Sheaf's service functions (the same ones `sheaf` runs; no second
 implementation), answering with the payload shapes the plugin reads
 (`sheaf.service.paperforge_shapes`). See docs/paperforge.md.
 
-Commands: ``search QUERY``, ``retrieve QUERY [--deep]``, ``embed build [--resume|--force]``
+Commands: ``search QUERY``, ``retrieve QUERY [--deep]`` (QUERY as typed, a leading dash
+included: never read as an option), ``embed build [--resume|--force]``
 (always the plugin's NDJSON stream on stdout: start, progress per paper, then result, error or
 cancelled), ``embed status``, ``embed stop``, ``memory build``, ``memory status``,
 ``probe memory|all|MODULE`` (the plugin's capability envelope), ``doctor`` and
@@ -306,10 +307,52 @@ def _parse_failure(argv: list[str], e: UsageError) -> int:
     return 2
 
 
+#: Stands for the query while argparse reads the rest of the command line (it starts with no
+#: dash, so argparse takes it for a positional argument; no one types a NUL).
+_QUERY_MARK = "\x00query"
+
+
+def _query_first(ap: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], str | None]:
+    """(argv with a query that starts with a dash replaced by `_QUERY_MARK`, that query), or
+    (argv, None). The plugin sends `search QUERY --json` and `retrieve QUERY --deep --json`,
+    QUERY as typed in its search box (`-bone`, `--limit`, `@--paper` without its `@`): the word
+    right after `search` / `retrieve` is the query when it is not one of the command's options
+    (`-bone`), or when only flags that take no value follow it (`--limit --json`). `-h`/`--help`
+    there and an option followed by its value (`search --limit 3 bone`) are read as options;
+    `--` ends the options as usual (`search --limit 3 -- -bone`)."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # the options before the command word
+        i += 2 if argv[i] == "--vault" else 1
+    if i + 1 >= len(argv) or argv[i] not in ("search", "retrieve"):
+        return argv, None
+    word, rest = argv[i + 1], argv[i + 2:]
+    if not word.startswith("-") or word == "--":
+        return argv, None
+    sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices[argv[i]]
+    options = sub._option_string_actions
+    name = word.split("=", 1)[0]
+    known = name in options or name.startswith("--") and any(o.startswith(name) for o in options)
+    flags = {o for o, a in options.items() if a.nargs == 0 and o not in ("-h", "--help")}
+    if known and (name in ("-h", "--help") or not rest or not all(r in flags for r in rest)):
+        return argv, None
+    return [*argv[:i + 1], _QUERY_MARK, *rest], word
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The command line read as the plugin means it: a query that starts with a dash is the
+    query, never an option (`_query_first`)."""
+    ap = build_parser()
+    marked, query = _query_first(ap, argv)
+    args = ap.parse_args(marked)
+    if query is not None:
+        args.query = [query if w == _QUERY_MARK else w for w in args.query]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = _parse(argv)
     except UsageError as e:
         return _parse_failure(argv, e)
     if args.command == "embed" and args.sub == "build":

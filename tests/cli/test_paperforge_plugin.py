@@ -3,7 +3,8 @@ run with node) against `python -m sheaf.paperforge`, on a vault of the four real
 outputs and the real Better BibTeX export: what the plugin renders and which build events its
 NDJSON parser accepted. Skipped without node or ../shared. The tests of this module run in order
 on one vault: the settings card of an unbuilt vault, a build, search, retrieve, the card of the
-built vault, a stopped build on a fresh copy and its resume, the error cases.
+built vault, a stopped build on a fresh copy and its resume, queries that start with a dash, the
+error cases (on a vault never built).
 """
 from __future__ import annotations
 
@@ -181,10 +182,36 @@ def test_a_stop_settles_within_the_grace_and_the_resume_finishes(place):
     assert not out["problems"], out["problems"]
 
 
+#: The plugin client's `errors` phase: what is typed in the search box -> the query the plugin sends
+#: (`@`: deep retrieval, the `@` stripped) and the arguments after it.
+DASH_QUERIES = {"--limit": ("--limit", ["--json"]), "-bone": ("-bone", ["--json"]),
+                "@--paper": ("--paper", ["--deep", "--json"])}
+
+
+def test_a_query_that_starts_with_a_dash_searches(place):
+    """What the user types is the query, never an option: `-bone`, `--limit` and `@--paper`
+    search (exit 0: results or none), where they showed *Search backend unavailable*."""
+    out = plugin(place, place["vault"], "errors", name="dash")
+    for typed, (query, tail) in DASH_QUERIES.items():
+        s = next(s for s in out["steps"] if s.get("typed") == typed)
+        assert s["spawned"][-len(tail) - 1:] == [query, *tail], s  # as the plugin sends it
+        assert s["exit_code"] == 0 and s["plugin_state"] in ("results", "empty"), s
+    dash = [p for p in out["problems"] if "the search view shows" in p and ("option" in p or "dash" in p)]
+    assert not dash, dash
+    for p in out["processes"]:
+        assert "Traceback" not in (p.get("stderr") or "") and "usage:" not in (p.get("stdout") or ""), p
+
+
 def test_errors_the_plugin_can_show(place):
-    out = plugin(place, place["vault"], "errors", name="errors")
+    """On a vault never built every search shows *Search backend unavailable*; its Run Doctor
+    button runs `doctor`, which says what to do."""
+    vault = place["root"] / "unbuilt"
+    shutil.copytree(place["template"], vault)
+    out = plugin(place, vault, "errors", name="errors")
     doctor = [p for p in out["processes"] if p["argv"][-1:] == ["doctor"]]
-    assert doctor and all(p["exit_code"] in (0, 1) and "Traceback" not in p["stderr"] for p in doctor)
+    assert doctor and all(p["exit_code"] in (0, 1) and "Traceback" not in p["stderr"] for p in doctor), \
+        out["processes"]
+    assert "no vector index yet" in doctor[0]["stdout"], doctor[0]
     for p in out["processes"]:
         assert "Traceback" not in (p.get("stderr") or ""), p
 
