@@ -112,10 +112,15 @@ def locked(path: Path, poll: Callable[[], None] | None = None, interval: float =
 
 
 def _same_files(src: Path, dest: Path) -> bool:
-    """Whether `dest` holds every file of `src` with its size (a link or a copy of it)."""
+    """Whether `dest` holds every file of `src`: a hard link of it, or a copy (`shutil.copy2`: the
+    same size and modification time)."""
     try:
         for p in src.iterdir():
-            if p.is_file() and (dest / p.name).stat().st_size != p.stat().st_size:
+            if not p.is_file():
+                continue
+            a, b = p.stat(), (dest / p.name).stat()
+            if not ((a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+                    or (a.st_size, a.st_mtime_ns) == (b.st_size, b.st_mtime_ns)):
                 return False
     except OSError:
         return False
@@ -188,21 +193,20 @@ class MachineCache:
                       poll: Callable[[], None] | None = None) -> Path:
         """The export of `model` linked into the home's models folder `models_root` (`link_into`),
         from the cache entry; when the entry has no usable export, `make(entry_root)` makes it
-        there first (it returns the export's folder), under the entry's lock, so that of two
-        builds at once one exports and the other waits for it and links."""
+        there first (it returns the export's folder). All under the entry's lock: of two builds at
+        once one exports and the other waits for it, then links (two workers of one build, into
+        the same home, link one after the other: the second finds the links there)."""
         key, payload = self.export_key(model)
         entry = self.root / "onnx" / key
-        found = find_export(entry, model)
-        if found is None:
-            with locked(self.root / "onnx" / f".{key}.lock", poll):
-                found = find_export(entry, model)
-                if found is None:
-                    entry.mkdir(parents=True, exist_ok=True)
-                    found = Path(make(entry))
-                    with contextlib.suppress(OSError):
-                        write_atomic(entry / "key.json", json.dumps(payload, indent=1, ensure_ascii=False)
-                                     .encode("utf-8"))
-        return link_into(found, models_root)
+        with locked(self.root / "onnx" / f".{key}.lock", poll):
+            found = find_export(entry, model)
+            if found is None:
+                entry.mkdir(parents=True, exist_ok=True)
+                found = Path(make(entry))
+                with contextlib.suppress(OSError):
+                    write_atomic(entry / "key.json", json.dumps(payload, indent=1, ensure_ascii=False)
+                                 .encode("utf-8"))
+            return link_into(found, models_root)
 
     # --- the backend record ----------------------------------------------------------------------
 
