@@ -14,6 +14,7 @@ importing this module is cheap (numpy only).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import platform
 import sys
@@ -317,8 +318,12 @@ class Embedder:
         return self._cache
 
     def _cache_off(self, why: str) -> None:
+        """Go on without the machine cache, with one warning (logged, and `backend_note` once loaded)."""
         self._cache = None
-        self.cache_note = f"{why}: the ONNX export and the backend record are made in this home instead"
+        if self.cache_note is None:
+            self.cache_note = (f"{why}: the ONNX export and the backend record are made in this home instead "
+                               "(set SHEAF_CACHE_DIR to a folder that can be written)")
+            logging.getLogger("sheaf.vectors").warning("%s", self.cache_note)
 
     def _facts(self, identity: ModelIdentity) -> MachineFacts:
         return machine_facts(identity.key, self.resolved_device or "cpu")

@@ -310,7 +310,7 @@ def test_fewer_passages_than_a_measurement_pays_back_measure_nothing(embedder, o
 
 # --- an unwritable cache folder ------------------------------------------------------------------------
 
-def test_an_unwritable_cache_folder_falls_back_to_the_home_with_one_warning(tmp_path, monkeypatch):
+def test_an_unwritable_cache_folder_falls_back_to_the_home_with_one_warning(tmp_path, monkeypatch, caplog):
     """SHEAF_CACHE_DIR under a regular file (no folder can be made there; root ignores permission
     bits, so a read-only folder would not do): the home exports and records for itself, as before the
     cache, and the build gets one warning saying why; it does not fail."""
@@ -348,6 +348,8 @@ def test_an_unwritable_cache_folder_falls_back_to_the_home_with_one_warning(tmp_
     emb.measurer = lambda f: record_choosing(f, ONNX)
     assert emb._measure_shared(facts).facts == facts
     assert not bad.exists()
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "cannot be written" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].name == "sheaf.vectors"
 
 
 class _FakeEncoder:
