@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sheaf.core import home_record
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample-library"
 PYTHON = sys.executable
@@ -553,6 +555,9 @@ def clone_home(ref: dict[str, Any], dest: Path) -> tuple[Path, Path]:
     shutil.copytree(ref["home"], home, ignore=lambda d, names: ["models"] if Path(d) == Path(ref["home"]) else [])
     seed_models(home, Path(ref["home"]))  # hard links where it can: the ONNX export is 88 MB
     shutil.copytree(ref["lib"], lib)
+    rec = home_record.read_record(home)
+    if rec is not None:  # the copy's library is the copied one (as a user's --switch-library would say)
+        home_record.write_record(home, lib, rec.layout)
     return home, lib
 
 
