@@ -103,6 +103,17 @@ def _no_dagster_instance_context_left_open():
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _session_machine_cache(tmp_path_factory):
+    """The machine cache (`sheaf.vectors.machine_cache`) of this test process: nothing a test
+    exports or measures reaches the user's cache folder; the processes tests start inherit it."""
+    root = tmp_path_factory.mktemp("session-machine-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SHEAF_CACHE_DIR", str(root / "sheaf"))
+        mp.setenv("XDG_CACHE_HOME", str(root))  # the default folder, for children that drop SHEAF_*
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _dagster_event_batching():
     """Dagster writes events in every test as in Sheaf's processes (batched: `sheaf build` sets it
     for itself), not one way before the first in-process build and the other way after it."""

@@ -38,7 +38,8 @@ def _children(pid: int) -> list[str]:
 
 def _start(vault: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHEAF_", "DAGSTER_"))}
-    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), PYTHONUTF8="1", PYTHONIOENCODING="utf-8")
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), PYTHONUTF8="1", PYTHONIOENCODING="utf-8",
+               SHEAF_CACHE_DIR=str(vault.parent / "machine-cache"))  # a machine with no export made yet
     return subprocess.Popen([sys.executable, "-m", "sheaf.paperforge", "--vault", str(vault), "embed", "build",
                              "--force"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=vault, text=True)

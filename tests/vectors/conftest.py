@@ -1,7 +1,6 @@
 """Each test of the embedding layer gets a machine cache of its own (`sheaf.vectors.machine_cache`):
 nothing a test exports or measures (with an injected measurer, made-up rates among them) reaches the
-user's cache folder or another test. The session's fixtures made before any test's own cache (the
-session's ONNX export) get one of the session's."""
+user's cache folder or another test (the session's own cache, for every test: tests/conftest.py)."""
 from __future__ import annotations
 
 import pytest
@@ -10,13 +9,6 @@ import pytest
 def _point_at(mp: pytest.MonkeyPatch, root) -> None:
     mp.setenv("SHEAF_CACHE_DIR", str(root / "sheaf"))
     mp.setenv("XDG_CACHE_HOME", str(root))  # the default folder, for settings read from no environment
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _session_machine_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        _point_at(mp, tmp_path_factory.mktemp("session-machine-cache"))
-        yield
 
 
 @pytest.fixture(autouse=True)
