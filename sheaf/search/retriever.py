@@ -44,14 +44,32 @@ from sheaf.core.defaults import (
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.core.settings import get_settings
-from sheaf.core.text import fold, fold_same_length
 from sheaf.search.grep import find_spans, page_at, term_pattern
 from sheaf.search.snippets import (
     SUMMARY_CHARS,
-    clip,
-    highlight_re,
     one_line,
     make_snippet,
+)
+from sheaf.search.fusion import RankFusion
+from sheaf.search.paper_search import PaperSearch
+from sheaf.search.units import (  # the constants and Result are also this module's (its callers import them here)
+    BODY_WEIGHTS,
+    HYBRID_RRF_K,
+    OBJECT_WEIGHTS,
+    PAPER_WEIGHTS,
+    RRF_K,
+    SCORE_KINDS,
+    SEMANTIC_STRONG_GAP,
+    SEMANTIC_STRONG_MIN,
+    Result,
+    Unit,
+    kinds_of,
+    positive,
+    reading_order,
+    unit_heading,
+    unit_page_span,
+    unit_source,
+    unit_text,
 )
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.records import FtsHit
@@ -65,7 +83,6 @@ from sheaf.vectors.identity import (
     ModelIdentity,
     QueryVector,
     resolve_model_path,
-    unit_embedding_text,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,120 +91,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "RRF_K", "HYBRID_RRF_K", "DEFAULT_LIMIT", "DEFAULT_PER_PAPER", "MODES", "KINDS", "Result", "Retriever",
-    "term_pattern", "make_snippet", "reading_order",
+    "term_pattern", "make_snippet", "reading_order", "PAPER_WEIGHTS", "BODY_WEIGHTS", "OBJECT_WEIGHTS",
 ]
-
-RRF_K = 60  # `search`: its three lexical rankings of papers
-#: `retrieve --mode hybrid`: RRF of the lexical and semantic legs. k = 10 weighs the top of each
-#: leg more than the usual 60; on SciFact train it gives hybrid nDCG@10 0.732 against 0.726 at
-#: k = 60 (k 1-5 were higher still, but lean on a single leg's first hits; docs/benchmarks.md).
-HYBRID_RRF_K = 10
-#: bm25 column weights: papers_fts (title, authors, abstract, journal, domain, year),
-#: body_units_fts (heading, text, paper title), object_units_fts (caption, label, table_text,
-#: nearby_text, paper title). The title weight 2 is the best of 1/2/3 on SciFact train.
-PAPER_WEIGHTS = (8.0, 4.0, 2.0, 1.0, 1.0, 1.0)
-BODY_WEIGHTS = (2.0, 1.0, 2.0)
-OBJECT_WEIGHTS = (3.0, 2.0, 1.0, 0.5, 2.0)
-
-Unit = BodyUnit | ObjectUnit
-#: What a match's `score` is, per retrieve mode (`search` fuses ranks: rrf).
-SCORE_KINDS = {"lexical": "bm25", "semantic": "cosine", "hybrid": "rrf"}
-#: A semantic match is *strong* when its cosine is within this of the best match's, and at
-#: least SEMANTIC_STRONG_MIN; a lexical one when its unit holds every word of the query.
-SEMANTIC_STRONG_GAP = 0.15
-SEMANTIC_STRONG_MIN = 0.25
-_LEG_PREF = {"body": 0, "object": 1, "metadata": 2}  # the snippet's source when ranks tie
-
-
-@dataclass
-class Result:
-    """One command's answer: the envelope's `data`, `warnings` and `next_actions`."""
-
-    data: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    next_actions: list[str] = field(default_factory=list)
-
-    @property
-    def matches(self) -> list[dict[str, Any]]:
-        return self.data.get("matches", [])
 
 
 def _canonical_model(model: str) -> str:
     return resolve_model_path(model)[0]
-
-
-# --- text helpers: snippets, one-line summaries ---------------------------------------------
-
-
-
-# --- grep: a term and its variants as one regex ----------------------------------------------
-
-
-# --- reading order ------------------------------------------------------------------------
-
-def reading_order(body: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> list[Unit]:
-    """A paper's units in reading order: body units as indexed (tree order), each figure or
-    table placed after the last body unit of its section (else of its page)."""
-    last_of_node: dict[str, int] = {}
-    for i, u in enumerate(body):
-        last_of_node[u.node_id] = i
-    after: dict[int, list[ObjectUnit]] = {}
-    for o in objects:
-        i = last_of_node.get(o.node_id)
-        if i is None:
-            i = -1
-            for j, u in enumerate(body):
-                if u.page_span and u.page_span[0] <= o.page:
-                    i = j
-        after.setdefault(i, []).append(o)
-    out: list[Unit] = list(after.get(-1, []))
-    for i, u in enumerate(body):
-        out.append(u)
-        out.extend(after.get(i, []))
-    return out
-
-
-# --- the retriever ----------------------------------------------------------------------------
-
-def _kinds(kind: str) -> tuple[str, ...]:
-    """The unit kinds a `kind` choice stands for (`all`: every one)."""
-    return UNIT_KINDS if kind == "all" else (kind,)
-
-
-def _unit_source(u: Unit) -> str:
-    if isinstance(u, ObjectUnit):
-        return u.object_kind
-    if u.unit_kind in ("annotation", "note"):
-        return u.unit_kind
-    return "backmatter" if u.unit_kind == "backmatter_body" else "body"
-
-
-def _unit_text(u: Unit) -> str:
-    return u.text if isinstance(u, BodyUnit) else unit_embedding_text(u)
-
-
-def _page_span(u: Unit) -> list[int] | None:
-    if isinstance(u, ObjectUnit):
-        return [u.page, u.page] if u.page is not None else None
-    return list(u.page_span) if u.page_span else None
-
-
-def _heading(u: Unit) -> str:
-    if isinstance(u, ObjectUnit) and u.label:
-        return u.label
-    return u.section_path[-1] if u.section_path else ""
-
-
-def _is_backmatter(unit_id: str) -> bool:
-    """A back-matter unit (acknowledgments, data availability, ...): `{paper}:body:{node}:backmatter[...]`."""
-    return ":backmatter" in unit_id
-
-
-def _positive(name: str, value: int, minimum: int = 1) -> int:
-    if not isinstance(value, int) or value < minimum:
-        raise SheafError("BAD_QUERY", f"{name} must be an integer >= {minimum}, not {value!r}",
-                         {name: value}, hint=f"pass {name} {max(minimum, 1)} or more")
-    return value
 
 
 @dataclass
@@ -204,7 +113,7 @@ class _Ranked:
     warnings: list[str] = field(default_factory=list)
 
 
-class Retriever:
+class Retriever(PaperSearch, RankFusion):
     """Read-only queries over one open index (an `IndexBackend`).
 
     Its dependencies are passed in: the `index` (with whatever engines its owner gave it) and
@@ -355,12 +264,12 @@ class Retriever:
         m.update({
             "score": None if score is None else round(float(score), 6),
             "text": text,
-            "heading": _heading(u),
-            "source": _unit_source(u),
+            "heading": unit_heading(u),
+            "source": unit_source(u),
             "unit_id": u.unit_id,
             "short_id": u.short_id,
             "section_path": list(u.section_path),
-            "page_span": _page_span(u),
+            "page_span": unit_page_span(u),
             "summary": make_snippet(full_text if full_text is not None else text, query, SUMMARY_CHARS),
             "text_is_full": full,
         })
@@ -500,7 +409,7 @@ class Retriever:
         In steps: check the request, scope it to the papers the filters leave, rank (both legs,
         fetching more until `limit` is met), then make the matches and the envelope."""
         self._check_retrieve(query, mode, kind, limit, per_paper)
-        kinds = _kinds(kind)
+        kinds = kinds_of(kind)
         paper_ids = self._require_papers(papers)
         filtered, filter_warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections, tags)
         if filtered is not None:
@@ -523,8 +432,8 @@ class Retriever:
             raise SheafError("BAD_QUERY", f"mode must be one of {', '.join(MODES)}", {"mode": mode})
         if kind not in KINDS:
             raise SheafError("BAD_QUERY", f"kind must be one of {', '.join(KINDS)}", {"kind": kind})
-        _positive("--limit", limit)
-        _positive("--per-paper", per_paper, 0)
+        positive("--limit", limit)
+        positive("--per-paper", per_paper, 0)
         if not (query or "").strip():
             raise SheafError("BAD_QUERY", "the query is empty", hint="give a question or some words")
         if mode != "semantic":
@@ -596,7 +505,7 @@ class Retriever:
             u = units.get(c["unit_id"])
             if u is None:  # removed between two statements (a concurrent build): skip it
                 continue
-            text = _unit_text(u)
+            text = unit_text(u)
             shown = text if full else make_snippet(text, query, start_hint=passage_starts.get(u.unit_id, 0))
             m = self._match(u, score=c["score"], text=shown, query=query, full=full, full_text=text)
             m["legs"] = c["legs"]
@@ -633,53 +542,6 @@ class Retriever:
                                     "the units around one")
         return res
 
-    @staticmethod
-    def _fuse(legs: dict[str, list[tuple[str, str, float]]], mode: str) -> list[dict[str, Any]]:
-        """Candidates best first. One leg: in the leg's own order (lexical: units holding every
-        word first, then bm25), scored by the leg's score; hybrid: sum of 1 / (HYBRID_RRF_K + rank)."""
-        table: dict[str, dict[str, Any]] = {}
-        for leg in ("lexical", "semantic"):
-            for rank, (uid, pid, score) in enumerate(legs.get(leg, []), start=1):
-                c = table.setdefault(uid, {"unit_id": uid, "paper_id": pid, "score": 0.0,
-                                           "legs": {name: None for name in legs}})
-                c["legs"][leg] = {"rank": rank, "score": round(float(score), 6)}
-                c["score"] += 1.0 / (HYBRID_RRF_K + rank) if mode == "hybrid" else float(score)
-        if mode != "hybrid":
-            return sorted(table.values(), key=lambda c: min(v["rank"] for v in c["legs"].values() if v))
-        # Ties (typically the first hit of one leg against the first hit of the other) go to the
-        # unit the lexical leg found: an exact word or code match over the nearest meaning.
-        return sorted(table.values(), key=lambda c: (
-            -c["score"], min(v["rank"] for v in c["legs"].values() if v), c["legs"].get("lexical") is None,
-            c["unit_id"]))
-
-    @staticmethod
-    def _below(min_score: float | None, mode: str, legs: dict[str, list[tuple[str, str, float]]], n: int) -> bool:
-        """True when fetching more candidates cannot add one scoring `min_score` or more (the
-        legs are in score order; a hybrid score is at most 2 / (k + rank))."""
-        if min_score is None:
-            return False
-        if mode == "hybrid":
-            return 2.0 / (HYBRID_RRF_K + n) < min_score
-        leg = legs.get("lexical" if mode == "lexical" else "semantic") or []
-        return bool(leg) and min(s for _, _, s in leg) < min_score
-
-    @staticmethod
-    def _cap(cands: list[dict[str, Any]], per_paper: int, limit: int,
-             dropped: dict[str, int] | None = None) -> list[dict[str, Any]]:
-        """The first `limit` candidates, at most `per_paper` of one paper (`dropped`: how many
-        each paper had past its cap before the limit was reached)."""
-        per: dict[str, int] = {}
-        out = []
-        for c in cands:
-            if per_paper and per.get(c["paper_id"], 0) >= per_paper:
-                if dropped is not None:
-                    dropped[c["paper_id"]] = dropped.get(c["paper_id"], 0) + 1
-                continue
-            per[c["paper_id"]] = per.get(c["paper_id"], 0) + 1
-            out.append(c)
-            if len(out) >= limit:
-                break
-        return out
 
     def _units(self, unit_ids: Sequence[str]) -> dict[str, Unit]:
         return self.index.units(unit_ids)
@@ -706,174 +568,6 @@ class Retriever:
     def _indexed_papers(self) -> list[str]:
         """The ids of the papers with units in the index, sorted."""
         return self.index.indexed_papers()
-
-    # --- search (paper level) ----------------------------------------------------------------
-
-    def _filter_papers(self, year_from: int | None, year_to: int | None, domains: Sequence[str] | None,
-                       authors: Sequence[str] | None, collections: Sequence[str] | None,
-                       tags: Sequence[str] | None = None
-                       ) -> tuple[list[str] | None, list[str], dict[str, Any]]:
-        """(the papers passing the metadata filters, None without filters; warnings about
-        filter values no paper has; the filters as the envelope shows them). An inverted year
-        range: BAD_QUERY."""
-        filters = {"year_from": year_from, "year_to": year_to, "domain": list(domains) if domains else None,
-                   "author": list(authors) if authors else None,
-                   "collection": list(collections) if collections else None, "tag": list(tags) if tags else None}
-        if year_from is not None and year_to is not None and year_from > year_to:
-            raise SheafError("BAD_QUERY", f"--year-from {year_from} is after --year-to {year_to}: no year "
-                             "can pass both", {"year_from": year_from, "year_to": year_to},
-                             hint=f"swap them: --year-from {year_to} --year-to {year_from}")
-        if year_from is None and year_to is None and not domains and not authors and not collections and not tags:
-            return None, [], filters
-        warnings: list[str] = []
-        paper_ids = self.index.papers_where(year_min=year_from, year_max=year_to,
-                                            domains=list(domains) if domains else None,
-                                            collections=list(collections) if collections else None,
-                                            authors=list(authors) if authors else None,
-                                            tags=list(tags) if tags else None)
-        if domains:
-            known = self._memoized("domains", self.index.domains)
-            unknown = [d for d in domains if d not in known]
-            if unknown:
-                warnings.append(f"no paper has domain {', '.join(map(repr, unknown))}"
-                                + (f"; domains: {', '.join(sorted(known))}" if known else
-                                   "; the library has no domains (--collection filters by Zotero collection)"))
-        if collections:
-            known_c = self._memoized("collection_names", self.index.collection_names)
-            folded = {fold(k) for k in known_c}
-            unknown = [c for c in collections if fold(c.strip("/").split("/")[-1].strip()) not in folded]
-            if unknown:
-                warnings.append(f"no paper is in collection {', '.join(map(repr, unknown))}"
-                                + (f"; collections: {', '.join(sorted(known_c))}" if known_c else
-                                   "; the library's export has no collections"))
-        return paper_ids, warnings, filters
-
-    def search(self, query: str, *, limit: int = DEFAULT_LIMIT, year_from: int | None = None,
-               year_to: int | None = None, domains: Sequence[str] | None = None,
-               authors: Sequence[str] | None = None, collections: Sequence[str] | None = None,
-               tags: Sequence[str] | None = None, kind: str = "all") -> Result:
-        """Papers for a lexical query over metadata and full text; one match per paper. The
-        snippet is the paper's best evidence, body text before back matter (acknowledgments,
-        data availability, ...) when both hold the words. `kind` other than `all`: papers by
-        their units of that kind alone (see `KINDS`; the metadata is not searched then)."""
-        _positive("--limit", limit)
-        if kind not in KINDS:
-            raise SheafError("BAD_QUERY", f"kind must be one of {', '.join(KINDS)}", {"kind": kind})
-        if not (query or "").strip():
-            raise SheafError("BAD_QUERY", "the query is empty", hint="give some words to search for")
-        and_q, or_q = self._matches(query)
-        paper_ids, warnings, filters = self._filter_papers(year_from, year_to, domains, authors, collections, tags)
-        actions: list[str] = []
-        n = max(200, limit * 10)
-        relaxed = False
-        legs = self._paper_legs(and_q, n, paper_ids, kind) if paper_ids != [] else {}
-        if not any(legs.values()) and or_q != and_q and paper_ids != []:
-            legs = self._paper_legs(or_q, n, paper_ids, kind)
-            relaxed = any(legs.values())
-        fused: dict[str, dict[str, Any]] = {}
-        for leg, hits in legs.items():
-            for rank, h in enumerate(hits, start=1):
-                c = fused.setdefault(h.paper_id, {"paper_id": h.paper_id, "score": 0.0,
-                                                  "legs": {k: None for k in legs}, "best": None})
-                c["legs"][leg] = {"rank": rank, "score": round(h.score, 6), "ref": h.ref}
-                c["score"] += 1.0 / (RRF_K + rank)
-                if c["best"] is None or (rank, _LEG_PREF[leg]) < (c["best"][1], _LEG_PREF[c["best"][0]]):
-                    c["best"] = (leg, rank, h.ref)
-        ranked = sorted(fused.values(), key=lambda c: (-c["score"], c["paper_id"]))[:limit]
-        for c in ranked:
-            if c["best"][0] == "body" and _is_backmatter(c["best"][2]) and kind == "all":
-                c["best"] = self._body_evidence(c, or_q if relaxed else and_q)
-        self.papers(c["paper_id"] for c in ranked)
-        best_units = self._units([c["best"][2] for c in ranked if c["best"][0] != "metadata"])
-        matches = []
-        for c in ranked:
-            leg, _, ref = c["best"]
-            u = best_units.get(ref) if leg != "metadata" else None
-            if u is not None:
-                full_text = _unit_text(u)
-                m = self._match(u, score=c["score"], text=make_snippet(full_text, query), query=query,
-                                full_text=full_text)
-            else:
-                m = self._metadata_match(c["paper_id"], c["score"], query)
-            m["legs"] = {k: ({kk: vv for kk, vv in v.items() if kk != "ref"} if v else None)
-                         for k, v in c["legs"].items()}
-            matches.append(m)
-        if relaxed:
-            warnings.append("no paper contains every word of the query; these contain some of them")
-        for m in matches:
-            m["strong"] = not relaxed
-        res = Result({"query": query, "kind": kind, "filters": filters, "fusion": {"method": "rrf", "k": RRF_K},
-                      "score_kind": "rrf", "strong_matches": 0 if relaxed else len(matches),
-                      "matches": matches, "engines": self.engines()}, warnings, actions)
-        if not matches:
-            self._nothing_found(res, semantic=False, filtered=paper_ids is not None)
-        else:
-            res.next_actions.append("sheaf retrieve QUERY --paper KEY for the best passages of one paper")
-        return res
-
-    def _body_evidence(self, c: dict[str, Any], match: str) -> tuple[str, int, str]:
-        """A paper's best evidence other than back matter: its best body unit outside back
-        matter holding the words, else its object hit, else the back-matter unit it had."""
-        hits = self.index.lexical_units("body", match, limit=50, paper_ids=[c["paper_id"]], weights=BODY_WEIGHTS)
-        body = next((h for h in hits if not _is_backmatter(h.ref)), None)
-        if body is not None:
-            return ("body", c["best"][1], body.ref)
-        obj = c["legs"].get("object")
-        return ("object", obj["rank"], obj["ref"]) if obj else c["best"]
-
-    def _paper_legs(self, match: str, n: int, paper_ids: Sequence[str] | None,
-                    kind: str = "all") -> dict[str, list[FtsHit]]:
-        if kind != "all":
-            return self._paper_legs_of_kind(match, n, paper_ids, kind)
-        return {
-            "metadata": self.index.lexical_papers("papers", match, limit=n, paper_ids=paper_ids, weights=PAPER_WEIGHTS),
-            "body": self.index.lexical_papers("body", match, limit=n, paper_ids=paper_ids, weights=BODY_WEIGHTS),
-            "object": self.index.lexical_papers("object", match, limit=n, paper_ids=paper_ids, weights=OBJECT_WEIGHTS),
-        }
-
-    def _paper_legs_of_kind(self, match: str, n: int, paper_ids: Sequence[str] | None,
-                            kind: str) -> dict[str, list[FtsHit]]:
-        """Each paper's best unit of `kind` (one leg: `object`, else `body`), best paper first:
-        the scope's units ranked, the other kinds skipped, n papers or every unit (more
-        fetched until then). Zotero's notes and annotations share the body scope: their units are
-        picked from the scope's ranking, which costs more fetching when the words are common in
-        the papers' text and rare in the notes."""
-        if kind == "object":  # the whole scope: each paper's best hit as the index ranks it
-            return {"object": self.index.lexical_papers("object", match, limit=n, paper_ids=paper_ids,
-                                                        weights=OBJECT_WEIGHTS)}
-        scope, weights = "body", BODY_WEIGHTS
-        fetch = n
-        while True:
-            got = self.index.lexical_units(scope, match, limit=fetch, paper_ids=paper_ids, weights=weights)
-            best: dict[str, FtsHit] = {}
-            for h in got:
-                if h.paper_id not in best and unit_kind_of(h.ref) == kind:
-                    best[h.paper_id] = h
-            if len(best) >= n or len(got) < fetch:
-                return {scope: list(best.values())[:n]}
-            fetch *= 4
-
-    def _metadata_match(self, paper_id: str, score: float, query: str) -> dict[str, Any]:
-        r = self.index.paper_text(paper_id)
-        title, abstract = (r["title"], r["abstract"]) if r else ("", "")
-        pat = highlight_re(fold_same_length(query))
-
-        def has(value: str | None) -> bool:  # accents folded: "Muller" is found in "Müller"
-            return bool(value and pat and pat.search(fold_same_length(value)))
-
-        field_name, text = "Title", title
-        if r and not has(title):
-            fields = (("Abstract", abstract), ("Authors", "; ".join(r["authors"])), ("Journal", r["journal"]))
-            for name, value in fields:
-                if has(value):
-                    field_name, text = name, value
-                    break
-        m = self._paper_fields(paper_id)
-        snippet = make_snippet(text, query) if text else (m["title"] or paper_id)
-        m.update({"score": round(score, 6), "text": snippet, "heading": field_name, "source": "metadata",
-                  "unit_id": None, "short_id": None, "section_path": [], "page_span": None,
-                  "summary": clip(snippet, SUMMARY_CHARS), "text_is_full": False})
-        return m
 
     # --- coverage and empty answers -----------------------------------------------------------
 
@@ -949,14 +643,14 @@ class Retriever:
             (found.append(u) if u is not None else missing.append(r))
         if not found:
             raise self._not_a_unit(missing)
-        matches = [self._match(u, score=None, text=_unit_text(u), full=True) for u in found]
+        matches = [self._match(u, score=None, text=unit_text(u), full=True) for u in found]
         warnings = [f"no unit with id {r}" for r in missing]
         return Result({"ids": refs, "missing": missing, "matches": matches}, warnings,
                       ["sheaf timeline SHORT_ID for the units around one"])
 
     def timeline(self, ref: str, *, window: int = DEFAULT_WINDOW) -> Result:
         """The `window` units before and after one unit in its paper's reading order."""
-        _positive("--window", window, 0)
+        positive("--window", window, 0)
         u = self._unit(ref)
         if u is None:
             e = self._not_a_unit([ref])
@@ -968,7 +662,7 @@ class Retriever:
         lo, hi = max(0, pos - window), min(len(order), pos + window + 1)
         matches = []
         for i in range(lo, hi):
-            m = self._match(order[i], score=None, text=_unit_text(order[i]), full=True)
+            m = self._match(order[i], score=None, text=unit_text(order[i]), full=True)
             m["offset"] = i - pos
             m["position"] = i
             matches.append(m)
@@ -996,7 +690,7 @@ class Retriever:
                 s["figures" if u.object_kind == "figure" else "tables"] += 1
             else:
                 s["units"] += 1
-            span = _page_span(u)
+            span = unit_page_span(u)
             if span:
                 lo, hi = s["pages"] or span
                 s["pages"] = [min(lo, span[0]), max(hi, span[1])]
@@ -1017,7 +711,7 @@ class Retriever:
         that paragraph is found in its body unit."""
         if kind not in KINDS:
             raise SheafError("BAD_QUERY", f"kind must be one of {', '.join(KINDS)}", {"kind": kind})
-        kinds = _kinds(kind)
+        kinds = kinds_of(kind)
         pat = term_pattern(term)
         paper_ids = self._require_papers(papers)
         match = self.index.match_query(term)

@@ -139,7 +139,7 @@ def test_retrieve_every_flag(env, capsys):
     conn = ix.open_index(env["SHEAF_INDEX_FILE"], readonly=True)
     units = rd.get_units(conn, [m["unit_id"] for m in e["data"]["matches"]])
     conn.close()
-    from sheaf.search.retriever import _unit_text
+    from sheaf.search.units import unit_text as _unit_text
     assert [m["text"] for m in e["data"]["matches"]] == [_unit_text(units[m["unit_id"]]) for m in e["data"]["matches"]]
     assert all(m["text_is_full"] for m in e["data"]["matches"])
 

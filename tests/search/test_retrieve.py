@@ -347,7 +347,7 @@ def test_full_text_and_snippets(r, sq_conn):
     assert [m["unit_id"] for m in compact.matches] == [m["unit_id"] for m in full.matches]
     units = rd.get_units(sq_conn, [m["unit_id"] for m in full.matches])
     for c, f in zip(compact.matches, full.matches):
-        assert f["text"] == rv._unit_text(units[f["unit_id"]]) and f["text_is_full"]
+        assert f["text"] == rv.unit_text(units[f["unit_id"]]) and f["text_is_full"]
         assert len(c["text"]) <= sn.SNIPPET_CHARS + 2 and not c["text_is_full"]
         assert "\n" not in c["text"] and "\n" not in c["summary"] and len(c["summary"]) <= sn.SUMMARY_CHARS + 2
         assert any(w in c["text"].lower() for w in ("cough", "awake", "frequenc"))
@@ -399,7 +399,7 @@ def test_three_layer_round_trip(r, sq_conn):
     assert got.warnings == ["no unit with id ffffffffff"]
     units = rd.get_units(sq_conn, [m["unit_id"] for m in got.matches])
     for m in got.matches:
-        assert m["text"] == rv._unit_text(units[m["unit_id"]]) and m["score"] is None
+        assert m["text"] == rv.unit_text(units[m["unit_id"]]) and m["score"] is None
     anchor = ids[0]
     tl = r.timeline(anchor, window=2)
     offs = [m["offset"] for m in tl.matches]
