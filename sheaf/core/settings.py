@@ -369,9 +369,7 @@ def record_home_library(settings: Settings, layout: str, *, switch: bool = False
     rec = home_record.read_record(settings.home)
     if rec is not None and rec.names(settings.library):
         return rec, None
-    if rec is not None and not switch:
-        check_home_library(settings, command)  # raises LIBRARY_MISMATCH
-    if rec is None and not switch:
-        check_home_library(settings, command)  # an unrecorded, built home given no library
+    if not switch:  # another library, or an unrecorded built home given none: LIBRARY_MISMATCH
+        check_home_library(settings, command)
     new = home_record.write_record(settings.home, settings.library, layout)
     return new, (str(rec.library) if rec is not None else None)

@@ -84,7 +84,7 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
     once a second, which saves a run-storage write a paper. The home's first build records its
     library; a build given another library is refused (``LIBRARY_MISMATCH``) unless
     `switch_library`, which records the new one (the old library's papers are then dropped)."""
-    _require_library(settings, "sheaf build", check_home=not switch_library)
+    _require_library(settings, "sheaf build", check_home=False)  # record_home_library checks it
     _light().build_lock.check_workers(settings, settings.build_workers)  # before the no-op proof answers
     _, switched_from = record_home_library(settings, layout_of(settings.library), switch=switch_library)
     if switched_from:
