@@ -6,11 +6,11 @@ from assets.checks import UP_TO_DATE_CHECK, paper_evaluations
 from pipelines.resources import SheafConfig
 from pipelines.planning.policy import REPORT_CONDITION, STATUS_CONDITION
 from pipelines.dagster_internals.private import check_partition_statuses, log_check_evaluations
-from pipelines.planning.paper_view import identities, status_table, verdict
+from pipelines.planning.paper_view import identities, verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import Chain
 from pipelines.planning.record import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
-from pipelines.planning.events import latest_events, latest_observed_versions
+from pipelines.planning.events import latest_observed_versions
 from sheaf.ingest.library import discover_library
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.library_report import library_report_data, report_markdown
@@ -49,7 +49,8 @@ def library_status(context: AssetExecutionContext, sheaf: SheafConfig,
     last = chain.assets[-1]
     passed_now = set(check_partition_statuses(instance, last, UP_TO_DATE_CHECK, papers_partitions)
                      .get("SUCCEEDED", []))
-    ids = identities(discover_library(sheaf.settings()).metadata_files)
+    exports = discover_library(sheaf.settings()).metadata_files
+    ids = identities(exports)
     due = {}
     for k, st in statuses.items():
         ok, why = verdict(st)
@@ -57,13 +58,11 @@ def library_status(context: AssetExecutionContext, sheaf: SheafConfig,
             title = ids.get(k, {}).get("title")
             due[k] = CheckOutcome(ok, why, {"state": st.state, **({"title": title} if title else {})})
     log_check_evaluations(context, paper_evaluations(instance, last, UP_TO_DATE_CHECK, due))
-    built = {k: e.timestamp for k, e in latest_events(instance, last, partitions=keys).items()}
     need = sorted(k for k, st in statuses.items() if st.state != "built")
     if need:
         context.log.info(f"{len(need)} of {len(keys)} papers need work: "
                          + "; ".join(f"{k} ({verdict(statuses[k])[1]})" for k in need[:20]))
     return MaterializeResult(metadata={
-        "papers_table": status_table(statuses, ids, built),
         "needs_work_count": len(need),
-        **record_metadata(instance, chain, statuses, versions, cursor),
+        **record_metadata(instance, chain, statuses, versions, cursor, exports),
     })

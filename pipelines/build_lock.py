@@ -161,7 +161,7 @@ def running_state(pid: int, taken_iso: str | None, runs: list[dict[str, Any]]) -
     if with_progress:
         tags = with_progress[-1]["tags"]
         state.update(current=_int(tags.get("sheaf/current")), total=_int(tags.get("sheaf/total")),
-                     paper_id=tags.get("sheaf/paper_id") or None, stage=tags.get("sheaf/stage") or None,
+                     paper_id=tags.get("sheaf/current_paper") or None, stage=tags.get("sheaf/stage") or None,
                      embeddings_computed=_int(tags.get("sheaf/embedded")))
     elif runs:
         state["stage"] = runs[-1]["job"]

@@ -49,6 +49,8 @@ def rebuild_papers_needing_work(context: OpExecutionContext, sheaf: SheafConfig,
             context.log.info(f"rebuilding {len(keys)} paper(s) from {first}: {why}")
             res = run_chain(context.instance, defs, keys, first, chain,
                             tags={"sheaf/papers": why, "sheaf/launched_by": f"{REBUILD_JOB} {context.run_id}",
+                                  # the UI's "Launched by": this job's run (`run_tags` says `sheaf build`)
+                                  "user": f"{REBUILD_JOB} run {context.run_id[:8]}",
                                   **({"sheaf/titles": titles} if titles else {})})
             if not res["success"]:
                 failed.append(f"run {res['run_id']} ({keys[0]}…{keys[-1]}): " + "; ".join(res["errors"])[:300])

@@ -196,7 +196,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             how["workers_died"] = died
         else:
             interrupted = _run_serially(instance, defs, chain, planned_runs, live, runs)
-        live.flush()  # the counters a throttled write left out, to the last run
+        live.end()  # the counters a throttled write left out; finished runs name no paper
     if interrupted:
         progress("interrupted: the next `sheaf build` carries on with what is left")
     # a stop that came after the last paper: the build is finished; the report is left to the
@@ -221,7 +221,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
         final, recorded = statuses, planned
     if papers is None and not interrupted and chain_cursor(instance, chain) == cursor and (
             record is None or record.cursor != cursor or not same_statuses(record.statuses, recorded)):
-        write_record(instance, chain, recorded, plan.versions, cursor)
+        write_record(instance, chain, recorded, plan.versions, cursor, plan.scan.discovery.metadata_files)
     return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted, how)
 
 

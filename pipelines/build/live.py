@@ -3,13 +3,15 @@
 - **Writer** (`LiveProgress`, inside the build): each paper that finishes the chain emits a
   structured `progress` event (the NDJSON stream of `sheaf build --events`), its first error a
   `warning` event, and the build's counters are written as tags of the Dagster run that is
-  running (`sheaf/current`, `sheaf/total`, `sheaf/paper_id`, `sheaf/stage`, `sheaf/embedded`):
+  running (`sheaf/current`, `sheaf/total`, `sheaf/current_paper`, `sheaf/stage`, `sheaf/embedded`):
   a run-storage update (`SheafRunStorage` keeps its engine), no event-log write. When a program
   reads the events (`exact=True`: `--events`), the tags are written before each paper's event,
   so a poller that saw the event reads at least that far; otherwise (a person's progress bar,
   `--json`) at most once every `TAG_EVERY` seconds and at the end of each run. Dagster's
   `add_run_tags` reads and rewrites the run's body: 2.4-2.9 ms a paper here, ~7% of the 42 ms of
-  a paper's orchestration it was measured in, for counts nobody but a poller reads.
+  a paper's orchestration it was measured in, for counts nobody but a poller reads. The paper
+  being worked on is a tag only while its run runs: a finished run's `sheaf/current_paper` is
+  emptied (`end`), so no run of many papers is labelled with one of them in the UI.
 - **Reader** (`build_state`): the build lock says whether a build runs and which process
   (`pipelines.build_lock.lock_holder`, a flock the kernel drops when its holder dies, so it
   never goes stale); that process's runs (`sheaf/pid` + `sheaf/pid_start` tags) give the run
@@ -36,14 +38,17 @@ from pipelines.dagster_internals.private import free_pool_slots
 from pipelines.build_lock import STOP_TAG, proc_start, idle_state, lock_holder, process_alive, running_state
 from pipelines.build_lock import build_holder as _holder
 
-__all__ = ["BUILD_PID_TAG", "LiveProgress", "build_state", "dead_runs", "reap_dead_runs", "stop_build", "PROGRESS_TAGS"]
+__all__ = ["BUILD_PID_TAG", "LiveProgress", "PAPER_TAG", "PROGRESS_TAGS", "build_state", "dead_runs", "reap_dead_runs",
+           "stop_build"]
 
 DIED_MESSAGE = "the sheaf process (pid {pid}) running this run died (killed or crashed) before it finished"
 
 Events = Callable[[dict[str, Any]], None]
 
 #: The run tags the build keeps current while it runs.
-PROGRESS_TAGS = ("sheaf/current", "sheaf/total", "sheaf/paper_id", "sheaf/stage", "sheaf/embedded")
+PROGRESS_TAGS = ("sheaf/current", "sheaf/total", "sheaf/current_paper", "sheaf/stage", "sheaf/embedded")
+#: The paper the build is at, while its run runs (`LiveProgress.end` empties it).
+PAPER_TAG = "sheaf/current_paper"
 #: Seconds between two writes of the progress tags when no program reads the build's events.
 TAG_EVERY = 1.0
 #: The build process (the lock holder) a worker's run belongs to (`pipelines.build.workers`); its own
@@ -89,7 +94,27 @@ class LiveProgress:
     def new_run(self) -> None:
         """A new run of the chain is about to start (its id is found on its first paper)."""
         self.flush()
+        self._clear_paper(self._run_id)
         self._run_id = None
+
+    def end(self) -> None:
+        """The build's runs are over: the counters left out, and no finished run of this build
+        (a worker's included) still names the paper it was at."""
+        self.flush()
+        try:
+            for run in self.instance.get_runs(RunsFilter(tags={self._tag_key: self._pid}), limit=500):
+                if run.tags.get(PAPER_TAG):
+                    self._clear_paper(run.run_id)
+        except Exception:  # noqa: BLE001 - progress for other processes must never fail the build
+            pass
+
+    def _clear_paper(self, run_id: str | None) -> None:
+        if run_id is None:
+            return
+        try:
+            self.instance.add_run_tags(run_id, {PAPER_TAG: ""})
+        except Exception:  # noqa: BLE001 - as above
+            pass
 
     def flush(self) -> None:
         """Write the counters a throttled write left out, to the run they belong to."""
@@ -119,7 +144,7 @@ class LiveProgress:
         try:
             self.instance.add_run_tags(run_id, {
                 "sheaf/current": str(self.current), "sheaf/total": str(self.total),
-                "sheaf/paper_id": key or "", "sheaf/stage": self.stage or "", "sheaf/embedded": str(self.embedded)})
+                PAPER_TAG: key or "", "sheaf/stage": self.stage or "", "sheaf/embedded": str(self.embedded)})
         except Exception:  # noqa: BLE001 - progress for other processes must never fail the build
             pass
 

@@ -553,6 +553,7 @@ def log_check_evaluations(context: Any, evaluations: Sequence[Any]) -> None:
     batch, last = generate_event_batch_id(), len(evaluations) - 1
     for i, ev in enumerate(evaluations):
         message = (f"Asset check '{ev.check_name}' on '{ev.asset_key.to_user_string()}' "
+                   + ("" if ev.partition is None else f"for paper {ev.partition} ")
                    + ("passed." if ev.passed else "did not pass.")
                    + ("" if ev.description is None else f" Description: '{ev.description}'"))
         op._events.append(DagsterEvent.from_step(

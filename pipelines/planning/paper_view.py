@@ -94,13 +94,17 @@ STATUS_COLUMNS = (
 )
 
 
+def table_rows(statuses: Mapping[str, PaperStatus]) -> list[PaperStatus]:
+    """The papers the table lists (`TABLE_ROWS` at most): those needing work first, by key."""
+    return sorted(statuses.values(), key=lambda s: (STATE_ORDER.get(s.state, 9), s.key))[:TABLE_ROWS]
+
+
 def status_table(statuses: Mapping[str, PaperStatus], ids: Mapping[str, Mapping[str, Any]],
                  last_built: Mapping[str, float]) -> Any:
     """The papers by state as a `MetadataValue.table` (`STATUS_COLUMNS`), those needing work first."""
-    rows = sorted(statuses.values(), key=lambda s: (STATE_ORDER.get(s.state, 9), s.key))
     records = [TableRecord({"state": st.state, "key": st.key, "why": reason_text(st)[:_TEXT],
                             "paper": paper_label(ids.get(st.key)), "last_built": _iso(last_built.get(st.key))})
-               for st in rows[:TABLE_ROWS]]
+               for st in table_rows(statuses)]
     return MetadataValue.table(records=records, schema=TableSchema(columns=list(STATUS_COLUMNS)))
 
 

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue
 
+from pipelines.planning.events import latest_events
 from pipelines.planning.model import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
+from pipelines.planning.paper_view import identities, status_table, table_rows
 from pipelines.planning.statuses import Chain, paper_statuses
 
 STATUS_ASSET = "library_status"
@@ -77,24 +80,36 @@ def _latest_record(instance: DagsterInstance) -> Record | None:
 
 
 def write_record(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
-                 versions: Mapping[str, str], cursor: int) -> None:
+                 versions: Mapping[str, str], cursor: int, metadata_files: Iterable[str | Path]) -> None:
     """Record `statuses` (planned with the OCR `versions`) as current up to storage id `cursor`."""
     instance.report_runless_asset_event(AssetMaterialization(
-        STATUS_ASSET, metadata=record_metadata(instance, chain, statuses, versions, cursor)))
+        STATUS_ASSET, metadata=record_metadata(instance, chain, statuses, versions, cursor, metadata_files)))
 
 
 def record_metadata(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
-                    versions: Mapping[str, str], cursor: int) -> dict[str, Any]:
+                    versions: Mapping[str, str], cursor: int, metadata_files: Iterable[str | Path]) -> dict[str, Any]:
     """The metadata of a `library_status` materialization holding the record (what
-    `write_record` reports run-less; the `library_status` asset materializes it in a run)."""
+    `write_record` reports run-less after `sheaf build`; the `library_status` asset materializes
+    it in a run), with the per-paper table the UI shows (`papers_table`): the same after every
+    build path. `metadata_files`: the library's exports, for the papers' titles."""
     counts = status_counts(statuses)
     raw = record_json(statuses, versions, cursor=cursor, observed=observation_cursor(instance),
                       code=chain_digest(chain), assets=chain.assets, artifacts=chain.artifacts)
     return {
+        "papers_table": papers_table(instance, chain, statuses, metadata_files),
         "papers": len(statuses), **{f"papers_{s}": n for s, n in sorted(counts.items())},
         "needs_work": MetadataValue.md(_table(statuses.values())),
         "record": MetadataValue.json(raw),
     }
+
+
+def papers_table(instance: DagsterInstance, chain: Chain, statuses: Mapping[str, PaperStatus],
+                 metadata_files: Iterable[str | Path]) -> Any:
+    """The `paper_view.status_table` of `statuses`; identities and last-build times are read for
+    the papers it lists only (`TABLE_ROWS`), so a large library's one-paper edit stays cheap."""
+    keys = [st.key for st in table_rows(statuses)]
+    built = {k: e.timestamp for k, e in latest_events(instance, chain.assets[-1], partitions=keys).items()}
+    return status_table(statuses, identities(metadata_files, keys), built)
 
 
 def _table(statuses: Iterable[PaperStatus]) -> str:

@@ -92,15 +92,20 @@ def test_without_a_program_the_tags_are_written_once_a_second_and_the_rest_at_th
     _finish(inst, first)
     lp.new_run()  # the next run: what the last write left out goes to the run it belongs to
     tags = inst.get_run_by_id(first).tags
-    assert (tags["sheaf/current"], tags["sheaf/paper_id"], tags["sheaf/embedded"]) == ("5", "K4", "4")
+    # the counters it left out, and no paper named once the run is over (a run of many papers)
+    assert (tags["sheaf/current"], tags["sheaf/current_paper"], tags["sheaf/embedded"]) == ("5", "", "4")
     second = _run(inst)
     clock.now += 0.1
     lp.paper(LAST, "K5", {})  # the run's only paper, throttled: no write found the run yet
     _finish(inst, second)
-    lp.flush()  # the build's end, after its last run ended: still that run's tags
-    assert _current(inst, second) == 6 and len(writes) == 4
+    lp.flush()  # after its last run ended: still that run's tags
+    assert _current(inst, second) == 6 and len(writes) == 5
+    assert inst.get_run_by_id(second).tags["sheaf/current_paper"] == "K5"
     lp.flush()
-    assert len(writes) == 4  # nothing left: no write
+    assert len(writes) == 5  # nothing left: no write
+    lp.end()  # the build's end: no finished run names a paper
+    assert [inst.get_run_by_id(r).tags["sheaf/current_paper"] for r in (first, second)] == ["", ""]
+    assert len(writes) == 6
 
 
 @pytest.mark.slow

@@ -255,6 +255,8 @@ def test_rebuild_stale_job_rebuilds_exactly_the_papers_needing_work(built):
         (papers_of_run(q.tags), q.tags["sheaf/papers"]) for q in planned)
     assert {r.tags["sheaf/papers"] for r in chain_runs} == {"L2YSNC8V (OCR changed)", "D2LPA7XK (missing: never built)"}
     assert all(r.tags["sheaf/launched_by"] == f"rebuild_stale {res.run_id}" for r in chain_runs)
+    # the UI's "Launched by" (the `user` tag) names the job's run, not `sheaf build`
+    assert {r.tags["user"] for r in chain_runs} == {f"rebuild_stale run {res.run_id[:8]}"}
     assert {st.state for st in paper_statuses(inst, defs).values()} == {"built"}
 
     before = {r.run_id for r in inst.get_runs()}

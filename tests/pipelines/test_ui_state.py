@@ -74,6 +74,17 @@ def test_every_check_partition_is_passed_after_a_multi_paper_run(built):
     for chk in ALL_CHECKS:
         for ck in chk.check_keys:
             assert _statuses(inst, ck.asset_key.path[-1], ck.name) == {"SUCCEEDED": sorted(BASE_PAPERS)}, ck
+    # the run's log names the paper of each evaluation (the UI shows its metadata and its message)
+    from dagster import AssetCheckKey
+
+    from pipelines.dagster_internals.private import PartitionKeyFilter
+
+    key = BASE_PAPERS[0]
+    (rec,) = inst.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey("vector_collections"), "vectors_match_passages"), limit=1,
+        partition_filter=PartitionKeyFilter(key=key))
+    assert rec.event.dagster_event.event_specific_data.metadata["paper"].value == key
+    assert f"for paper {key} passed" in rec.event.dagster_event.message
 
 
 def test_an_edited_paper_is_red_with_its_reason_until_rebuilt(built):
@@ -137,6 +148,18 @@ def test_sheaf_build_runs_name_their_launcher_and_partitions(built):
     # `sheaf build --json` writes its progress tags at most once a second, and the last counts at the end
     last = max(runs, key=lambda r: int(r.tags["sheaf/current"]))
     assert last.tags["sheaf/current"] == last.tags["sheaf/total"] == str(len(BASE_PAPERS)), last.tags
+    # a finished run of several papers is labelled with none of them
+    assert all(not r.tags.get("sheaf/current_paper") and "sheaf/paper_id" not in r.tags for r in runs), runs
+
+
+def test_library_status_has_its_paper_table_after_a_plain_sheaf_build(built):
+    """`sheaf build` records the plan run-less; that record carries the same per-paper table as a
+    `library_status` run (it used to have the counts only, until a run inside Dagster)."""
+    ev = instance().get_latest_materialization_event(AssetKey("library_status"))
+    assert ev.run_id == ""  # the CLI build's run-less record, not a Dagster run
+    rows = _status_table(instance())
+    assert set(rows) == set(BASE_PAPERS)
+    assert all(r["state"] == "built" and r["paper"] and r["last_built"] for r in rows.values()), rows
 
 
 def _check_statuses(inst) -> dict[str, dict[str, list[str]]]:
