@@ -14,7 +14,7 @@ from pipelines.resources import SheafConfig
 from pipelines.planning.versions import CODE_VERSIONS
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
-from sheaf.core.progress import check_stop
+from sheaf.core.progress import check_stop, phase
 from sheaf.ingest.library import discover_library
 from sheaf.ingest.metadata import export_files_metadata, export_hash
 from sheaf.store.artifacts import table_title, table_to_body_units, table_to_object_units
@@ -85,7 +85,9 @@ PASSAGE_PAPERS = 32
 def vector_collections(context: AssetExecutionContext, sheaf: SheafConfig, embedder: ResourceParam[Embedder],
                        body_units: dict[str, Any], object_units: dict[str, Any], ocr_blocks: dict[str, Any]) -> None:
     """The paper's passages and vectors in the current embedding model's sqlite-vec collection."""
+    phase("loading the embedding model")
     embedder.load(poll=check_stop)  # a stop while the model loads (or is exported) ends the step at once
+    phase("embedding")
     identity = embedder.identity
     if embedder.backend_note:
         context.log.warning(embedder.backend_note)

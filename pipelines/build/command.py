@@ -28,7 +28,7 @@ from pipelines.build.runs import QUIET_RUN_CONFIG, cancel_running, ensure_dagste
 from pipelines.build.sync import SyncPlan, apply_sync, plan_sync
 from pipelines.build.workers import chunks_for_workers, run_parallel
 from sheaf.core.envelope import SheafError
-from sheaf.core.progress import interactive_build, stop_reason, stop_requested
+from sheaf.core.progress import interactive_build, phase, stop_reason, stop_requested
 from sheaf.core.settings import Settings
 from sheaf.ingest.metadata import export_hash
 from sheaf.ingest.sources import SourceScan
@@ -115,6 +115,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     # The last build's record, while provably current (pipelines/planning/record.py): papers whose OCR
     # hash it holds keep its status, and no paper's events are read for them.
     record = None if full else load_record(instance, chain, known)
+    phase("scanning the library")
     plan = plan_sync(instance, settings, observed=record.versions if record is not None else None, scan=scan)
     apply_sync(instance, settings, plan)
     sync = {"added": plan.added, "removed": plan.removed, "changed": sorted(plan.changed),
@@ -141,6 +142,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     loaded = {k: getattr(v, "value", v) for k, v in last.asset_materialization.metadata.items()} \
         if last is not None and last.asset_materialization is not None else {}
     if full or loaded.get("export_hash") != _export_hash(settings, plan) or metadata_missing(settings, loaded.get("papers")):
+        phase("loading the library's metadata")
         res = defs.resolve_job_def("library_job").execute_in_process(
             instance=instance, raise_on_error=False, asset_selection=[AssetKey("library_metadata")],
             run_config=QUIET_RUN_CONFIG, tags=run_tags())
@@ -154,6 +156,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     for k in unknown:
         progress(f"! {k}: not a paper of this library")
     # --full rebuilds every paper whatever its status: read once, after the runs
+    phase("planning")
     statuses, read = ({}, 0) if full else statuses_from(instance, chain, wanted, plan.versions, record)
     how = {"record": "skipped (--full)" if full else ("current" if record is not None else "none or stale"),
            "papers_read": read, "dagster": True}
@@ -176,8 +179,12 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     if workers > 1:  # the one-process default reports exactly what it always did
         how["workers"] = min(workers, len(targets)) if parallel else 1
 
+    finished: dict[str, int] = {}  # step -> papers that finished it in this build
+
     def on_paper(step: str, key: str, meta: dict[str, Any]) -> None:
         nonlocal computed
+        finished[step] = finished.get(step, 0) + 1
+        phase(f"{STEP_WORDS.get(step, step)} {finished[step]}/{len(targets)}")
         if "error" in meta:
             progress(f"✗ {key}: {step}: {meta['error']}")
         elif step == "vector_collections":
@@ -223,6 +230,12 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
             record is None or record.cursor != cursor or not same_statuses(record.statuses, recorded)):
         write_record(instance, chain, recorded, plan.versions, cursor, plan.scan.discovery.metadata_files)
     return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted, how)
+
+
+#: What the heartbeat of a piped build calls each step of the chain (`sheaf.core.progress.phase`).
+STEP_WORDS = {"ocr_blocks": "parse", "fulltext_markdown": "render", "render_map": "render",
+              "structure_tree": "structure", "body_units": "units", "object_units": "units",
+              "fts_tables": "full-text index", "vector_collections": "embed"}
 
 
 #: `sheaf build` refreshes the library report itself when it rebuilt at least this share of the

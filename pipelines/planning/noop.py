@@ -39,6 +39,7 @@ from pipelines.planning.model import (
     record_from_json, with_warning_events,
 )
 from pipelines.build_lock import build_holder, build_lock, check_writable, lock_holder, running_state, sweep_leftovers
+from sheaf.core.progress import phase
 from sheaf.core.settings import Settings
 from sheaf.ingest.metadata import export_hash
 from sheaf.ingest.sources import SourceScan, scan_sources
@@ -145,6 +146,7 @@ def quick_build(settings: Settings, progress: Callable[[str], None],
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
     with build_lock(settings.home, progress):
         check_writable(paths)
+        phase("scanning the library")
         proof = prove_unchanged(settings, write_cache=True)
         if not proof.unchanged:
             return None, proof

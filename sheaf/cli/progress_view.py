@@ -5,9 +5,11 @@
 - `--json`: nothing while it runs (the envelope comes at the end).
 - a person at a terminal (stderr is a TTY): one rich progress bar on stderr (papers done /
   total, passages embedded, rate, ETA) with a line above it per failure or warning.
-- otherwise (a log, a pipe): the plain lines, and a heartbeat line (papers done, seconds) after
-  every `HEARTBEAT` seconds without one, so a log never goes silent for minutes while a step
-  parses or embeds a batch of papers.
+- otherwise (a log, a pipe): the plain lines, and a heartbeat line (the phase, papers done,
+  seconds) after every `HEARTBEAT` seconds without one, so a log never goes silent for minutes
+  while a step parses or embeds a batch of papers. The phase ("scanning the library",
+  "planning", "parse 3/37", "loading the embedding model", "embed 5/37") is what the build says
+  through `sheaf.core.progress.phase`, which the view listens to while it is open.
 """
 from __future__ import annotations
 
@@ -15,7 +17,10 @@ import json
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from typing import IO, Any
+
+from sheaf.core.progress import phase_listener
 
 __all__ = ["BuildView", "event_line", "HEARTBEAT"]
 
@@ -43,6 +48,8 @@ class BuildView:
         self._task: Any = None
         self._said_at = self._began = time.monotonic()
         self._done, self._total = 0, 0
+        self._phase = "starting"
+        self._stack = ExitStack()
         self._quit = threading.Event()
         self._lock = threading.Lock()
         self._beat: threading.Thread | None = None
@@ -71,8 +78,12 @@ class BuildView:
     def _heartbeat(self, every: float) -> None:
         while not self._quit.wait(min(every, 1.0)):
             if time.monotonic() - self._said_at >= every:
-                done = f"{self._done} of {self._total} papers done" if self._total else "planning"
-                self._print(f"… still building ({done}; {time.monotonic() - self._began:.0f} s)")
+                done = f"; {self._done} of {self._total} papers done" if self._total else ""
+                self._print(f"… still building: {self._phase}{done} ({time.monotonic() - self._began:.0f} s)")
+
+    def phase(self, text: str) -> None:
+        """What the build is doing now (`sheaf.core.progress.phase`), for the heartbeat."""
+        self._phase = text
 
     def event(self, event: dict[str, Any]) -> None:
         if event.get("event") == "start":
@@ -120,6 +131,7 @@ class BuildView:
         self._progress.start()
 
     def close(self) -> None:
+        self._stack.close()
         self._quit.set()
         if self._beat is not None and self._beat.is_alive():
             self._beat.join()
@@ -128,6 +140,7 @@ class BuildView:
             self._progress = None
 
     def __enter__(self) -> "BuildView":
+        self._stack.enter_context(phase_listener(self.phase))
         if self._beat is not None:
             self._beat.start()
         return self

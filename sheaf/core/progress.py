@@ -15,6 +15,7 @@ from typing import Any
 Listener = Callable[[str, str, dict[str, Any]], None]
 
 _listener: Listener | None = None
+_phase: list[Callable[[str], None]] = []  # the phase listeners installed, outermost first
 _stop = threading.Event()
 _reason = ["Ctrl-C"]
 _scopes = [0]  # depth of `stop_on_sigterm` blocks: a stop asked for inside one outlives a nested build
@@ -28,6 +29,24 @@ def notify(step: str, paper: str, metadata: dict[str, Any]) -> None:
     """Tell the listener (if any) that `paper` finished `step`."""
     if _listener is not None:
         _listener(step, paper, metadata)
+
+
+def phase(text: str) -> None:
+    """Say what the build is doing now ("scanning the library", "parse 3/37", "loading the
+    embedding model") to the phase listener, if any: what a piped build's heartbeat line says
+    (`sheaf.cli.progress_view`)."""
+    for listener in list(_phase):
+        listener(text)
+
+
+@contextmanager
+def phase_listener(listener: Callable[[str], None]) -> Iterator[None]:
+    """Add `listener` to those `phase` tells, for the duration of the block."""
+    _phase.append(listener)
+    try:
+        yield
+    finally:
+        _phase.remove(listener)
 
 
 def stop_requested() -> bool:

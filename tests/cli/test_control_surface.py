@@ -303,19 +303,24 @@ def test_a_terminal_gets_one_progress_bar_and_a_line_per_problem(monkeypatch):
 
 def test_a_piped_build_is_never_silent_for_long():
     """Piped (a log, a program), a build that prints nothing for `heartbeat` seconds (a step
-    parsing or embedding a whole batch) prints a heartbeat line with the papers done."""
+    parsing or embedding a whole batch) prints a heartbeat line with the phase the build said
+    last (`sheaf.core.progress.phase`) and the papers done."""
     import time
 
     from sheaf.cli.progress_view import BuildView
+    from sheaf.core.progress import phase
 
     plain = io.StringIO()
     with BuildView(stdout=plain, stderr=io.StringIO(), heartbeat=0.2) as view:
         view.event({"event": "start", "total": 3})
         view.event({"event": "progress", "current": 1, "total": 3})
+        phase("embed 2/3")
         deadline = time.monotonic() + 10
         while "still building" not in plain.getvalue() and time.monotonic() < deadline:
             time.sleep(0.05)
-    assert "… still building (1 of 3 papers done;" in plain.getvalue()
+    assert "… still building: embed 2/3; 1 of 3 papers done (" in plain.getvalue()
+    phase("after the build")  # the view stopped listening when it closed
+    assert "after the build" not in plain.getvalue()
     quiet = io.StringIO()
     with BuildView(stdout=quiet, json_only=True, heartbeat=0.05):  # --json: nothing while it runs
         time.sleep(0.3)

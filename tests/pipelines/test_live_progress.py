@@ -134,3 +134,22 @@ def test_papers_embedded_together_are_reported_one_by_one_as_encoded(tmp_path, m
     assert [c for c, _ in seen] == list(range(1, len(BASE_PAPERS) + 1))
     calls = [n for _, n in seen]
     assert calls == sorted(calls) and calls[0] < calls[-1], seen
+
+
+def test_a_build_says_each_phase_it_is_in(tmp_path_factory, tmp_path, monkeypatch):
+    """What a piped build's heartbeat line names (`sheaf.core.progress.phase`): the scan, the plan,
+    each step's papers n/N, the model load and the embedding, in that order."""
+    from sheaf.core.progress import phase_listener
+    from tests.pipeline_kit import built_base, clone, edit_markdown, run_cli
+
+    base, _ = built_base(tmp_path_factory)
+    home = clone(base, tmp_path / "b").apply(monkeypatch)
+    edit_markdown(home.papers / "L2YSNC8V" / "paper.md", "A new paragraph about lichen thalli.")
+    said: list[str] = []
+    with phase_listener(said.append):
+        code, env = run_cli(["build", "--json"])
+    assert code == 0, env
+    firsts = list(dict.fromkeys(p.split(" ")[0] for p in said))
+    assert firsts[:2] == ["scanning", "planning"], said
+    assert "parse 1/1" in said and "embed 1/1" in said, said
+    assert said.index("loading the embedding model") < said.index("embedding") < said.index("embed 1/1")
