@@ -86,6 +86,23 @@ def prove_unchanged(settings: Settings, *, write_cache: bool = True) -> Proof:
         return Proof.no(str(e))
 
 
+def recorded_unreadable(settings: Settings) -> dict[str, str]:
+    """{paper: why its file cannot be read} as the last build recorded it, read without Dagster
+    and without a scan of the library (what a status poll every 2 s can afford); {} when the
+    home has no record or its files cannot tell."""
+    home = Path(settings.dagster_home)
+    if not home.is_dir():
+        return {}
+    try:
+        with DagsterFiles(home) as files:
+            record = record_from_json((files.latest_metadata(STATUS_ASSET) or {}).get("record"))
+    except CannotTell:
+        return {}
+    if record is None:
+        return {}
+    return {k: st.error or "" for k, st in sorted(record.statuses.items()) if st.state == "unreadable"}
+
+
 def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
     if files.storage != settings.dagster_storage:  # the Dagster way rewrites the dagster.yaml
         return Proof.no(f"SHEAF_DAGSTER_STORAGE is {settings.dagster_storage}; the home is on {files.storage}")

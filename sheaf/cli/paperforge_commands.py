@@ -187,7 +187,8 @@ def _status(args: argparse.Namespace, settings: Any) -> Outcome:
         return Outcome(ok("embed stop", data, count=out.envelope["count"], next_actions=out.envelope["next_actions"]),
                        out.exit_code)
     if args.command == "embed":
-        data = pf.embed_status_data(settings, pipeline.index_probe(settings), pipeline.build_state(settings))
+        data = pf.embed_status_data(settings, pipeline.index_probe(settings), pipeline.build_state(settings),
+                                    pipeline.recorded_unreadable(settings))
         acts = [] if data["total_chunks"] else ["run `sheaf build`"]
         return Outcome(ok("embed status", data, count=data["total_chunks"], next_actions=acts))
     st = pipeline.status(settings)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import SheafError
+from sheaf.core.models import UNREADABLE_FIX
 from sheaf.core.settings import VAULT_HOME, get_settings
 from sheaf.store.select import open_backend
 
@@ -120,8 +121,15 @@ def deps_installed() -> dict[str, bool]:
             for name in ("onnxruntime", "sentence_transformers", "sqlite_vec", "tokenizers")}
 
 
-def embed_status_data(settings: Any, probe: dict[str, Any], build_state: dict[str, Any]) -> dict[str, Any]:
-    """`embed status` data from the index probe and the live build state."""
+def unreadable_rows(unreadable: dict[str, str]) -> list[dict[str, str]]:
+    """The papers whose file cannot be read, each with its reason and the fix (as `sheaf status`)."""
+    return [{"paper_id": k, "reason": why, "fix": UNREADABLE_FIX} for k, why in unreadable.items()]
+
+
+def embed_status_data(settings: Any, probe: dict[str, Any], build_state: dict[str, Any],
+                      unreadable: dict[str, str] | None = None) -> dict[str, Any]:
+    """`embed status` data from the index probe, the live build state and the papers the last
+    build found unreadable ({paper: reason})."""
     rows = probe.get("rows") or {}
     body = int(rows.get("body_units", 0))
     objects = int(rows.get("object_units", 0))
@@ -140,6 +148,7 @@ def embed_status_data(settings: Any, probe: dict[str, Any], build_state: dict[st
         "chunk_count": body + objects, "total_chunks": passages, "papers_indexed": int(probe.get("indexed", 0)),
         "papers_embedded": int(probe.get("embedded", 0)), "collections": probe.get("collections", {}),
         "index_path": probe.get("path"), "build_state": build_state,
+        "unreadable": unreadable_rows(unreadable or {}),
     }
 
 
@@ -153,7 +162,9 @@ def memory_status_data(status_data: dict[str, Any]) -> dict[str, Any]:
             "paper_count_index": int(coverage.get("library", 0)), "papers_indexed": int(probe.get("indexed", 0)),
             "fresh": bool(status_data.get("fresh")), "needs_rebuild": bool(status_data.get("needs_rebuild")),
             "verdict_reasons": status_data.get("verdict_reasons", []), "coverage": coverage,
-            "build_state": status_data.get("build_state")}
+            "build_state": status_data.get("build_state"),
+            "unreadable": unreadable_rows({p["paper_id"]: p.get("error") or "" for p in status_data.get("papers") or []
+                                           if p.get("state") == "unreadable"})}
 
 
 # --- the plugin's own commands -----------------------------------------------------------------

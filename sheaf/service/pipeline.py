@@ -315,6 +315,12 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
     return Outcome(env, 1 if remaining else 0, (found, final))
 
 
+def recorded_unreadable(settings: Any) -> dict[str, str]:
+    """{paper: reason} of the papers the last build found unreadable, read without Dagster and
+    without scanning the library (`pipelines.planning.noop.recorded_unreadable`)."""
+    return _light().planning.noop.recorded_unreadable(settings)
+
+
 def build_state(settings: Any) -> dict[str, Any]:
     """The live state of the build of `settings`' home (`pipelines.build.live.build_state`), without
     loading the Definitions: what a program polling a running build asks for. Idle with no

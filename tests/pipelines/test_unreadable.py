@@ -48,6 +48,16 @@ def test_a_truncated_pdf_is_unreadable_the_build_exits_0_and_does_not_retry(tmp_
         assert paper["fix"] == UNREADABLE_FIX
         assert st["data"]["fresh"], st["data"]["verdict_reasons"]  # no build can do more
         assert any("unreadable" in r for r in st["data"]["verdict_reasons"])
+        # PaperForge's `embed status` (polled every 2 s: the last build's record, no scan) and
+        # `memory status` say the same
+        from sheaf.service import pipeline
+        from sheaf.service.paperforge_shapes import embed_status_data, memory_status_data
+
+        s = h.settings()
+        rows = embed_status_data(s, pipeline.index_probe(s), pipeline.build_state(s),
+                                 pipeline.recorded_unreadable(s))["unreadable"]
+        assert rows == [{"paper_id": KEY, "reason": paper["error"], "fix": UNREADABLE_FIX}]
+        assert memory_status_data(st["data"])["unreadable"] == rows
 
         code, again = run_cli(["build", "--json"])  # the no-op: nothing retried, still exit 0
         assert code == 0, again
