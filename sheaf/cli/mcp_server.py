@@ -475,8 +475,8 @@ class SheafTools:
 
     # -- grounding: grep -------------------------------------------------------------------------------
 
-    def grep(self, term: str, paper: list[str], max_tokens: int) -> CallToolResult:
-        out = self._ask("grep", lambda: GrepRequest.from_dict({"term": term, "paper": paper}))
+    def grep(self, term: str, paper: list[str], max_tokens: int, kind: str = "all") -> CallToolResult:
+        out = self._ask("grep", lambda: GrepRequest.from_dict({"term": term, "paper": paper, "kind": kind}))
 
         def shape(data: dict[str, Any]) -> dict[str, Any]:
             hits = [{"short_id": m["short_id"], "paper": m["zotero_key"], "section_path": m["section_path"],
@@ -599,6 +599,8 @@ WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempoten
 
 _MAX_TOKENS = Annotated[int, Field(ge=1, description="the answer's budget in tokens (estimated as characters / 4); "
                                    "matches that do not fit are left out, best first kept, and named")]
+_KIND = Annotated[str, Field(description="which units: body text, objects (figures and tables), Zotero notes, "
+                             "Zotero annotations, or all", json_schema_extra={"enum": list(KINDS)})]
 
 
 def _with_filters(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -709,9 +711,10 @@ def make_server(tools: SheafTools) -> MCPServer:
     @_with_filters
     def search(query: Annotated[str, Field(description="words, a phrase in quotes, or a code (SPG-302)")],
                limit: Annotated[int, Field(ge=1, description="papers to return")] = DEFAULT_LIMIT,
+               kind: _KIND = "all",
                max_tokens: _MAX_TOKENS = DEFAULT_MAX_TOKENS,
                **filters: Any) -> Annotated[CallToolResult, SearchResult]:
-        return tools.search(query, limit, max_tokens, **filters)
+        return tools.search(query, limit, max_tokens, kind=kind, **filters)
 
     srv.add_tool(search, description=(
         "Find papers (not passages) in the user's library by words in their title, authors, abstract, journal or "
@@ -728,8 +731,7 @@ def make_server(tools: SheafTools) -> MCPServer:
                                                  "cap)")]
                  = DEFAULT_PER_PAPER,
                  paper: Annotated[list[str], Field(description="only these papers (keys)")] = [],  # noqa: B006
-                 kind: Annotated[str, Field(description="body text, objects (figures and tables) or all",
-                                            json_schema_extra={"enum": list(KINDS)})] = "all",
+                 kind: _KIND = "all",
                  full: Annotated[bool, Field(description="the whole text of each unit (the deep layer: many more "
                                              "tokens); default: a one-line summary, then `get` the units you need")]
                  = False,
@@ -769,8 +771,9 @@ def make_server(tools: SheafTools) -> MCPServer:
     def grep(term: Annotated[str, Field(description="a term, identifier or code: SPG302, SPG 302 and SPG-302 "
                                         "are the same code")],
              paper: Annotated[list[str], Field(description="only these papers (keys)")] = [],  # noqa: B006
+             kind: _KIND = "all",
              max_tokens: _MAX_TOKENS = DEFAULT_MAX_TOKENS) -> Annotated[CallToolResult, GrepResult]:
-        return tools.grep(term, paper, max_tokens)
+        return tools.grep(term, paper, max_tokens, kind)
 
     srv.add_tool(grep, description=(
         "Every occurrence of an exact term or code in the library's text, figure captions and tables, verbatim, "

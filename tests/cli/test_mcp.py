@@ -150,6 +150,13 @@ def test_tools_schemas_layers_budget_and_errors(base):
             rgr = await c.call_tool("grep", {"term": word})
             dgr = structured(rgr, schemas["grep"])
             assert dgr["count"] > 0 and all(word.lower() in m["span"].lower() for m in dgr["matches"])
+            # every unit kind on every query tool: this library has no Zotero notes
+            for tool in ("search", "retrieve", "grep"):
+                assert tools[tool].input_schema["properties"]["kind"]["enum"] == [
+                    "body", "object", "note", "annotation", "all"], tool
+            assert (await c.call_tool("grep", {"term": word, "kind": "note"})).structured_content["count"] == 0
+            assert (await c.call_tool("grep", {"term": word, "kind": "body"})).structured_content["count"] > 0
+            assert (await c.call_tool("search", {"query": "soil", "kind": "note"})).structured_content["count"] == 0
 
             rst = await c.call_tool("status", {})
             dst = structured(rst, schemas["status"])
