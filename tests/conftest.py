@@ -21,6 +21,20 @@ def pytest_collection_modifyitems(config, items):
     test, the workers' and the query encoder's modules) one worker ran them alone while the other
     had finished."""
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+    if config.option.markexpr or not _whole_suite(config):
+        return
+    # the whole suite, no -m: the end-to-end modules are left out (`-m e2e` runs them, .ci/run too)
+    dropped = [item for item in items if item.get_closest_marker("e2e")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not item.get_closest_marker("e2e")]
+
+
+def _whole_suite(config) -> bool:
+    """Whether the run names no test path of its own (the `testpaths`, as `scripts/dev pytest`)."""
+    root = Path(str(config.rootpath))
+    named = {Path(a.split("::")[0]).resolve() for a in config.args}
+    return named <= {(root / p).resolve() for p in config.getini("testpaths")}
 
 
 class _ModuleProgress:

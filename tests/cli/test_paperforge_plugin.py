@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 
-pytestmark = [pytest.mark.slow, pytest.mark.realdata, pytest.mark.heavy]  # one build, read by the tests after it
+pytestmark = [pytest.mark.slow, pytest.mark.realdata, pytest.mark.heavy, pytest.mark.e2e]  # one build, read by the tests after it
 
 CLIENT = SHARED_DATA.parent / "clients" / "paperforge-plugin" / "plugin-client.cjs"
 NODE = shutil.which("node")

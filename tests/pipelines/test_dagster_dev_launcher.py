@@ -16,7 +16,7 @@ import pytest
 
 from tests.pipeline_kit import ROOT, env_for_subprocess, new_home
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e]
 LAUNCHER = ROOT / "scripts" / "dagster-dev"
 
 

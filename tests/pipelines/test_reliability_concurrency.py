@@ -24,7 +24,7 @@ import pytest
 
 from tests import reliability_kit as kit
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy,
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e,
               pytest.mark.skipif(not kit.fork_supported(), reason="needs fork (Linux)")]
 
 LOCKED = ("database is locked", "database table is locked", "SQLITE_BUSY")

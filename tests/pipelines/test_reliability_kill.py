@@ -26,7 +26,7 @@ import pytest
 from tests import reliability_kit as kit
 from tests.dagster_kit import HANDLE_NEW_EVENT
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy,
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e,
               pytest.mark.skipif(not kit.fork_supported(), reason="needs fork (Linux)")]
 
 LIB_A, LIB_B, EDIT_B = kit.LIB_A, kit.LIB_B, kit.EDIT_B

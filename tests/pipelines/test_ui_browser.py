@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - the test extra installs it
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.heavy,
+    pytest.mark.heavy, pytest.mark.e2e,
     pytest.mark.skipif(not CHROMIUM, reason="no Chromium installed (apt-get install chromium; .ci/run does)"),
     pytest.mark.skipif(not HAVE_PLAYWRIGHT, reason="playwright is not installed (pip install -e .[test])"),
 ]

@@ -27,7 +27,7 @@ import pytest
 from tests.conftest import link_onnx_export
 from tests.pipeline_kit import CHAIN, ROOT, Home, materialization_counts, new_home
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e]
 
 PAPERS = ("L2YSNC8V", "M3FJ9PLC", "P9KE3UHB", "W6TB4YRS")
 
