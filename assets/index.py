@@ -15,8 +15,8 @@ from pipelines.planning.versions import CODE_VERSIONS
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
 from sheaf.core.progress import check_stop, phase
-from sheaf.ingest.library import discover_library
-from sheaf.ingest.metadata import export_files_metadata, export_hash
+from sheaf.library.discover import discover_library
+from sheaf.library.metadata import export_files_metadata, export_hash
 from sheaf.store.artifacts import table_title, table_to_body_units, table_to_object_units
 from sheaf.store.backend import IndexBackend
 from sheaf.store.select import open_backend

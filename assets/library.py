@@ -11,7 +11,7 @@ from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import Chain
 from pipelines.planning.record import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
 from pipelines.planning.events import latest_observed_versions
-from sheaf.ingest.library import discover_library
+from sheaf.library.discover import discover_library
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.library_report import library_report_data, report_markdown
 from sheaf.transform.checks import CheckOutcome

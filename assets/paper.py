@@ -21,8 +21,8 @@ from pipelines.planning.paper_view import identities, identity_metadata
 from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import ARTIFACT_METADATA
 from sheaf.core.models import IngestError
-from sheaf.ingest import source_hash
-from sheaf.ingest.library import discover_library
+from sheaf.formats import source_hash
+from sheaf.library.discover import discover_library
 from sheaf.store.artifacts import (
     body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict, table_hash,
     table_to_paper, tree_from_dict,

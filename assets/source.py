@@ -4,8 +4,8 @@ from dagster import DataVersion, DataVersionsByPartition, observable_source_asse
 
 from pipelines.resources import SheafConfig
 from pipelines.partitions import papers_partitions
-from sheaf.ingest import source_hash
-from sheaf.ingest.library import discover_library
+from sheaf.formats import source_hash
+from sheaf.library.discover import discover_library
 from sheaf.core.models import IngestError
 
 

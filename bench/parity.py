@@ -48,7 +48,7 @@ from sheaf.core.settings import get_settings  # noqa: E402
 from sheaf.eval.beir import build_beir_index, load_beir  # noqa: E402
 from sheaf.eval.metrics import per_query_metrics  # noqa: E402
 from sheaf.eval.runs import QueryVectors, paper_ranking  # noqa: E402
-from sheaf.ingest.common import RawBlock, finalize  # noqa: E402
+from sheaf.formats.common import RawBlock, finalize  # noqa: E402
 from sheaf.search.retriever import Retriever  # noqa: E402
 from sheaf.store.copy import copy_index  # noqa: E402
 from sheaf.store.postgres.schema import EXACT_BELOW, HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402

@@ -65,7 +65,7 @@ MiB = 1024 * 1024
 
 def corpus() -> list[dict[str, Any]]:
     """Every paper to parse: corpus (real|sample), format, paper id, path, sibling PDF (pages)."""
-    from sheaf.ingest import find_input
+    from sheaf.formats import find_input
 
     out: list[dict[str, Any]] = []
 
@@ -126,8 +126,8 @@ def maxrss_mib() -> float:
 
 def run_group(papers: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
     """Time and measure every paper of one group in this process."""
-    import sheaf.ingest as ingest
-    from sheaf.ingest import parse_paper
+    import sheaf.formats as ingest
+    from sheaf.formats import parse_paper
     from sheaf.transform.chain import units_from_paper
 
     for name in ingest.FORMATS:  # import every adapter (pypdfium2 included) before the baseline
@@ -175,7 +175,7 @@ def run_embed(papers: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
         from sheaf.vectors.embedder import Embedder
     except Exception as e:  # torch or the model not installed: no comparison
         return {"error": f"{type(e).__name__}: {e}"}
-    from sheaf.ingest import parse_paper
+    from sheaf.formats import parse_paper
     from sheaf.transform.chain import units_from_paper
 
     t0 = time.perf_counter()
@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("nothing to parse (no ../shared/data and no sample library?)")
     for p in papers:  # page counts from the source PDF where the format carries no pages
         p["pdf_pages"] = pdf_pages(p["pdf"]) if p["pdf"] else None
-    from sheaf.ingest import FORMATS
+    from sheaf.formats import FORMATS
 
     order = {f: i for i, f in enumerate(FORMATS)}
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}

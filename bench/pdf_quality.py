@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sheaf.core.models import HEADING_ROLES, IngestError  # noqa: E402
-from sheaf.ingest.common import caption_label  # noqa: E402
+from sheaf.formats.common import caption_label  # noqa: E402
 from sheaf.transform.chain import process_paper  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"

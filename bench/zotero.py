@@ -12,7 +12,7 @@ with a `.zotero-ft-cache` holding one SciFact abstract (Zotero's extracted text,
 then indexes): the database is real-sized, the embedding stays affordable.
 
 Measured per size, each a fresh process, one at a time:
-- discovery (`sheaf.ingest.library.discover` with its mirror): cold (no mirror: the snapshot
+- discovery (`sheaf.library.discover.discover` with its mirror): cold (no mirror: the snapshot
   copy, the catalog read, every file hashed, every manifest written) and warm (nothing changed:
   3 times), timed inside the process and as the whole process;
 - the library side of a no-op build (discovery + the source scan + the metadata export's hash,
@@ -179,7 +179,7 @@ def child(home: Path, lib: Path, what: str) -> dict[str, Any]:
 def discover_main() -> dict[str, Any]:
     """Child: discovery of the settings' library through its mirror, timed in the process."""
     from sheaf.core.settings import get_settings
-    from sheaf.ingest.library import discover_library
+    from sheaf.library.discover import discover_library
 
     settings = get_settings()
     t0 = time.perf_counter()
@@ -192,8 +192,8 @@ def library_side_main() -> dict[str, Any]:
     """Child: what a no-op build reads of the library before the index (pipelines.planning.noop): the
     source scan (discovery + each manifest's stat) and the metadata export's hash."""
     from sheaf.core.settings import get_settings
-    from sheaf.ingest.metadata import export_hash
-    from sheaf.ingest.sources import scan_sources
+    from sheaf.library.metadata import export_hash
+    from sheaf.library.sources import scan_sources
 
     settings = get_settings()
     t0 = time.perf_counter()

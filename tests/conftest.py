@@ -234,8 +234,8 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
     (pytest's cache folder), so only the model load is paid once the cache is warm."""
     from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.writer import cache_put, replace_paper, replace_paper_vectors, upsert_papers
-    from sheaf.ingest.library import discover
-    from sheaf.ingest.metadata import load_library_metadata
+    from sheaf.library.discover import discover
+    from sheaf.library.metadata import load_library_metadata
     from sheaf.transform.chain import process_paper
 
     path = tmp_path_factory.mktemp("sample-index") / "sheaf.db"

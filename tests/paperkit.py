@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from sheaf.core.models import Block, BodyUnit, EmittedBlock, HeadingEvent, ObjectUnit, ParsedPaper, RenderMap
-from sheaf.ingest.common import clean_text
+from sheaf.formats.common import clean_text
 
 
 def blk(role: str, text: str = "", level: int | None = None, page: int = 1,

@@ -30,8 +30,8 @@ from pipelines.build.workers import chunks_for_workers, run_parallel
 from sheaf.core.envelope import SheafError
 from sheaf.core.progress import interactive_build, phase, stop_reason, stop_requested
 from sheaf.core.settings import Settings
-from sheaf.ingest.metadata import export_hash
-from sheaf.ingest.sources import SourceScan
+from sheaf.library.metadata import export_hash
+from sheaf.library.sources import SourceScan
 from sheaf.store.health import storage_problem
 from sheaf.vectors.embedder import Embedder
 

@@ -28,7 +28,7 @@ from pipelines.build_lock import build_lock, lock_holder, prepare_index, sweep_l
 from pipelines.planning.events import latest_events, latest_observed_versions
 from pipelines.build.sync import remove_paper_everywhere
 from sheaf.core.models import paper_key_problem, valid_paper_key
-from sheaf.ingest.library import discover_library
+from sheaf.library.discover import discover_library
 from sheaf.store.artifact_store import SUFFIXES, ArtifactStore, open_artifacts
 from sheaf.store.artifacts import dict_hash, table_hash
 from sheaf.store.select import check_backend, open_backend

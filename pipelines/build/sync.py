@@ -15,7 +15,7 @@ from pipelines.partitions import papers_partitions
 from pipelines.planning.model import SyncPlan, current_versions
 from pipelines.planning.events import latest_observed_versions
 from sheaf.core.settings import Settings
-from sheaf.ingest.sources import SourceScan, scan_sources
+from sheaf.library.sources import SourceScan, scan_sources
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.select import open_backend
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sheaf.ingest.sources import SourceScan
+from sheaf.library.sources import SourceScan
 
 Events = Callable[[dict[str, Any]], None]
 

@@ -41,8 +41,8 @@ from pipelines.planning.model import (
 from pipelines.build_lock import build_holder, build_lock, check_writable, lock_holder, running_state, sweep_leftovers
 from sheaf.core.progress import phase
 from sheaf.core.settings import Settings
-from sheaf.ingest.metadata import export_hash
-from sheaf.ingest.sources import SourceScan, scan_sources
+from sheaf.library.metadata import export_hash
+from sheaf.library.sources import SourceScan, scan_sources
 from sheaf.store.select import check_backend
 
 #: The partitions, the recorded plan's asset, the observed source and the library metadata

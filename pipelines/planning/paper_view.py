@@ -15,7 +15,7 @@ from typing import Any
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
 from pipelines.planning.model import PaperStatus
-from sheaf.ingest.metadata import export_files_metadata
+from sheaf.library.metadata import export_files_metadata
 
 #: Table rows: papers that need work first, then the built ones.
 STATE_ORDER = {"failed": 0, "unreadable": 1, "stale": 2, "missing": 3, "built": 4}

@@ -28,7 +28,7 @@ from sheaf.eval.runs import (
     Ticker,
     paper_ranking,
 )
-from sheaf.ingest.common import RawBlock, finalize
+from sheaf.formats.common import RawBlock, finalize
 from sheaf.core.models import PaperMeta
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever
 from sheaf.store.fulltext import FTS_TEXT_VERSION, FTS_TOKENIZER

@@ -577,7 +577,7 @@ class Retriever(PaperSearch, RankFusion):
         configured model)."""
         # Reading the library folder needs the ingest package (~20 ms to import): only an
         # empty answer, which reports coverage, pays for it.
-        from sheaf.ingest.library import discover_library
+        from sheaf.library.discover import discover_library
 
         s = self.settings
         library = None

@@ -7,7 +7,7 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.models import IngestError, paper_key_problem
-from sheaf.ingest.library import discover
+from sheaf.library.discover import discover
 from sheaf.service.requests import Outcome
 from sheaf.transform.chain import process_paper
 

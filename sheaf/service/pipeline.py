@@ -17,7 +17,7 @@ from sheaf.core.models import UNREADABLE_FIX, paper_key_problem
 from sheaf.core.progress import StopRequested, check_stop, stop_on_sigterm, while_polled
 from sheaf.core import home_record
 from sheaf.core.settings import check_home_library, record_home_library, where
-from sheaf.ingest.library import layout_of
+from sheaf.library.discover import layout_of
 from sheaf.service.build_state import verdict
 from sheaf.service.requests import Outcome
 from sheaf.store.select import check_backend, open_backend, probe_index_file

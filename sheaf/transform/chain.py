@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sheaf.core.models import BodyUnit, ObjectUnit, ParsedPaper, Render, RenderMap, SectionNode
-from sheaf.ingest import parse_paper
+from sheaf.formats import parse_paper
 from sheaf.transform.render import render_paper
 from sheaf.transform.tree import build_tree
 from sheaf.transform.units import DEFAULT_TOKEN_CAP, body_units, object_units

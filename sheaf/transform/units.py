@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from sheaf.ingest.common import caption_kind, caption_label
+from sheaf.formats.common import caption_kind, caption_label
 from sheaf.core.parsed import NO_PAGE
 from sheaf.core.models import (
     BACKMATTER_ROLES,

@@ -15,7 +15,7 @@ import pytest
 from sheaf.cli.app import main
 from sheaf.core.defaults import KINDS, unit_kind_of
 from sheaf.core.models import PaperMeta
-from sheaf.ingest.zotero_source import MANIFEST_FORMAT
+from sheaf.formats.zotero_source import MANIFEST_FORMAT
 from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import writer as wr
 from sheaf.transform.chain import process_paper
@@ -30,7 +30,7 @@ PAGELESS = "An annotation on zebrafish whose page Zotero did not record."
 
 
 def zotero_manifest(dest: Path) -> Path:
-    """A Zotero paper's source manifest (what `sheaf.ingest.zotero_mirror` writes): one attachment
+    """A Zotero paper's source manifest (what `sheaf.library.zotero_mirror` writes): one attachment
     (the sample's Markdown paper), a highlight on page 3 with a comment, one without a page, a note."""
     m = {"format": MANIFEST_FORMAT, "version": "2", "key": ZKEY,
          "sources": [{"attachment": "ATT00001", "title": "Full Text",
@@ -166,8 +166,8 @@ def test_a_real_zotero_items_annotations_by_kind_with_their_link_and_pages(share
     """San7o's MapReduce item (two highlights, on pages 1 and 2) read from its Zotero data
     directory and indexed: `--kind annotation` gives its annotations, with Zotero's pages, and
     the text output its zotero://select link."""
-    from sheaf.ingest.library import discover
-    from sheaf.ingest.metadata import export_files_metadata
+    from sheaf.library.discover import discover
+    from sheaf.library.metadata import export_files_metadata
     from tests.zotero_kit import ZOTERO_DIRS
 
     key, src = "YDQMNNXT", shared_data / "zotero_dirs" / ZOTERO_DIRS[1]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.core.records import record_dict
-from sheaf.ingest.metadata import export_files_metadata
+from sheaf.library.metadata import export_files_metadata
 from sheaf.transform import chain
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-library"

@@ -66,7 +66,7 @@ LOADED: dict[str, pa.Table] = {}
 
 def _sheaf_tables(key: str) -> dict[str, pa.Table]:
     """A bundled sample paper's blocks, body units and object units as Sheaf's assets make them."""
-    from sheaf.ingest.library import discover
+    from sheaf.library.discover import discover
     from sheaf.store.artifacts import body_units_to_table, object_units_to_table, paper_to_table
     from sheaf.transform import chain
 

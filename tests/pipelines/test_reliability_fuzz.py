@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sheaf.ingest import parse_paper
+from sheaf.formats import parse_paper
 from sheaf.core.models import ROLES, IngestError
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-library" / "papers"
@@ -297,7 +297,7 @@ def _check_parsed(paper: Any, fmt: str) -> None:
         paper_to_table,
     )
     from sheaf.store.sqlite.writer import replace_paper
-    from sheaf.ingest.common import MAX_PAGES
+    from sheaf.formats.common import MAX_PAGES
     from sheaf.transform.chain import units_from_paper
 
     assert paper.paper_id == PAPER
@@ -418,8 +418,8 @@ def test_hostile_paper_keys_are_refused_everywhere(key: str) -> None:
 
 
 def test_hostile_folder_names_and_metadata_keys_are_skipped(tmp_path: Path) -> None:
-    from sheaf.ingest.library import discover
-    from sheaf.ingest.metadata import load_metadata_file
+    from sheaf.library.discover import discover
+    from sheaf.library.metadata import load_metadata_file
 
     papers = tmp_path / "lib" / "papers"
     for name in ("GOOD1", "...", "..x", "a..b", "sp ace", "ünï", "x;y", ".hidden"):

@@ -58,7 +58,7 @@ def fresh(tmp_path, monkeypatch) -> Home:
 
 
 def test_discovery_sensor_adds_partitions_observes_changes_and_skips(fresh):
-    from sheaf.ingest import source_hash
+    from sheaf.formats import source_hash
 
     inst = instance()
     r1 = _sense(fresh, inst)

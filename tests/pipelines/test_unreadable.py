@@ -77,7 +77,7 @@ def test_a_truncated_pdf_is_unreadable_the_build_exits_0_and_does_not_retry(tmp_
 def test_a_reader_that_fails_on_a_paper_is_still_a_failed_build(tmp_path_factory, tmp_path, monkeypatch):
     """The other side of the line: a reader raising what it did not foresee is a bug, the paper
     is `failed` and the build exits 1 (the fault is injected into the Markdown reader)."""
-    import sheaf.ingest.markdown as markdown
+    import sheaf.formats.markdown as markdown
 
     base, _ = built_base(tmp_path_factory)
     h = clone(base, tmp_path / "copy")

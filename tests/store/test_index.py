@@ -208,7 +208,7 @@ def test_foreign_sqlite_file_refused(tmp_path):
 
 
 def test_index_modules_do_not_import_torch():
-    code = ("import sys, sheaf.store.sqlite.schema, sheaf.vectors.embedder, sheaf.store.fulltext, sheaf.ingest.metadata, sheaf.store.sqlite.db; "
+    code = ("import sys, sheaf.store.sqlite.schema, sheaf.vectors.embedder, sheaf.store.fulltext, sheaf.library.metadata, sheaf.store.sqlite.db; "
             "bad = [m for m in ('torch', 'sentence_transformers', 'transformers', 'dagster') "
             "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.ingest.library import discover
+from sheaf.library.discover import discover
 from sheaf.store.artifacts import (
     body_units_to_table, object_units_to_table, paper_to_table, render_map_from_dict, table_title,
     table_to_body_units, table_to_object_units, table_to_paper, tree_from_dict,

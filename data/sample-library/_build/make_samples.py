@@ -6,7 +6,7 @@ Run from the project root:
 Every paper is written once as a format-neutral `Paper` (content/pNN_*.py, our own
 synthetic text) and rendered by the writer of the format it exercises. The output is
 deterministic: running the script twice gives byte-identical files. `--check` also parses
-every paper with `sheaf.ingest.parse_paper` (when importable) and prints a summary.
+every paper with `sheaf.formats.parse_paper` (when importable) and prints a summary.
 """
 from __future__ import annotations
 
@@ -86,9 +86,9 @@ def check() -> None:
     root = LIB.parent.parent
     sys.path.insert(0, str(root))
     try:
-        from sheaf.ingest import parse_paper
+        from sheaf.formats import parse_paper
     except Exception as e:  # the adapters may not exist yet
-        print(f"sheaf.ingest not importable: {e}")
+        print(f"sheaf.formats not importable: {e}")
         return
     for p in papers():
         try:

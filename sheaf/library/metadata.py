@@ -3,7 +3,7 @@
 A PaperForge vault's ``System/PaperForge/exports/*.json`` (one Better BibTeX export per
 domain, the file stem is the domain), a plain library's ``library.json`` (Better BibTeX JSON or
 CSL-JSON), and the exports Sheaf writes itself for a Zotero data directory or a folder of PDFs
-(`sheaf.ingest.zotero_mirror`, `sheaf.ingest.folder`: Better BibTeX-style, with tags and links).
+(`sheaf.library.zotero_mirror`, `sheaf.library.folder`: Better BibTeX-style, with tags and links).
 Attachments, notes and annotations are skipped. A malformed item is reported by key (or
 position) in the warnings and skipped; it never stops the load.
 """

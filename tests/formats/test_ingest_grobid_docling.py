@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.ingest import docling, grobid, parse_paper
-from sheaf.ingest.common import clean_text, norm_key
+from sheaf.formats import docling, grobid, parse_paper
+from sheaf.formats.common import clean_text, norm_key
 from sheaf.core.models import BODY_ROLES, CAPTION_ROLES, FURNITURE_ROLES, HEADING_ROLES, OBJECT_ROLES, IngestError
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -612,7 +612,7 @@ def test_docling_non_utf8_is_a_warned_degraded_result(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", _samples(TEI_FILES + DOCLING_FILES, DATA / "formats"))
 def test_auto_detection_picks_the_adapter(path: Path) -> None:
-    from sheaf.ingest import find_input
+    from sheaf.formats import find_input
 
     try:
         _, fmt = find_input("k", path)
@@ -623,7 +623,7 @@ def test_auto_detection_picks_the_adapter(path: Path) -> None:
 
 def test_finalize_keeps_adapter_pairing_over_proximity() -> None:
     """An adapter's explicit attach_to wins; proximity pairing only handles the rest."""
-    from sheaf.ingest.common import RawBlock, finalize
+    from sheaf.formats.common import RawBlock, finalize
 
     raws = [
         RawBlock(page=1, label="picture", text="", role="figure"),  # 0: captioned by index 3

@@ -1,6 +1,6 @@
 """Library discovery: which papers a library folder holds, in each layout.
 
-- a Zotero data directory: `<dir>/zotero.sqlite` + `storage/` (`sheaf.ingest.zotero`); each
+- a Zotero data directory: `<dir>/zotero.sqlite` + `storage/` (`sheaf.library.zotero`); each
   paper's source is its manifest in the Zotero mirror of Sheaf's home;
 - a PaperForge vault: `<vault>/System/PaperForge/ocr/<KEY>/json/result.json`, Better BibTeX
   exports in `<vault>/System/PaperForge/exports/*.json` (file stem = domain);
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import Settings, check_home_library
-from sheaf.ingest.folder import discover_folder, is_pdf_folder
-from sheaf.ingest.zotero import is_zotero_dir
-from sheaf.ingest.zotero_mirror import discover_zotero
+from sheaf.library.folder import discover_folder, is_pdf_folder
+from sheaf.library.zotero import is_zotero_dir
+from sheaf.library.zotero_mirror import discover_zotero
 
 PAPERFORGE_OCR = Path("System/PaperForge/ocr")
 PAPERFORGE_EXPORTS = Path("System/PaperForge/exports")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from sheaf.core.models import IngestError
 from sheaf.core.settings import Settings
-from sheaf.ingest import source_hash
-from sheaf.ingest.library import Discovery, discover_library
+from sheaf.formats import source_hash
+from sheaf.library.discover import Discovery, discover_library
 
 
 @dataclass(frozen=True, slots=True)

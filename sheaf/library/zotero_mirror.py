@@ -1,6 +1,6 @@
 """The Zotero mirror: what Sheaf keeps of a Zotero data directory in its own home.
 
-`<mirror>/papers/<KEY>.zotero.json` is each paper's source manifest (`sheaf.ingest.zotero_source`),
+`<mirror>/papers/<KEY>.zotero.json` is each paper's source manifest (`sheaf.formats.zotero_source`),
 `<mirror>/library.json` the library's metadata as a Better BibTeX-style export (so metadata flows
 as from any export), `<mirror>/state.json` what the last reading saw: the database's size and
 mtime (with its `-wal` and `-journal`), the catalog read then, each file's size, mtime and
@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sheaf.ingest import find_input
-from sheaf.ingest.common import content_hash
-from sheaf.ingest.mirror import file_hash, read_json, scratch_dir, write_atomic
-from sheaf.ingest.zotero import Catalog, ZoteroPaper, db_stamp, read_catalog
-from sheaf.ingest.zotero_source import FT_CACHE, MANIFEST_FORMAT, SUFFIX, VERSION
+from sheaf.formats import find_input
+from sheaf.formats.common import content_hash
+from sheaf.library.mirror import file_hash, read_json, scratch_dir, write_atomic
+from sheaf.library.zotero import Catalog, ZoteroPaper, db_stamp, read_catalog
+from sheaf.formats.zotero_source import FT_CACHE, MANIFEST_FORMAT, SUFFIX, VERSION
 from sheaf.core.models import IngestError
 
 #: Bump when the catalog or manifests would be made differently from the same database.
 MIRROR_RULES = "1"
-#: The manifests' input format and version, as `sheaf.ingest.source_hash` names them in the hash.
+#: The manifests' input format and version, as `sheaf.formats.source_hash` names them in the hash.
 HASH_TAG = f"zotero/{VERSION}"
 
 
@@ -227,7 +227,7 @@ def _ft_cache(a: dict[str, Any], files: dict[str, list], seen: dict[str, list],
 # --- metadata export -----------------------------------------------------------------------------
 
 def _export(cat: Catalog) -> dict[str, Any]:
-    """The library's metadata as a Better BibTeX-style JSON export (what `sheaf.ingest.metadata`
+    """The library's metadata as a Better BibTeX-style JSON export (what `sheaf.library.metadata`
     reads): one item a paper, its collections by path."""
     items = []
     collections: dict[str, dict[str, Any]] = {}

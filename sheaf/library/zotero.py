@@ -10,7 +10,7 @@ Zotero versions.
 
 `read_catalog(data_dir)` returns a `Catalog`: one `ZoteroPaper` per live regular item (and per
 standalone PDF), with its attachments, annotations, notes and metadata. What a paper's text is
-made of (files, annotations, notes) goes into its source manifest (`sheaf.ingest.zotero_source`);
+made of (files, annotations, notes) goes into its source manifest (`sheaf.formats.zotero_source`);
 its metadata goes into the library's metadata export.
 """
 from __future__ import annotations

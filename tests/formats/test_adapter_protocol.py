@@ -1,11 +1,11 @@
-"""Every input format sits behind the one `Adapter` protocol of `sheaf.ingest`."""
+"""Every input format sits behind the one `Adapter` protocol of `sheaf.formats`."""
 from __future__ import annotations
 
 import inspect
 
 import pytest
 
-from sheaf.ingest import FORMATS, Adapter, adapter
+from sheaf.formats import FORMATS, Adapter, adapter
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))

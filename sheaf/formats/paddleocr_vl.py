@@ -34,7 +34,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from sheaf.ingest.common import (
+from sheaf.formats.common import (
     MATH_MARK, SUP, SYMBOLS, is_name, name_parts,
     file_head,
     CAPTION_RE,

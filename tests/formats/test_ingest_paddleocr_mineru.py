@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.ingest import find_input, parse_paper
-from sheaf.ingest.common import caption_label, clean_text
-from sheaf.ingest.paddleocr_vl import clean_inline, classify_front, html_table_text
+from sheaf.formats import find_input, parse_paper
+from sheaf.formats.common import caption_label, clean_text
+from sheaf.formats.paddleocr_vl import clean_inline, classify_front, html_table_text
 from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
 from tests.paperkit import cleaned
 
@@ -536,7 +536,7 @@ def test_paddle_odd_blocks_warn_not_crash(tmp_path):
 
 
 def test_paddle_matches_sniffs_the_head(tmp_path):
-    from sheaf.ingest import paddleocr_vl
+    from sheaf.formats import paddleocr_vl
     f = _paddle_file(tmp_path, GOOD_PADDLE)
     assert paddleocr_vl.matches(f)
     other = tmp_path / "result.json"
@@ -637,7 +637,7 @@ def test_mineru_bad_items_warn(tmp_path):
 
 
 def test_mineru_matches_names(tmp_path):
-    from sheaf.ingest import mineru
+    from sheaf.formats import mineru
     assert mineru.matches(Path("x/content_list.json"))
     assert mineru.matches(Path("x/paper_content_list.json"))
     assert not mineru.matches(Path("x/content_list_v2.json"))

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sheaf.core.models import valid_paper_key
-from sheaf.ingest.folder import file_field_paths, path_key
-from sheaf.ingest.library import discover
-from sheaf.ingest.metadata import export_files_metadata
+from sheaf.library.folder import file_field_paths, path_key
+from sheaf.library.discover import discover
+from sheaf.library.metadata import export_files_metadata
 
 pytestmark = pytest.mark.realdata
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Protocol
 
 from sheaf.core.models import IngestError, ParsedPaper
-from sheaf.ingest.common import RawBlock, content_hash, finalize, read_bytes
+from sheaf.formats.common import RawBlock, content_hash, finalize, read_bytes
 
 
 class Adapter(Protocol):
-    """What every input format's module provides (`sheaf/ingest/<format>.py`): its `VERSION`
+    """What every input format's module provides (`sheaf/formats/<format>.py`): its `VERSION`
     (part of `ocr_result_hash`: bump it when its output changes), `matches(path)` (is this
     file of my format? cheap: a name or the file's head) and `parse(...)` (raw bytes → the
     `RawBlock`s in reading order and the title if the format knows it; `finalize` does the rest;
@@ -27,9 +27,9 @@ class Adapter(Protocol):
 
     def parse(self, paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[list[RawBlock], str | None]: ...
 
-#: format name -> module under sheaf.ingest. Detection tries them in this order.
+#: format name -> module under sheaf.formats. Detection tries them in this order.
 FORMATS: dict[str, str] = {
-    "zotero": "zotero_source",  # a Zotero paper's manifest (sheaf.ingest.zotero_source)
+    "zotero": "zotero_source",  # a Zotero paper's manifest (sheaf.formats.zotero_source)
     "paddleocr-vl": "paddleocr_vl",
     "mineru": "mineru",
     "grobid": "grobid",
@@ -43,7 +43,7 @@ def adapter(fmt: str) -> Adapter:
     """The adapter module for a format name."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of: {', '.join(FORMATS)}")
-    return importlib.import_module(f"sheaf.ingest.{FORMATS[fmt]}")  # type: ignore[return-value]
+    return importlib.import_module(f"sheaf.formats.{FORMATS[fmt]}")  # type: ignore[return-value]
 
 
 def find_input(paper_id: str, path: Path, fmt: str = "auto") -> tuple[Path, str]:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sheaf.ingest.common import CAPTION_RE, MAX_PAGES, RawBlock, heading_role, load_json, norm_key, numbering_depth
-from sheaf.ingest.paddleocr_vl import (
+from sheaf.formats.common import CAPTION_RE, MAX_PAGES, RawBlock, heading_role, load_json, norm_key, numbering_depth
+from sheaf.formats.paddleocr_vl import (
     assign_unnumbered_levels,
     clean_inline,
     html_table_rows,

@@ -1,6 +1,6 @@
 """A Zotero paper as a source: its manifest, and its blocks read from what the manifest names.
 
-A paper's manifest (`<KEY>.zotero.json`, written by `sheaf.ingest.zotero_mirror`) lists what its
+A paper's manifest (`<KEY>.zotero.json`, written by `sheaf.library.zotero_mirror`) lists what its
 text is made of: each attachment's chosen input (an OCR/layout output kept in the attachment's
 folder, else the PDF itself) with its size and SHA-256, Zotero's own extracted text
 (`.zotero-ft-cache`) as the fallback, the annotations and the child notes. Its bytes are the
@@ -23,9 +23,9 @@ from typing import Any
 
 from sheaf.core.models import IngestError
 from sheaf.core.parsed import NO_PAGE, Block
-from sheaf.ingest import parse_paper
-from sheaf.ingest import pdf as pdf_adapter
-from sheaf.ingest.common import RawBlock, finalize
+from sheaf.formats import parse_paper
+from sheaf.formats import pdf as pdf_adapter
+from sheaf.formats.common import RawBlock, finalize
 
 VERSION = "2"  # 2: notes, and annotations Zotero gave no page, have no page (were page 1)
 SUFFIX = ".zotero.json"

@@ -19,7 +19,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from sheaf.ingest.common import RawBlock, caption_kind, decode_text, heading_role, numbering_depth, file_head
+from sheaf.formats.common import RawBlock, caption_kind, decode_text, heading_role, numbering_depth, file_head
 from sheaf.core.models import IngestError
 
 VERSION = "1"

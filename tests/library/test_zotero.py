@@ -16,10 +16,10 @@ import pytest
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
-from sheaf.ingest import parse_paper, source_hash
-from sheaf.ingest.library import discover
-from sheaf.ingest.metadata import export_files_metadata
-from sheaf.ingest.zotero import base_dir_from_prefs, html_to_text, read_catalog
+from sheaf.formats import parse_paper, source_hash
+from sheaf.library.discover import discover
+from sheaf.library.metadata import export_files_metadata
+from sheaf.library.zotero import base_dir_from_prefs, html_to_text, read_catalog
 from tests.zotero_kit import ZOTERO_DIRS, ZoteroDb, copy_zotero_dir, tree_state
 
 pytestmark = pytest.mark.realdata
@@ -283,7 +283,7 @@ def test_each_change_moves_only_its_papers_source(san7o, shared_data, tmp_path):
 
 
 def test_an_unchanged_database_is_not_read_again_and_unchanged_files_not_rehashed(san7o, tmp_path, monkeypatch):
-    import sheaf.ingest.zotero_mirror as zm
+    import sheaf.library.zotero_mirror as zm
 
     mirror = tmp_path / "m"
     _disc(san7o, mirror)
@@ -350,7 +350,7 @@ def test_the_source_scan_takes_zotero_hashes_from_the_mirror_and_sees_a_replaced
     """`scan_sources` reads no manifest (the mirror hands over their hashes), and a PDF replaced
     by one of the same size still changes that paper's hash."""
     from sheaf.core.settings import Settings
-    from sheaf.ingest.sources import scan_sources
+    from sheaf.library.sources import scan_sources
 
     settings = Settings(home=tmp_path / "home", library=san7o)
     first = scan_sources(settings, tmp_path / "stats.json")

@@ -1,7 +1,7 @@
 """The PDF adapter on what real PDFs of many publishers do: every word searchable, in reading
 order, under the right title and sections.
 
-Each failure class has a small PDF written here (tests/ingest/pdf_writer.py) and, where one of
+Each failure class has a small PDF written here (tests/formats/pdf_writer.py) and, where one of
 the real PDFs of ../shared shows it, that PDF (skipped when ../shared is absent); the figures
 over all of them come from bench/pdf_quality.py.
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.ingest import parse_paper
+from sheaf.formats import parse_paper
 from sheaf.transform.chain import process_paper
-from tests.ingest.pdf_writer import lines_page, raw_pdf
+from tests.formats.pdf_writer import lines_page, raw_pdf
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 NO_DATA = f"real sample data not found at {DATA} (a clone without ../shared)"
@@ -349,7 +349,7 @@ def test_an_absurd_page_width_does_not_size_the_column_search(tmp_path):
     items = [(40 + 175 * (i % 3), 110 + 12 * (i // 3), 9, f"line {i:03d} of narrow text here", "R") for i in range(60)]
     pdf = raw_pdf(tmp_path / "wide.pdf", [items], size=(2_147_483_648, 842))
     limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # noqa: E731
-    out = subprocess.run([sys.executable, "-c", "import sys; from sheaf.ingest import parse_paper; "
+    out = subprocess.run([sys.executable, "-c", "import sys; from sheaf.formats import parse_paper; "
                           "p = parse_paper(sys.argv[1]); print(sum('narrow text' in b.text for b in p.blocks))",
                           str(pdf)], capture_output=True, text=True, preexec_fn=limit, timeout=120,
                          cwd=Path(__file__).resolve().parents[2])

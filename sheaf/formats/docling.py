@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sheaf.ingest.common import (
+from sheaf.formats.common import (
     file_head,
     RawBlock, caption_kind, clean_text, heading_role, load_json, norm_key, numbering_depth,
 )

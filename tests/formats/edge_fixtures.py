@@ -2,8 +2,8 @@
 
 Each builder returns the `result.json` content (a list with one result line holding the
 pages); `write_all(folder)` writes them as `<folder>/<name>/result.json`. The committed copies
-under `tests/ingest/fixtures/edge_roles/` are what the tests read; a test checks that they
-match these builders. Regenerate with `python -m tests.ingest.edge_fixtures` from the root.
+under `tests/formats/fixtures/edge_roles/` are what the tests read; a test checks that they
+match these builders. Regenerate with `python -m tests.formats.edge_fixtures` from the root.
 
 Pages are 1000 x 1400 pixels; boxes are given in pixels (x0, y0, x1, y1).
 """

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.ingest import parse_paper
-from sheaf.ingest import pdf as pdf_adapter
-from tests.ingest.pdf_writer import pdf_bytes
-from sheaf.ingest.common import numbering_depth
+from sheaf.formats import parse_paper
+from sheaf.formats import pdf as pdf_adapter
+from tests.formats.pdf_writer import pdf_bytes
+from sheaf.formats.common import numbering_depth
 from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
 from tests.paperkit import alnum_key
 

@@ -1,8 +1,8 @@
 """The edges of a paper: banners, repeated lines, cover pages, figure text,
 biographies, front-matter notes, classified as a careful reader would, each with its reason.
 
-One synthetic PaddleOCR-VL paper per class (`tests/ingest/fixtures/edge_roles/`, built by
-`tests/ingest/edge_fixtures.py`), then the real PaddleOCR-VL papers of ../shared/data
+One synthetic PaddleOCR-VL paper per class (`tests/formats/fixtures/edge_roles/`, built by
+`tests/formats/edge_fixtures.py`), then the real PaddleOCR-VL papers of ../shared/data
 (skipped with the reason when absent) and the no-regression check on every real paper.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from sheaf.core.models import BODY_ROLES, FURNITURE_ROLES, HEADING_ROLES
-from sheaf.ingest import parse_paper
+from sheaf.formats import parse_paper
 from sheaf.transform.chain import process_paper
-from tests.ingest import edge_fixtures
+from tests.formats import edge_fixtures
 
 FIXTURES = edge_fixtures.FIXTURES
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -240,7 +240,7 @@ def test_real_paddle_papers_keep_title_authors_and_give_reasons(key):
 # --- no regression: heading recall and caption anchoring on every real paper ----------------------
 
 #: (headings found, headings, captions anchored, captions) per real paper before the edge
-#: rules (tests/ingest/edge_metrics.py at 447f96e); heading counts exclude nothing.
+#: rules (tests/formats/edge_metrics.py at 447f96e); heading counts exclude nothing.
 BEFORE = {
     "paddleocr-vl/37LK5T97": (12, 12, 9, 9), "paddleocr-vl/5MAW65YD": (7, 7, 5, 5),
     "paddleocr-vl/8CCATQE3": (14, 14, 5, 5), "paddleocr-vl/VAMSAZMG": (13, 13, 7, 7),
@@ -255,14 +255,14 @@ BEFORE = {
 def _real_papers() -> list:
     if not DATA.is_dir():
         return [pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA), id="no-data")]
-    from tests.ingest import edge_metrics
+    from tests.formats import edge_metrics
 
     return [pytest.param(p, id=f"{p[0]}/{p[1]}", marks=pytest.mark.realdata) for p in edge_metrics.papers()]
 
 
 @pytest.mark.parametrize("paper", _real_papers())
 def test_heading_recall_and_caption_anchoring_do_not_regress(paper):
-    from tests.ingest import edge_metrics
+    from tests.formats import edge_metrics
 
     m = edge_metrics.measure(*paper)
     key = f"{m['format']}/{m['paper']}"
@@ -376,7 +376,7 @@ def test_a_subtitle_between_the_title_and_the_authors_does_not_take_the_title(tm
     ("Figure 1a shows the callus of the University of Example's cohort at three weeks.", None),
 ])
 def test_front_note_evidence(text, why):
-    from sheaf.ingest.common import RawBlock, _front_note
+    from sheaf.formats.common import RawBlock, _front_note
 
     assert _front_note(RawBlock(page=1, label="text", text=text)) == why
 
@@ -392,6 +392,6 @@ def test_front_note_evidence(text, why):
      "intramembranous bone. Calcif Tissue Int 49, 349, 1991.", False),
 ])
 def test_biography_evidence(text, bio):
-    from sheaf.ingest.common import is_biography
+    from sheaf.formats.common import is_biography
 
     assert is_biography(text) is bio

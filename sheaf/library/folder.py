@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.models import valid_paper_key
-from sheaf.ingest.mirror import file_hash, read_json, scratch_dir, write_atomic
+from sheaf.library.mirror import file_hash, read_json, scratch_dir, write_atomic
 
 #: Bump when the same folder would give other keys or metadata.
 FOLDER_RULES = "1"
@@ -193,7 +193,7 @@ def _folder_collections(rel: str) -> list[str]:
 
 
 def _export(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """A Better BibTeX-style export of the items (what `sheaf.ingest.metadata` reads)."""
+    """A Better BibTeX-style export of the items (what `sheaf.library.metadata` reads)."""
     collections: dict[str, dict[str, Any]] = {}
     out = []
     for it in items:

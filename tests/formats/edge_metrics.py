@@ -7,7 +7,7 @@ PDFs of the MinerU papers, MinerU's headings) found among the blocks with a head
 blocks that end up in exactly one object unit under a real section (as
 `tests/transform/test_units_realdata.py` checks).
 
-Run from the project root: `python -m tests.ingest.edge_metrics` (prints a Markdown table).
+Run from the project root: `python -m tests.formats.edge_metrics` (prints a Markdown table).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from sheaf.core.models import CAPTION_ROLES, HEADING_ROLES
-from sheaf.ingest.paddleocr_vl import clean_inline
+from sheaf.formats.paddleocr_vl import clean_inline
 from sheaf.transform.chain import process_paper
 from tests.paperkit import heading_key
 

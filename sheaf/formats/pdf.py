@@ -39,7 +39,7 @@ import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from sheaf.ingest.common import RawBlock, caption_kind, heading_role, norm_key, numbering_depth, file_head
+from sheaf.formats.common import RawBlock, caption_kind, heading_role, norm_key, numbering_depth, file_head
 from sheaf.core.models import IngestError
 
 VERSION = "1"
@@ -95,7 +95,7 @@ _LOCK = threading.Lock()
 
 
 def _pdfium():
-    """Import pypdfium2 lazily (keeps `import sheaf.ingest` cheap) and build the fast calls."""
+    """Import pypdfium2 lazily (keeps `import sheaf.formats` cheap) and build the fast calls."""
     global _api
     if _api is None:
         import pypdfium2 as pdfium

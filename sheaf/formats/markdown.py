@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sheaf.ingest.common import RawBlock, caption_kind, decode_text
+from sheaf.formats.common import RawBlock, caption_kind, decode_text
 
 VERSION = "1"
 _HEAD = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")

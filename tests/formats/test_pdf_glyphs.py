@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.ingest import parse_paper
-from tests.ingest.pdf_writer import raw_pdf
+from sheaf.formats import parse_paper
+from tests.formats.pdf_writer import raw_pdf
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
