@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.cli.test_paperforge_plugin import _make_vault  # noqa: E402
+from tests.paperforge.test_paperforge_plugin import _make_vault  # noqa: E402
 
 
 def main() -> None:

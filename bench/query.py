@@ -257,7 +257,7 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
     from sheaf.store.sqlite.memory_vectors import MatrixAccelerator
     from sheaf.store.sqlite.backend import SqliteIndex
     from sheaf.vectors.query_encoder import QueryEncoder
-    from sheaf.service.server import WARM_WEIGHTS
+    from sheaf.serve.server import WARM_WEIGHTS
     from sheaf.store.select import memory_engines
     from sheaf.core.settings import get_settings
 
@@ -321,7 +321,7 @@ class Server:
     def ask(self, argv: list[str]) -> tuple[float, dict[str, Any]]:
         from sheaf.cli.parser import build_parser, request_from_args
         from sheaf.core.settings import get_settings
-        from sheaf.service.client import try_server
+        from sheaf.serve.client import try_server
 
         req = request_from_args(build_parser().parse_args(argv))
         s = get_settings(home=self.home, library=self.home / "no-library")

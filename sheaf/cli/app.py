@@ -25,7 +25,7 @@ from sheaf.core.heap import exit_code
 from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import VAULT_HOME, check_home_library, get_settings
 from sheaf.service import report
-from sheaf.service.client import try_server
+from sheaf.serve.client import try_server
 from sheaf.service.queries import RetrieverSource, run_query
 from sheaf.service.requests import SERVED_COMMANDS, Outcome
 
@@ -192,7 +192,7 @@ def cmd_index(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_serve(args: argparse.Namespace) -> Outcome:
-    from sheaf.service import server  # numpy, the accelerators: only the server's process
+    from sheaf.serve import server  # numpy, the accelerators: only the server's process
 
     return server.serve_command(get_settings(), host=args.host, port=args.port,
                                 announce=_say(False, sys.stderr))
@@ -201,7 +201,7 @@ def cmd_serve(args: argparse.Namespace) -> Outcome:
 def cmd_mcp(args: argparse.Namespace) -> Outcome:
     """`sheaf mcp`: the MCP server (the SDK, the warm engines: only this command's process).
     On stdio its stdout is the protocol's: nothing else is printed there."""
-    from sheaf.cli import mcp_server
+    from sheaf.serve import mcp_server
 
     return mcp_server.mcp_command(get_settings(), http=args.http, host=args.host, port=args.port,
                                   allow_build=args.allow_build, announce=_say(False, sys.stderr))

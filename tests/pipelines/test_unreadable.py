@@ -51,7 +51,7 @@ def test_a_truncated_pdf_is_unreadable_the_build_exits_0_and_does_not_retry(tmp_
         # PaperForge's `embed status` (polled every 2 s: the last build's record, no scan) and
         # `memory status` say the same
         from sheaf.service import pipeline
-        from sheaf.service.paperforge_shapes import embed_status_data, memory_status_data
+        from sheaf.paperforge.shapes import embed_status_data, memory_status_data
 
         s = h.settings()
         rows = embed_status_data(s, pipeline.index_probe(s), pipeline.build_state(s),

@@ -1,4 +1,4 @@
-"""The in-memory matrix's int8 prefilter (`sheaf.service.server._Int8Scan`): its bounds are proven
+"""The in-memory matrix's int8 prefilter (`sheaf.serve.server._Int8Scan`): its bounds are proven
 (true cosine always within them), and the candidates they select re-rank to exactly what
 the float32 scan, a brute-force exact ranking and sqlite-vec answer (ids, order, distances),
 edge cases included; without onnxruntime the float32 scan answers the same."""
@@ -247,7 +247,7 @@ def test_rows_with_degenerate_float32_norms_are_always_candidates(tmp_path):
             assert m32.ranked(q, k, paper_ids, 10**9) == want, (k, paper_ids)
     # and through the accelerator, against sqlite-vec itself
     ident = ModelIdentity("test/degenerate", "d" * 64, 384, True, 128, "{text}")
-    from tests.service.test_server import write_vector_index
+    from tests.serve.test_server import write_vector_index
 
     path = tmp_path / "i.db"
     write_vector_index(path, X, 3, ident)
@@ -307,7 +307,7 @@ def _agree(conn, accs, qv, k: int, paper_ids) -> list:
 
 
 def _index(path, X: np.ndarray, papers: int) -> None:
-    from tests.service.test_server import write_vector_index
+    from tests.serve.test_server import write_vector_index
 
     write_vector_index(path, X, papers, IDENT)
 

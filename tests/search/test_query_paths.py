@@ -219,7 +219,7 @@ def test_memo_is_dropped_by_any_commit(tmp_path):
 # --- the warm server's pool of Retrievers ------------------------------------------------------------
 
 def test_retriever_pool_reuses_only_an_unchanged_index(tmp_path):
-    from sheaf.service.server import RetrieverPool
+    from sheaf.serve.server import RetrieverPool
 
     path = tmp_path / "index" / "sheaf.db"
     path.parent.mkdir()
@@ -273,7 +273,7 @@ def test_retriever_pool_reuses_only_an_unchanged_index(tmp_path):
 def test_the_query_service_with_a_pool_answers_as_without(tmp_path, monkeypatch):
     from sheaf.service.queries import run_query
     from sheaf.service.requests import request_from_dict
-    from sheaf.service.server import RetrieverPool
+    from sheaf.serve.server import RetrieverPool
 
     home = tmp_path / "home"
     path = home / "index" / "sheaf.db"

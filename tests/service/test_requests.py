@@ -13,7 +13,7 @@ from sheaf.service.requests import (
     REQUESTS, SERVED_COMMANDS, GetRequest, GrepRequest, RetrieveRequest, SearchRequest, TimelineRequest,
     request_from_dict,
 )
-from sheaf.service.server import answer
+from sheaf.serve.server import answer
 
 EXAMPLES = [
     SearchRequest("bone loss"),

@@ -12,11 +12,11 @@ import pytest
 from sheaf.cli.app import main
 from sheaf.core.settings import get_settings
 from sheaf.search.retriever import Retriever
-from sheaf.service.client import try_server
+from sheaf.serve.client import try_server
 from sheaf.service.queries import run_query
 from sheaf.service.requests import GetRequest, GrepRequest, RetrieveRequest, SearchRequest, TimelineRequest
-from sheaf.service.server import SheafServer
-from tests.service.test_server import without_engines
+from sheaf.serve.server import SheafServer
+from tests.serve.test_server import without_engines
 
 pytestmark = pytest.mark.slow
 

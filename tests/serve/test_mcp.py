@@ -186,7 +186,7 @@ def test_tools_schemas_layers_budget_and_errors(base):
                 assert structured(results[i], schemas["retrieve"])["query"] == q
             assert results[0].structured_content["matches"] == results[4].structured_content["matches"]
 
-            # bad arguments: tool errors in the tools' words (tests/cli/test_mcp_arguments.py), the server stays up
+            # bad arguments: tool errors in the tools' words (tests/serve/test_mcp_arguments.py), the server stays up
             err = tool_error(await c.call_tool("retrieve", {"query": "soil", "limit": "many"}), "BAD_QUERY")
             assert err["message"] == "limit must be an integer >= 1, not 'many'" and "input schema" in err["hint"]
             assert "query" in tool_error(await c.call_tool("retrieve", {}), "BAD_QUERY")["message"]

@@ -222,7 +222,7 @@ def test_the_launcher_as_the_plugins_python_gives_the_version_badge(place):
     from sheaf import __version__
 
     exe = place["root"] / "sheaf-paperforge-python"
-    exe.write_text(f"#!{sys.executable}\nimport sys\nfrom sheaf.cli.paperforge_commands import console_launcher\n"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nfrom sheaf.paperforge.commands import console_launcher\n"
                    "sys.exit(console_launcher())\n", encoding="utf-8")
     exe.chmod(0o755)
     out = plugin(place, place["vault"], "dashboard", name="dashboard", python=str(exe), module="paperforge")

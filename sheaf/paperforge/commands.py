@@ -1,7 +1,7 @@
 """`python -m sheaf.paperforge [--vault VAULT] <command> ... [--json]`: the PaperForge plugin's argv,
 translated onto Sheaf's service functions (the same ones `sheaf` runs; no second
 implementation), answering with the payload shapes the plugin reads
-(`sheaf.service.paperforge_shapes`). See docs/paperforge.md.
+(`sheaf.paperforge.shapes`). See docs/paperforge.md.
 
 Commands: ``search QUERY``, ``retrieve QUERY [--deep]`` (QUERY as typed, a leading dash
 included: never read as an option), ``embed build [--resume|--force]``
@@ -34,8 +34,8 @@ from sheaf.core.defaults import DEFAULT_LIMIT
 from sheaf.core.envelope import SheafError, emit, error, ok
 from sheaf.core.heap import exit_code
 from sheaf.core.progress import request_stop, stop_on_sigterm
-from sheaf.service import paperforge_shapes as pf
-from sheaf.service.client import try_server
+from sheaf.paperforge import shapes as pf
+from sheaf.serve.client import try_server
 from sheaf.service.queries import run_query
 from sheaf.service.requests import Outcome, RetrieveRequest, SearchRequest
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sheaf import __version__
-from sheaf.cli.paperforge_commands import VERSION_CHECK
+from sheaf.paperforge.commands import VERSION_CHECK
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def launcher(tmp_path) -> Path:
     """The console script as pip writes it for `[project.scripts]`."""
     exe = tmp_path / "sheaf-paperforge-python"
-    exe.write_text(f"#!{sys.executable}\nimport sys\nfrom sheaf.cli.paperforge_commands import console_launcher\n"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nfrom sheaf.paperforge.commands import console_launcher\n"
                    "sys.exit(console_launcher())\n", encoding="utf-8")
     exe.chmod(0o755)
     return exe
@@ -53,7 +53,7 @@ def test_dash_m_paperforge_is_sheafs_entry_and_the_rest_runs_as_sent(launcher, t
 @pytest.mark.parametrize("argv", [["sync", "--json"], ["config", "set", "vector_db_api_model", "x", "--json"],
                                   ["dashboard", "--json"], ["memory", "restore-backup"], ["embed", "migrate", "--json"]])
 def test_paperforges_own_commands_are_named_as_such(argv, tmp_path, capsys):
-    from sheaf.cli.paperforge_commands import main
+    from sheaf.paperforge.commands import main
 
     assert main(["--vault", str(tmp_path), *argv]) == 2
     env = json.loads(capsys.readouterr().out)

@@ -69,7 +69,7 @@ def _assert_canceled(vault: Path, settle: float, out: str, err: str, code: int) 
     assert settle < GRACE_S, settle
     assert events[-1]["event"] == "cancelled" and all(e["schema_version"] == 1 for e in events), events
     from pipelines.build.command import get_instance
-    from sheaf.service.paperforge_shapes import vault_settings
+    from sheaf.paperforge.shapes import vault_settings
 
     settings = vault_settings(vault)
     if settings.dagster_home.is_dir():

@@ -1,7 +1,7 @@
 """The payload shapes the PaperForge Obsidian plugin reads, made from Sheaf's own answers.
 
 The plugin spawns ``python -m paperforge --vault VAULT <command> ... --json``; Sheaf's
-compatibility entry (`python -m sheaf.paperforge`, `sheaf.cli.paperforge_commands`) translates that argv
+compatibility entry (`python -m sheaf.paperforge`, `sheaf.paperforge.commands`) translates that argv
 onto the same service functions every Sheaf command uses and passes their envelopes through
 these functions, which only add or rename fields:
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.cli.paperforge_commands import main
+from sheaf.paperforge.commands import main
 from tests.pipeline_kit import BASE_PAPERS, make_library
 
 pytestmark = [pytest.mark.slow]

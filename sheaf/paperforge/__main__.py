@@ -1,6 +1,6 @@
 """`python -m sheaf.paperforge --vault VAULT <command> ... --json`: the PaperForge plugin's entry
-(`sheaf.cli.paperforge_commands`; docs/paperforge.md)."""
-from sheaf.cli.paperforge_commands import main
+(`sheaf.paperforge.commands`; docs/paperforge.md)."""
+from sheaf.paperforge.commands import main
 from sheaf.core.heap import exit_code
 
 if __name__ == "__main__":

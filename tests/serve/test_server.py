@@ -19,7 +19,7 @@ from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, QueryVector
 from sheaf.core.models import BodyUnit
 from sheaf.store.sqlite.memory_vectors import MatrixAccelerator, _vec0_cosine
-from sheaf.service.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, server_signature, try_server
+from sheaf.serve.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, server_signature, try_server
 from sheaf.service.requests import SERVED_COMMANDS, SearchRequest
 from sheaf.core.settings import get_settings
 
@@ -273,7 +273,7 @@ def test_try_server_gives_up_fast(tmp_path, monkeypatch):
 
 def test_serve_refuses_non_loopback(tmp_path):
     from sheaf.core.envelope import SheafError
-    from sheaf.service.server import SheafServer
+    from sheaf.serve.server import SheafServer
 
     with pytest.raises(SheafError) as ei:
         SheafServer(get_settings(home=tmp_path), host="0.0.0.0", port=0)

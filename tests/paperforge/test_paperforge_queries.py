@@ -1,7 +1,7 @@
 """A query that starts with a dash is a query, never an option: on the PaperForge entry (the
 plugin sends what the user typed as one argument right after `search` / `retrieve`: `-bone`,
 `--limit`, `@--paper` as `retrieve --paper --deep`), and on the CLI after `--`, as the README
-says. Through the plugin's own code: tests/cli/test_paperforge_plugin.py."""
+says. Through the plugin's own code: tests/paperforge/test_paperforge_plugin.py."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.cli.paperforge_commands import _parse, main
+from sheaf.paperforge.commands import _parse, main
 from sheaf.cli.parser import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """`sheaf mcp`: the library as a Model Context Protocol server (the official Python SDK, `mcp`).
 
 A transport beside the CLI and `sheaf serve`, on the same service layer: one process keeps
-the engines warm (`sheaf.service.server.WarmEngines`: query encoder, in-memory matrix and
+the engines warm (`sheaf.serve.server.WarmEngines`: query encoder, in-memory matrix and
 full-text tables, a pool of open Retrievers), and every tool call is one typed service
 request (`sheaf.service.requests`) answered by the query service (`sheaf.service.queries`),
 or by `sheaf.service.pipeline` for `status` and `stop`. A rebuild of the index between two
@@ -48,11 +48,11 @@ from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW
 from sheaf.core.envelope import SheafError, error, ok
 from sheaf.core.lazy import lazy_module
 from sheaf.search.snippets import clip, make_snippet
-from sheaf.service.client import LOOPBACK_HOSTS
+from sheaf.serve.client import LOOPBACK_HOSTS
 from sheaf.service.requests import (
     GetRequest, GrepRequest, Outcome, PaperRequest, RetrieveRequest, SearchRequest, TimelineRequest,
 )
-from sheaf.service.server import WarmEngines
+from sheaf.serve.server import WarmEngines
 
 pipeline = lazy_module("sheaf.service.pipeline")  # the Dagster side: only when status, build or stop runs
 

@@ -1,4 +1,4 @@
-"""The PaperForge plugin's shapes made by `sheaf.service.paperforge_shapes` (no node, no build): the build
+"""The PaperForge plugin's shapes made by `sheaf.paperforge.shapes` (no node, no build): the build
 stream its parser accepts, the probe envelope its `isValidEnvelope` requires, the index home
 named in messages, and next actions in the plugin's words."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sheaf.core.settings import VAULT_HOME, get_settings, where
-from sheaf.service import paperforge_shapes as pf
+from sheaf.paperforge import shapes as pf
 
 KNOWN = {"start", "phase", "progress", "item_result", "result", "error", "cancelled"}  # long-task-client.ts
 ENVELOPE_KEYS = {"schema_version", "module", "capability_state", "activity_state", "user_state", "capability_kind",
@@ -66,7 +66,7 @@ def test_messages_name_the_vaults_index_home(tmp_path, monkeypatch):
 def test_embed_status_of_a_planning_build_or_of_none_gives_the_plugin_no_count():
     """A build still planning, or none running, has no total: a count of 0 there made the plugin,
     which takes a poll's total (0 → 1) over its build stream's, end a 4-paper build on "1/1"."""
-    from sheaf.service.paperforge_shapes import embed_status_data
+    from sheaf.paperforge.shapes import embed_status_data
     from sheaf.core.settings import get_settings
 
     planning = {"status": "running", "pid": 1, "run_ids": [], "started_at": "t", "current": 0, "total": 0,

@@ -1,4 +1,4 @@
-"""`sheaf serve`: a warm query server on the loopback interface (its client: `sheaf.service.client`).
+"""`sheaf serve`: a warm query server on the loopback interface (its client: `sheaf.serve.client`).
 
 A query command run cold pays for starting Python, opening the index and (for the semantic
 and hybrid modes) loading the query encoder. `sheaf serve` pays once and keeps all of it
@@ -49,7 +49,7 @@ from typing import Any
 from sheaf import __version__
 from sheaf.core.envelope import SheafError, error, ok
 from sheaf.search.retriever import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS, Retriever
-from sheaf.service.client import (
+from sheaf.serve.client import (
     DISCOVERY_FILE, LOOPBACK_HOSTS, SERVED_COMMANDS, discovery_path, read_discovery, remove_discovery,
     server_signature,
 )

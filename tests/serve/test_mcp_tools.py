@@ -1,13 +1,13 @@
 """`sheaf mcp`'s pieces that need no server: the filters follow the requests, the token budget,
 the loopback rule, layer 1's one line per unit, CLI words turned into the tools' (the protocol
-itself: tests/cli/test_mcp.py and tests/cli/test_mcp_arguments.py)."""
+itself: tests/serve/test_mcp.py and tests/serve/test_mcp_arguments.py)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from sheaf.cli.mcp_server import (
+from sheaf.serve.mcp_server import (
     FILTERS, SECTION_MAX, SUMMARY_MAX, _fit, _render_units, brief, check_http_host, estimate_tokens, in_tool_terms,
 )
 from sheaf.core.envelope import SheafError
