@@ -232,10 +232,10 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
     return BuildReport(sync, targets, runs, final, computed, round(time.perf_counter() - t0, 2), interrupted, how)
 
 
-#: What the heartbeat of a piped build calls each step of the chain (`sheaf.core.progress.phase`).
-STEP_WORDS = {"ocr_blocks": "parse", "fulltext_markdown": "render", "render_map": "render",
-              "structure_tree": "structure", "body_units": "units", "object_units": "units",
-              "fts_tables": "full-text index", "vector_collections": "embed"}
+#: What the heartbeat of a piped build calls each step of the chain (`sheaf.core.progress.phase`);
+#: a step of several assets reports under its last one (`assets._batch.run_per_paper`).
+STEP_WORDS = {"ocr_blocks": "parse", "render_map": "render", "structure_tree": "structure",
+              "object_units": "units", "fts_tables": "full-text index", "vector_collections": "embed"}
 
 
 #: `sheaf build` refreshes the library report itself when it rebuilt at least this share of the

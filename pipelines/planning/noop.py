@@ -86,6 +86,11 @@ def prove_unchanged(settings: Settings, *, write_cache: bool = True) -> Proof:
         return Proof.no(str(e))
 
 
+def _recorded(files: DagsterFiles) -> Record | None:
+    """The last recorded plan (`pipelines.planning.record`), read from the home's files."""
+    return record_from_json((files.latest_metadata(STATUS_ASSET) or {}).get("record"))
+
+
 def recorded_unreadable(settings: Settings) -> dict[str, str]:
     """{paper: why its file cannot be read} as the last build recorded it, read without Dagster
     and without a scan of the library (what a status poll every 2 s can afford); {} when the
@@ -95,7 +100,7 @@ def recorded_unreadable(settings: Settings) -> dict[str, str]:
         return {}
     try:
         with DagsterFiles(home) as files:
-            record = record_from_json((files.latest_metadata(STATUS_ASSET) or {}).get("record"))
+            record = _recorded(files)
     except CannotTell:
         return {}
     if record is None:
@@ -108,8 +113,7 @@ def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
         return Proof.no(f"SHEAF_DAGSTER_STORAGE is {settings.dagster_storage}; the home is on {files.storage}")
     if files.unfinished_runs():
         return Proof.no("a run is unfinished")
-    meta = files.latest_metadata(STATUS_ASSET)
-    record = record_from_json((meta or {}).get("record"))
+    record = _recorded(files)
     if record is None:
         return Proof.no("no recorded plan")
     code = chain_code_versions(settings.embedding_model)

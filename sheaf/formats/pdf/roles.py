@@ -99,7 +99,7 @@ def classify(paras: list[Para], body: float, spacing: float, state: dict) -> Non
             elif named or (numbered and text[-1:] not in "-\x02,;"):
                 p.kind = "heading"
             elif words <= 10 and text[:1].isupper() and text[-1:] not in ".,;:-\x02" and len(p.lines) == 1:
-                p.kind = "maybe_heading"  # decided by _assign_levels: does it stand apart?
+                p.kind = "maybe_heading"  # decided by assign_levels: does it stand apart?
             if p.kind == "heading" and heading_role(text) == "reference_heading":
                 state["after_refs"] = True
 
@@ -177,7 +177,7 @@ def _plain_title(first: list[Para], pg: Page) -> Para | None:
             nxt = first.pop(k + 1)
             p.lines.extend(nxt.lines)
             p.text = f"{p.text} {nxt.text}"
-            nxt.lines = []  # merged: _pick_title drops it from the sequence
+            nxt.lines = []  # merged: pick_title drops it from the sequence
         return p
     return None
 
