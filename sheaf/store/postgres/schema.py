@@ -16,7 +16,7 @@ SQLite backend's rowids are)
                        packed int32) and (schema 2) its count in each column of the scope (``freqs``,
                        what bm25 needs when the database ranks a query of single terms itself):
                        FTS5's inverted index, terms made by FTS5's own tokenizer
-                       (`sheaf.store.bm25.FtsTokenizer`), btree on (scope, term) in the "C"
+                       (`sheaf.store.tokens.FtsTokenizer`), btree on (scope, term) in the "C"
                        collation (exact and prefix lookups), covering (schema 2) the row, its
                        length and ``freqs``: a ranking reads the index alone.
 ``lex_stats``          per paper and scope: rows and tokens (FTS5's averages record, kept per

@@ -3,7 +3,7 @@ and their term statistics, passages and vectors), removal, library metadata, the
 
 What a lexical row indexes is the SQLite backend's definition (`sheaf.store.sqlite.schema`'s
 FTS row functions over `fts_text`), tokenized by FTS5's own tokenizer in process
-(`sheaf.store.bm25.FtsTokenizer`): the same terms, positions and lengths as the FTS5 tables,
+(`sheaf.store.tokens.FtsTokenizer`): the same terms, positions and lengths as the FTS5 tables,
 so bm25 computed from them ranks as FTS5 does. The validation, the unit conversion and the
 metadata hash are the SQLite writer's.
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sheaf.core.lazy import lazy_module
 from sheaf.core.models import BodyUnit, ObjectUnit, valid_paper_key
-from sheaf.store.bm25 import FtsTokenizer
+from sheaf.store.tokens import FtsTokenizer
 from sheaf.store.postgres.db import Where, psycopg, retrying
 from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES, collections, ensure_collection
 from sheaf.store.fulltext import FTS_TOKENIZER

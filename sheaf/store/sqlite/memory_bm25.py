@@ -40,7 +40,8 @@ import numpy as np
 from sheaf.store.bm25 import COL_SHIFT as _COL_SHIFT
 from sheaf.store.bm25 import OFFSET_MASK as _OFFSET_MASK
 from sheaf.store.bm25 import ROW_SHIFT as _ROW_SHIFT
-from sheaf.store.bm25 import Bm25Table, FtsTokenizer, RankedRows, evaluate, parse_match
+from sheaf.store.bm25 import Bm25Table, RankedRows, evaluate, parse_match
+from sheaf.store.tokens import FtsTokenizer
 
 from sheaf.store.sqlite.db import connected_to
 from sheaf.store.sqlite.db import connect
@@ -376,7 +377,7 @@ class Bm25Accelerator:
         self.tokenizer.close()
 
     def tokens(self, tokenizer: str, text: str) -> tuple[str, ...]:
-        """The tokens FTS5 makes of `text` with `tokenizer` (`sheaf.store.bm25.FtsTokenizer`)."""
+        """The tokens FTS5 makes of `text` with `tokenizer` (`sheaf.store.tokens.FtsTokenizer`)."""
         return self.tokenizer.tokens(tokenizer, text)
 
     # -- the hook ---------------------------------------------------------------------------------
