@@ -1,14 +1,104 @@
-"""How `retrieve` ranks: the legs fused (one leg's own order, or reciprocal rank), whether more
-candidates could still pass a score floor, and the per-paper cap (`sheaf.search.retriever`)."""
+"""How `retrieve` ranks: the legs fused (one leg's own order, or reciprocal rank), the fused
+order weighed by what each unit holds of the query (`sheaf.search.evidence`: the phrase, its rare
+terms close together, back matter below the body), whether more candidates could still pass a
+score floor, and the per-paper cap (`sheaf.search.retriever`)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from sheaf.core.defaults import unit_kind_of
+from sheaf.search.evidence import (
+    BACK_MATTER_WEIGHT,
+    EVIDENCE_DEPTH,
+    NONE,
+    Evidence,
+    QueryWords,
+    Stems,
+    evidence,
+    is_back_matter,
+    quoted_phrases,
+    searchable,
+)
 from sheaf.search.units import HYBRID_RRF_K
+from sheaf.store.fulltext import FTS_TOKENIZER
+from sheaf.store.tokens import FtsTokenizer
 
 
 class RankFusion:
-    """The fusion steps of `Retriever.retrieve`, as static methods of its base class."""
+    """The fusion steps of `Retriever.retrieve`, as methods of its base class (they read its
+    `index`, `_units` and `_memo`)."""
+
+    _stems: Stems | None = None
+
+    def _stemmer(self) -> Stems:
+        """Words to the index's tokens, kept while this Retriever lives (a warm server's does)."""
+        if self._stems is None:
+            tokenizer = FtsTokenizer(cache=64)
+            self._stems = Stems(lambda text: tokenizer.tokens(FTS_TOKENIZER, text))
+        return self._stems
+
+    def _query_words(self, query: str, kinds: Sequence[str]) -> QueryWords:
+        """The query's tokens, content and rare terms, the idf from the scope the kinds search."""
+        scope = "object" if set(kinds) == {"object"} else "body"
+        # The counts are kept while the index is unchanged: only a term not asked for before is read.
+        known: dict[str, int] = self._memoized(("term_rows", scope), dict)  # type: ignore[attr-defined]
+
+        def rows(terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+            new = [t for t in terms if t not in known]
+            if new or "" not in known:
+                n, got = self.index.term_rows(scope, new)  # type: ignore[attr-defined]
+                known.update({t: got.get(t, 0) for t in new}, **{"": n})
+            return known[""], {t: known[t] for t in terms}
+
+        return QueryWords.of(query, self._stemmer(), rows)
+
+    def _weigh(self, fused: list[dict[str, Any]], words: QueryWords, mode: str,
+               seen: dict[str, tuple[Evidence, bool]], units: dict[str, Any]) -> list[dict[str, Any]]:
+        """The first `EVIDENCE_DEPTH` candidates ordered by evidence, then the rest as fused:
+        those holding the query as a phrase or every rare term close together first (not in
+        semantic mode, which ranks by meaning alone); then by the fused score (hybrid) or the
+        leg's order, a back-matter unit's counted at `BACK_MATTER_WEIGHT`. Each candidate gets
+        its `evidence` and `back_matter`; `seen` and `units` keep what was read (by unit id)."""
+        head = fused[:EVIDENCE_DEPTH]
+        want = [c["unit_id"] for c in head if c["unit_id"] not in units]
+        if want:
+            units.update(self._units(want))  # type: ignore[attr-defined]
+        stems = self._stemmer()
+        # Whether a unit is back matter depends on it alone: kept while the index is unchanged.
+        back: dict[str, bool] = self._memoized("back_matter", dict)  # type: ignore[attr-defined]
+        for c in head:
+            uid = c["unit_id"]
+            if uid not in seen and uid in units:
+                u = units[uid]
+                if uid not in back:
+                    back[uid] = is_back_matter(u)
+                seen[uid] = (evidence(words, searchable(u), stems) if words.weighs else NONE, back[uid])
+            c["evidence"], c["back_matter"] = seen.get(uid, (NONE, False))
+
+        def key(item: tuple[int, dict[str, Any]]) -> tuple[bool, float, int]:
+            pos, c = item
+            base = c["score"] if mode == "hybrid" else 1.0 / (HYBRID_RRF_K + pos + 1)
+            exact = c["evidence"].exact and mode != "semantic"
+            return not exact, -base * (BACK_MATTER_WEIGHT if c["back_matter"] else 1.0), pos
+
+        return [c for _, c in sorted(enumerate(head), key=key)] + fused[EVIDENCE_DEPTH:]
+
+    def _phrase_holders(self, query: str, kinds: Sequence[str], paper_ids: Sequence[str] | None
+                        ) -> tuple[list[str], dict[str, str] | None]:
+        """(the phrases the query quotes, {unit id: paper id} of the units of `kinds` holding every
+        one of them, or None when it quotes none), found by the index's phrase match: the same on
+        every backend."""
+        phrases = quoted_phrases(query)
+        if not phrases:
+            return [], None
+        index = self.index  # type: ignore[attr-defined]
+        groups = [index.match_query(f'"{p}"') for p in phrases]
+        match = " AND ".join(g for g in groups if g)
+        scopes = ["body"] * bool(set(kinds) - {"object"}) + ["object"] * ("object" in kinds)
+        hits = [h for scope in scopes
+                for h in index.lexical_units(scope, match, limit=-1, paper_ids=paper_ids, weights=None)]
+        return phrases, {h.ref: h.paper_id for h in hits if unit_kind_of(h.ref) in kinds}
 
     @staticmethod
     def _fuse(legs: dict[str, list[tuple[str, str, float]]], mode: str) -> list[dict[str, Any]]:

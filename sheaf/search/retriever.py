@@ -50,6 +50,7 @@ from sheaf.search.snippets import (
     one_line,
     make_snippet,
 )
+from sheaf.search.evidence import EVIDENCE_DEPTH, NONE, Evidence
 from sheaf.search.fusion import RankFusion
 from sheaf.search.paper_search import PaperSearch
 from sheaf.search.units import (  # the constants and Result are also this module's (its callers import them here)
@@ -111,6 +112,8 @@ class _Ranked:
     every_word: set[str] = field(default_factory=set)
     dropped: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    evidence: dict[str, tuple[Evidence, bool]] = field(default_factory=dict)  # unit id: (evidence, back matter)
+    units: dict[str, Unit] = field(default_factory=dict)  # the candidates read so far
 
 
 class Retriever(PaperSearch, RankFusion):
@@ -446,8 +449,17 @@ class Retriever(PaperSearch, RankFusion):
                     limit: int, per_paper: int, min_score: float | None) -> _Ranked:
         """The units to show, best first: each leg's first `n` candidates, fused (RRF for hybrid),
         capped per paper; `n` times four until `limit` is met or the legs run out. In hybrid mode
-        the lexical leg's first round runs in a thread while the query is encoded."""
+        the lexical leg's first round runs in a thread while the query is encoded. The fused
+        order is weighed by evidence (`RankFusion._weigh`); a quoted phrase keeps only the units
+        holding it, in every mode."""
         r = _Ranked()
+        phrases, holders = self._phrase_holders(query, kinds, paper_ids)
+        if holders is not None:
+            paper_ids = sorted(set(holders.values()))
+            if not holders:
+                r.warnings.append("no unit holds " + " and ".join(f'"{p}"' for p in phrases)
+                                  + " as written: drop the quotes to search for the words")
+                return r
         pending = None
         if mode == "hybrid":
             self._collection()  # VECTOR_NOT_BUILT / MODEL_CHANGED first, as without the thread
@@ -460,6 +472,7 @@ class Retriever(PaperSearch, RankFusion):
                     pending.join()  # the encoder's error, as without the background leg
                 raise
             r.warnings += w
+        words = None
         while True:
             legs: dict[str, list[tuple[str, str, float]]] = {}
             exhausted = True
@@ -485,18 +498,28 @@ class Retriever(PaperSearch, RankFusion):
                 r.ordinals = {u: o for u, _, _, o in sem}
                 exhausted &= ex
             fused = self._fuse(legs, mode)
+            weighed_all = len(fused) >= EVIDENCE_DEPTH  # the evidence sees what a larger fetch would
+            if holders is not None:
+                fused = [c for c in fused if c["unit_id"] in holders]
+            if words is None:
+                words = self._query_words(query, kinds)
+            fused = self._weigh(fused, words, mode, r.evidence, r.units)
             if min_score is not None:
                 fused = [c for c in fused if c["score"] >= min_score]
             r.dropped = {}
             r.picked = self._cap(fused, per_paper, limit, r.dropped)
-            if len(r.picked) >= limit or exhausted or self._below(min_score, mode, legs, n):
+            if (len(r.picked) >= limit and weighed_all) or exhausted or self._below(min_score, mode, legs, n):
                 return r
             n *= 4
 
     def _unit_matches(self, r: _Ranked, query: str, full: bool) -> list[dict[str, Any]]:
         """The matches of the ranked units: text (whole or a snippet around the best passage),
         each leg's rank and score, and whether the match is strong."""
-        units = self._units([c["unit_id"] for c in r.picked])
+        want = [c["unit_id"] for c in r.picked if c["unit_id"] not in r.units]
+        units = {**r.units, **(self._units(want) if want else {})}
+        # When some candidate holds every rare term of the query, a unit missing one is not strong
+        # however near its meaning: the "weaker matches" line falls where the evidence does.
+        any_rare = any(ev.rare for ev, _ in r.evidence.values())
         passage_starts = self._passage_starts(r.qv, r.ordinals, r.picked) if r.qv is not None else {}
         sem_scores = [c["legs"]["semantic"]["score"] for c in r.picked if c["legs"].get("semantic")]
         strong_cos = max(max(sem_scores, default=1.0) - SEMANTIC_STRONG_GAP, SEMANTIC_STRONG_MIN)
@@ -510,8 +533,11 @@ class Retriever(PaperSearch, RankFusion):
             m = self._match(u, score=c["score"], text=shown, query=query, full=full, full_text=text)
             m["legs"] = c["legs"]
             sem = c["legs"].get("semantic")
-            m["strong"] = (c["legs"].get("lexical") is not None and c["unit_id"] in r.every_word) or \
-                (sem is not None and sem["score"] >= strong_cos)
+            ev = c.get("evidence", NONE)
+            m["strong"] = ev.exact or (c["legs"].get("lexical") is not None and c["unit_id"] in r.every_word) or \
+                (sem is not None and sem["score"] >= strong_cos and (ev.rare or not any_rare))
+            m["evidence"] = ev.label
+            m["back_matter"] = bool(c.get("back_matter"))
             matches.append(m)
         return matches
 

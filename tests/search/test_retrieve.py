@@ -370,8 +370,9 @@ def test_hybrid_is_rrf_of_both_legs(r):
     res = r.retrieve(q, mode="hybrid", limit=10, per_paper=0)
     k = res.data["fusion"]["k"]
     assert res.data["fusion"] == {"method": "rrf", "k": k} and k == HYBRID_RRF_K
-    lex = [m["unit_id"] for m in r.retrieve(q, mode="lexical", limit=200, per_paper=0).matches]
-    sem = [m["unit_id"] for m in r.retrieve(q, mode="semantic", limit=200, per_paper=0).matches]
+    # each leg's own order (a single-leg mode shows it weighed by evidence: back matter lower)
+    lex = {m["legs"]["lexical"]["rank"]: m["unit_id"] for m in r.retrieve(q, mode="lexical", limit=200, per_paper=0).matches}
+    sem = {m["legs"]["semantic"]["rank"]: m["unit_id"] for m in r.retrieve(q, mode="semantic", limit=200, per_paper=0).matches}
     both = 0
     for m in res.matches:
         legs = m["legs"]
@@ -379,12 +380,15 @@ def test_hybrid_is_rrf_of_both_legs(r):
         expect = sum(1 / (k + leg["rank"]) for leg in legs.values() if leg)
         assert m["score"] == pytest.approx(expect, abs=1e-6)
         if legs["lexical"]:
-            assert lex[legs["lexical"]["rank"] - 1] == m["unit_id"]
+            assert lex[legs["lexical"]["rank"]] == m["unit_id"]
         if legs["semantic"]:
-            assert sem[legs["semantic"]["rank"] - 1] == m["unit_id"]
+            assert sem[legs["semantic"]["rank"]] == m["unit_id"]
         both += bool(legs["lexical"] and legs["semantic"])
     assert both >= 1 and res.matches[0]["zotero_key"] == CODE_PAPER
-    assert [m["score"] for m in res.matches] == sorted((m["score"] for m in res.matches), reverse=True)
+    # best first: the exact (phrase, or rare terms close together), then by score, back matter's halved
+    key = [(m["evidence"] not in ("phrase", "near"), -m["score"] * (0.5 if m["back_matter"] else 1))
+           for m in res.matches]
+    assert key == sorted(key)
     capped = r.retrieve(q, mode="hybrid", limit=6, per_paper=1)
     assert len(capped.matches) == 6 and len({m["zotero_key"] for m in capped.matches}) == 6
 

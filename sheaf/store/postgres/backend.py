@@ -137,6 +137,12 @@ class PostgresIndex(PostgresBm25):
     # --- lexical candidates: bm25 from the postings of the query's terms (`PostgresBm25`) ----------
 
     @_guarded
+    def term_rows(self, scope: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {sorted(SCOPES)}")
+        return self._term_rows(scope, terms)
+
+    @_guarded
     def lexical_units(self, scope: str, match: str, *, limit: int, paper_ids: Sequence[str] | None = None,
                       weights: Sequence[float] | None = None) -> list[FtsHit]:
         ranked = self._ranked(scope, match, weights, paper_ids, limit)

@@ -203,6 +203,16 @@ class PostgresBm25:
         merged = sorted([*mine, *theirs], key=lambda r: (r[1], r[3]))
         return [(ref, s, pid) for ref, s, pid, _ in merged]
 
+    def _term_rows(self, scope: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(rows of the scope, {term: rows holding it}), read in one snapshot: the same figures
+        as the SQLite backend's fts5vocab and averages record."""
+        sid = SCOPES[scope]
+        with snapshot(self.conn, self.where):
+            n = self.conn.execute("SELECT coalesce(sum(n_rows), 0)::bigint FROM lex_stats WHERE scope = %s",
+                                  [sid]).fetchone()[0]
+            got = self._row_counts(sid, set(terms), set())[0] if terms else {}
+        return int(n), got
+
     def _row_counts(self, sid: int, exact: set[str], prefixes: set[str]) -> tuple[dict[str, int], dict[str, int]]:
         """Postings of each term over the scope (= its rows), and of each prefix's terms: sums of
         the papers' counts (``lex_terms``)."""

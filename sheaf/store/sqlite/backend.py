@@ -164,6 +164,9 @@ class SqliteIndex:
         return self._lexical(reader.fts_best_per_paper, scope, match, limit=limit, paper_ids=paper_ids,
                              weights=weights)
 
+    def term_rows(self, scope: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        return reader.term_rows(self.conn, scope, terms)
+
     def collections(self) -> dict[str, ModelIdentity]:
         return collections(self.conn)
 

@@ -18,7 +18,7 @@ import pysqlite3.dbapi2 as sqlite3
 
 from sheaf.core.envelope import SheafError
 
-__all__ = ["sqlite3", "connect", "transaction", "read_snapshot", "connected_to", "DEFAULT_BUSY_TIMEOUT_MS"]
+__all__ = ["sqlite3", "connect", "transaction", "read_snapshot", "connected_to", "DEFAULT_BUSY_TIMEOUT_MS", "varints"]
 
 DEFAULT_BUSY_TIMEOUT_MS = 10_000
 PAGE_SIZE = 8192
@@ -139,3 +139,22 @@ def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator
         raise
     else:
         conn.execute("COMMIT")
+
+
+def varints(blob: bytes) -> list[int]:
+    """SQLite/FTS5 varints (big-endian 7-bit groups; a 9th byte holds 8 bits)."""
+    out: list[int] = []
+    i, n = 0, len(blob)
+    while i < n:
+        v = 0
+        for j in range(9):
+            c = blob[i]
+            i += 1
+            if j == 8:
+                v = (v << 8) | c
+                break
+            v = (v << 7) | (c & 0x7F)
+            if c < 0x80:
+                break
+        out.append(v)
+    return out

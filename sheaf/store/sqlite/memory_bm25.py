@@ -43,32 +43,12 @@ from sheaf.store.bm25 import ROW_SHIFT as _ROW_SHIFT
 from sheaf.store.bm25 import Bm25Table, RankedRows, evaluate, parse_match
 from sheaf.store.tokens import FtsTokenizer
 
-from sheaf.store.sqlite.db import connected_to
-from sheaf.store.sqlite.db import connect
+from sheaf.store.sqlite.db import connect, connected_to, varints
 
 __all__ = ["Bm25Accelerator", "parse_match", "RankedRows"]
 
 
 # --- one table in memory ----------------------------------------------------------------------
-
-def _varints(blob: bytes) -> list[int]:
-    """SQLite/FTS5 varints (big-endian 7-bit groups; a 9th byte holds 8 bits)."""
-    out: list[int] = []
-    i, n = 0, len(blob)
-    while i < n:
-        v = 0
-        for j in range(9):
-            c = blob[i]
-            i += 1
-            if j == 8:
-                v = (v << 8) | c
-                break
-            v = (v << 7) | (c & 0x7F)
-            if c < 0x80:
-                break
-        out.append(v)
-    return out
-
 
 def _fts5_args(sql: str) -> list[str] | None:
     """The comma-separated arguments of ``CREATE VIRTUAL TABLE ... USING fts5(...)``, quotes
@@ -173,12 +153,12 @@ class _Table(Bm25Table):
             if shape is None:
                 return None, sig
             columns, tokenizer = shape
-            avg = _varints(sig[0]) or [0]  # an empty table has no averages record yet
+            avg = varints(sig[0]) or [0]  # an empty table has no averages record yet
             n_row, n_token = avg[0], sum(avg[1:1 + len(columns)])
             ids, sizes = [], []
             for rid, blob in conn.execute(f"SELECT id, sz FROM {fts}_docsize"):
                 ids.append(rid)
-                sizes.append(sum(_varints(blob)))
+                sizes.append(sum(varints(blob)))
             # Score arrays are dense over rowids: refuse ids far sparser than the rows.
             if len(ids) != n_row or (ids and (min(ids) < 0 or max(ids) > min(max(4 * n_row, 1_000_000), 2**26))):
                 return None, sig

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sheaf.store.sqlite.db import read_snapshot, sqlite3
+from sheaf.store.sqlite.db import read_snapshot, sqlite3, varints
 from sheaf.core.envelope import SheafError
 from sheaf.store.fulltext import build_match_query
 from sheaf.core.models import BodyUnit, ObjectUnit
@@ -148,6 +148,23 @@ _SCOPES = {
     "object": ("object_units_fts", "object_units", "unit_rowid", "unit_id"),
     "papers": ("papers_fts", "papers", "paper_rowid", "paper_id"),
 }
+
+
+def term_rows(conn: Conn, scope: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+    """(rows of the scope's FTS table, {term: rows holding it}) for FTS tokens (stemmed, as
+    `sheaf.store.tokens.FtsTokenizer` makes them): the document frequencies of an idf. Read
+    from an fts5vocab table in the connection's temp schema and FTS5's averages record."""
+    fts = _fts_scope(scope, None)[0]
+    vocab = f"sheaf_rows_{fts}"
+    terms = sorted(set(terms))
+    with read_snapshot(conn):
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING fts5vocab(main, {fts}, row)")
+        got = {t: int(n) for t, n in conn.execute(
+            f"SELECT term, doc FROM temp.{vocab} WHERE term IN ({', '.join('?' * len(terms))})", terms)} \
+            if terms else {}
+        row = conn.execute(f"SELECT block FROM {fts}_data WHERE id = 1").fetchone()
+    n_rows = (varints(bytes(row[0])) or [0])[0] if row and row[0] else 0
+    return n_rows, got
 
 
 def _fts_scope(scope: str, weights: Sequence[float] | None) -> tuple[str, str, str, str, str]:
