@@ -7,9 +7,10 @@ index backend found the unit.
   rare terms: the content terms held by at most `RARE_SHARE` of the units (those with the highest
   idf; when none is that rare, every content term).
 - **A unit's evidence** (`Evidence`): whether it holds the query's tokens as one phrase, whether
-  it holds every rare term, and whether they stand close together (within the query's length plus
-  `NEAR_SLACK` tokens). A unit holding the phrase, or every rare term close together, is *exact*:
-  the ranking never puts a unit missing a rare term above it.
+  it holds every rare term, and whether they stand close together: two rare terms or more within
+  the query's length plus `NEAR_SLACK` tokens, or every content term within it (a single rare term
+  says nothing of closeness). A unit holding the phrase, or its terms close together, is *exact*:
+  the ranking never puts a unit missing a rare term above it, and puts the phrase first.
 - **Back matter** (`is_back_matter`): acknowledgements, funding, author notes (units of kind
   `backmatter_body`) and reference lists (a section so named, or text that reads as one: names
   with initials and years, entry after entry). They rank below body units that match as well.
@@ -29,9 +30,12 @@ __all__ = ["RARE_SHARE", "NEAR_SLACK", "BACK_MATTER_WEIGHT", "EVIDENCE_DEPTH", "
 
 #: A content term held by at most this share of the units is rare (idf above ~2.3).
 RARE_SHARE = 0.1
+#: A content term of fewer than this share of the units (or of one unit alone) is specific (a gene,
+#: a drug, a name): a unit without it does not nearly hold the query, whatever else it holds.
+SPECIFIC_SHARE = 0.01
 #: Rare terms stand close together when one window of the query's token count plus this many
 #: tokens holds them all (a dropped or an inserted word or two).
-NEAR_SLACK = 4
+NEAR_SLACK = 2
 #: A back-matter unit ranks as if its fused score were this share of what it is.
 BACK_MATTER_WEIGHT = 0.5
 #: How many of the fused candidates, best first, have their evidence read.
@@ -50,17 +54,19 @@ _BACK_HEADING_RE = re.compile(
     r"\b", re.IGNORECASE)
 
 
-def _holds_all(text: str, parts: Sequence[str]) -> bool:
-    """Whether `text`, folded as the FTS5 tokenizer folds (case, diacritics), holds every part.
-    The ASCII parts are looked for in the text's ASCII skeleton (NFKD, non-ASCII dropped: Díaz
-    holds "diaz"), the others in its case-folded form."""
-    if not parts:
-        return True
+def _prefix(term: str) -> str:
+    """A substring of every word stemmed to `term`: porter's stems are prefixes of their words
+    but for their last letter."""
+    return term[:-1] if len(term) > 2 else term
+
+
+def _lacking(text: str, terms: Iterable[str]) -> list[str]:
+    """The terms whose words `text` cannot hold, folded as the FTS5 tokenizer folds (case,
+    diacritics): ASCII terms are looked for in the text's ASCII skeleton (NFKD, non-ASCII dropped:
+    Díaz holds "diaz"), the others in its case-folded form."""
     low = text.casefold()
-    if low.isascii():
-        return all(p in low for p in parts)
-    skeleton = unicodedata.normalize("NFKD", low).encode("ascii", "ignore").decode()
-    return all(p in (skeleton if p.isascii() else low) for p in parts)
+    skeleton = low if low.isascii() else unicodedata.normalize("NFKD", low).encode("ascii", "ignore").decode()
+    return [t for t in terms if _prefix(t) not in (skeleton if t.isascii() else low)]
 
 
 def _words(text: str) -> list[str]:
@@ -112,6 +118,7 @@ class QueryWords:
     tokens: tuple[str, ...]
     content: frozenset[str]
     rare: frozenset[str]
+    specific: frozenset[str] = frozenset()  # content terms of fewer than SPECIFIC_SHARE of the units
 
     @classmethod
     def of(cls, query: str, stems: Stems, rows: Callable[[Sequence[str]], tuple[int, dict[str, int]]]
@@ -120,24 +127,20 @@ class QueryWords:
         tokens = tuple(stems.text(query.replace('"', " ")))
         stop = stems.stopwords()
         content = frozenset(t for t in tokens if t not in stop)
-        rare = content
+        rare, specific = content, content
         if len(content) > 1:
             n, df = rows(sorted(content))
             if n:
                 held = {t for t in content if df.get(t, 0) <= RARE_SHARE * n}
                 rare = frozenset(held) if held else content
-        return cls(tokens, content, rare)
+                specific = frozenset(t for t in content if df.get(t, 0) < max(SPECIFIC_SHARE * n, 2))
+        return cls(tokens, content, rare, specific)
 
     @property
     def weighs(self) -> bool:
         """Whether evidence orders the ranking: a query of two content terms or more (one word's
         units all hold it or not; the legs' order stands)."""
         return len(self.content) >= 2
-
-    def prefixes(self) -> list[str]:
-        """A substring each rare term's words hold (a stem less its last letter: porter's stems
-        are prefixes of their words but for that letter), to skip units that cannot hold them."""
-        return [t[:-1] if len(t) > 2 else t for t in self.rare]
 
 
 @dataclass(frozen=True)
@@ -148,15 +151,23 @@ class Evidence:
     phrase: bool = False
     rare: bool = False
     near: bool = False
+    nearly: bool = False
 
     @property
     def exact(self) -> bool:
         return self.phrase or self.near
 
     @property
+    def level(self) -> int:
+        """3: the phrase; 2: close together; 1: all but one content term close together; 0: none
+        of these (the ranking's first key)."""
+        return 3 if self.phrase else 2 if self.near else 1 if self.nearly else 0
+
+    @property
     def label(self) -> str:
-        """`phrase`, `near`, `rare_terms` (every rare term, apart) or `partial`."""
-        return "phrase" if self.phrase else "near" if self.near else "rare_terms" if self.rare else "partial"
+        """`phrase`, `near`, `nearly`, `rare_terms` (every rare term, apart) or `partial`."""
+        return "phrase" if self.phrase else "near" if self.near else "nearly" if self.nearly else \
+            "rare_terms" if self.rare else "partial"
 
 
 NONE = Evidence()
@@ -184,10 +195,11 @@ def _window(positions: Iterable[list[int]]) -> int:
 
 def evidence(q: QueryWords, text: str, stems: Stems) -> Evidence:
     """What `text` (a unit's searchable text) holds of the query."""
-    if not _holds_all(text, q.prefixes()):
-        return NONE
+    lacks = _lacking(text, q.content)
+    if any(t in q.rare for t in lacks) and (len(lacks) > 1 or len(q.content) < 3):
+        return NONE  # neither every rare term nor all content terms but one: nothing to weigh
     toks = stems.text(text)
-    where: dict[str, list[int]] = {t: [] for t in q.rare}
+    where: dict[str, list[int]] = {t: [] for t in q.content}
     at: dict[str, list[int]] = {}
     for j, t in enumerate(q.tokens):
         at.setdefault(t, []).append(j)
@@ -203,9 +215,19 @@ def evidence(q: QueryWords, text: str, stems: Stems) -> Evidence:
         prev = cur
         if t in where:
             where[t].append(i)
-    rare = all(where.values())
-    near = rare and _window(where.values()) <= len(q.tokens) + NEAR_SLACK
-    return Evidence(phrase=bool(q.tokens) and best >= len(q.tokens), rare=rare, near=near)
+    rare = all(where[t] for t in q.rare)
+    span = len(q.tokens) + NEAR_SLACK
+    # Close together: two rare terms or more within the window, or (one rare term is no evidence
+    # of closeness) every content term within it.
+    near = rare and ((len(q.rare) > 1 and _window(where[t] for t in q.rare) <= span)
+                     or (all(where.values()) and _window(where.values()) <= span))
+    # Nearly: all but one of three content terms or more within the window, the one missing not a
+    # specific term (a word remembered wrong: a synonym, another form; not a unit on the same
+    # topic without the gene, the drug or the name asked about).
+    held = [p for p in where.values() if p]
+    nearly = (not near and len(q.content) > 2 and len(held) >= len(q.content) - 1
+              and all(where[t] for t in q.specific) and _window(held) <= span)
+    return Evidence(phrase=bool(q.tokens) and best >= len(q.tokens), rare=rare, near=near, nearly=nearly)
 
 
 def searchable(u: BodyUnit | ObjectUnit) -> str:
