@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sheaf.core.defaults import unit_kind_of
+from sheaf.core.defaults import in_kinds
 from sheaf.search.evidence import (
     BACK_MATTER_WEIGHT,
     EVIDENCE_DEPTH,
@@ -98,7 +98,7 @@ class RankFusion:
         scopes = ["body"] * bool(set(kinds) - {"object"}) + ["object"] * ("object" in kinds)
         hits = [h for scope in scopes
                 for h in index.lexical_units(scope, match, limit=-1, paper_ids=paper_ids, weights=None)]
-        return phrases, {h.ref: h.paper_id for h in hits if unit_kind_of(h.ref) in kinds}
+        return phrases, {h.ref: h.paper_id for h in hits if in_kinds(h.ref, kinds)}
 
     @staticmethod
     def _fuse(legs: dict[str, list[tuple[str, str, float]]], mode: str) -> list[dict[str, Any]]:

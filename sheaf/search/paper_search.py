@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sheaf.core.defaults import DEFAULT_LIMIT, KINDS, unit_kind_of
+from sheaf.core.defaults import DEFAULT_LIMIT, KINDS, in_kinds
 from sheaf.core.envelope import SheafError
 from sheaf.core.text import fold, fold_same_length
 from sheaf.search.snippets import SUMMARY_CHARS, clip, highlight_re, make_snippet
@@ -166,7 +166,7 @@ class PaperSearch:
             got = self.index.lexical_units(scope, match, limit=fetch, paper_ids=paper_ids, weights=weights)
             best: dict[str, FtsHit] = {}
             for h in got:
-                if h.paper_id not in best and unit_kind_of(h.ref) == kind:
+                if h.paper_id not in best and in_kinds(h.ref, (kind,)):
                     best[h.paper_id] = h
             if len(best) >= n or len(got) < fetch:
                 return {scope: list(best.values())[:n]}

@@ -39,7 +39,7 @@ from sheaf.core.defaults import (
     KINDS,
     MODES,
     UNIT_KINDS,
-    unit_kind_of,
+    in_kinds,
 )
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
@@ -303,7 +303,7 @@ class Retriever(PaperSearch, RankFusion):
                 got = ix.lexical_units(scope, match, limit=n, paper_ids=paper_ids, weights=w)
                 complete &= len(got) < n
                 hits += got if every_kind or scope == "object" else \
-                    [h for h in got if unit_kind_of(h.ref) in kinds]
+                    [h for h in got if in_kinds(h.ref, kinds)]
             # Stable sort on the score alone: ties keep each scope's own order (bm25, then
             # rowid), so the first n candidates never change when more are fetched.
             hits.sort(key=lambda h: -h.score)
@@ -382,7 +382,7 @@ class Retriever(PaperSearch, RankFusion):
             self._check_vectors(qv.identity, paper_ids)
         out: dict[str, tuple[str, str, float, int]] = {}
         for h in hits:
-            if h.unit_id not in out and unit_kind_of(h.unit_id) in kinds:
+            if h.unit_id not in out and in_kinds(h.unit_id, kinds):
                 out[h.unit_id] = (h.unit_id, h.paper_id, h.score, h.ordinal)
         exhausted = (len(hits) < k or k >= MAX_KNN_K) and len(out) <= n
         return list(out.values())[:n], exhausted
@@ -746,7 +746,7 @@ class Retriever(PaperSearch, RankFusion):
         if match is not None and paper_ids is None:
             hits = [h for scope in ("body", "object") if scope == "object" and "object" in kinds
                     or scope == "body" and set(kinds) - {"object"}
-                    for h in self.index.lexical_units(scope, match, limit=-1) if unit_kind_of(h.ref) in kinds]
+                    for h in self.index.lexical_units(scope, match, limit=-1) if in_kinds(h.ref, kinds)]
             candidates = {h.ref for h in hits}
             paper_ids = sorted({h.paper_id for h in hits})
         elif paper_ids is None:
@@ -757,7 +757,7 @@ class Retriever(PaperSearch, RankFusion):
         for pid in sorted(paper_ids):
             body, objects = self.index.paper_units(pid)
             for u in reading_order(body, objects):
-                if unit_kind_of(u.unit_id) not in kinds:
+                if not in_kinds(u.unit_id, kinds):
                     continue
                 fields = ([("text", u.text)] if isinstance(u, BodyUnit) else
                           [("caption", u.caption or ""), ("table_text", u.table_text or "")])

@@ -600,7 +600,8 @@ WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempoten
 _MAX_TOKENS = Annotated[int, Field(ge=1, description="the answer's budget in tokens (estimated as characters / 4); "
                                    "matches that do not fit are left out, best first kept, and named")]
 _KIND = Annotated[str, Field(description="which units: body text, objects (figures and tables), Zotero notes, "
-                             "Zotero annotations, or all", json_schema_extra={"enum": list(KINDS)})]
+                             "Zotero annotations, back matter alone (acknowledgements, funding, footnotes), "
+                             "or all", json_schema_extra={"enum": list(KINDS)})]
 
 
 def _with_filters(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -80,7 +80,7 @@ def cli(capsys, *args: str) -> tuple[int, dict]:
 
 
 def test_the_vocabulary_of_kinds():
-    assert KINDS == ("body", "object", "note", "annotation", "all")
+    assert KINDS == ("body", "object", "note", "annotation", "backmatter", "all")
     assert [unit_kind_of(u) for u in ("K:body:sec_p1_0", "K:body:sec_p1_0:part_002", "K:body:root:note",
                                       "K:body:sec_a2_p1_0:annotation:part_001", "K:body:sec_p1_0:backmatter",
                                       "K:figure:p3:4", "K:table:p2:1")] == \
@@ -88,9 +88,10 @@ def test_the_vocabulary_of_kinds():
 
 
 @pytest.mark.parametrize("kind, sources", [("note", {"note"}), ("annotation", {"annotation"}),
-                                           ("body", {"body", "backmatter"}), ("object", {"figure", "table"})])
+                                           ("body", {"body", "backmatter"}), ("object", {"figure", "table"}),
+                                           ("backmatter", {"backmatter"})])
 def test_retrieve_kind_takes_every_unit_kind(env, capsys, validator, kind, sources):
-    code, e = cli(capsys, "retrieve", "zebrafish", "OR", "flower", "OR", "figure", "--mode", "lexical",
+    code, e = cli(capsys, "retrieve", "zebrafish", "OR", "flower", "OR", "figure", "OR", "thank", "--mode", "lexical",
                   "--kind", kind, "--per-paper", "0", "--limit", "50")
     assert code == 0 and e["ok"], e
     validator.validate(e)

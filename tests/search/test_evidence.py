@@ -129,7 +129,7 @@ def _library(tmp_path: Path, embedder) -> Path:
                            body_unit("EXACT001", "s2", PULSES, ("2 Methods",))],
               "TAMPAPER": [body_unit("TAMPAPER", "s1", TAM_BODY, ("4 Discussion",)),
                            body_unit("TAMPAPER", "refs", REFERENCES, ("References",)),
-                           body_unit("TAMPAPER", "ack", "We thank the participants for their technology "
+                           body_unit("TAMPAPER", "ack:backmatter", "We thank the participants for their technology "
                                      "acceptance interviews.", ("Acknowledgments",), kind="backmatter_body")]}
     for pid, texts in NEIGHBOURS.items():
         papers[pid] = [body_unit(pid, f"s{i}", t, ("Results",)) for i, t in enumerate(texts)]
@@ -191,9 +191,9 @@ def test_back_matter_ranks_below_the_body_that_matches_as_well(r):
     res = r.retrieve("technology acceptance", per_paper=0)
     order = [m["unit_id"] for m in res.matches]
     assert order[0] == "TAMPAPER:body:s1"
-    assert {"TAMPAPER:body:refs", "TAMPAPER:body:ack"} <= set(order)
+    assert {"TAMPAPER:body:refs", "TAMPAPER:body:ack:backmatter"} <= set(order)
     flags = {m["unit_id"]: m["back_matter"] for m in res.matches}
-    assert flags["TAMPAPER:body:refs"] and flags["TAMPAPER:body:ack"] and not flags[order[0]]
+    assert flags["TAMPAPER:body:refs"] and flags["TAMPAPER:body:ack:backmatter"] and not flags[order[0]]
     only = r.retrieve("Chimento-Díaz Sánchez-García")  # only the reference list holds it: still found first
     assert only.matches[0]["unit_id"] == "TAMPAPER:body:refs"
 
@@ -204,3 +204,19 @@ def test_a_quoted_phrase_asks_for_itself_in_every_mode(r, mode):
     assert [m["unit_id"] for m in res.matches] == ["NEARB002:body:s0"]
     none = r.retrieve('"necessary condition of Brockett"', mode=mode)
     assert none.matches == [] and any("no unit holds" in w for w in none.warnings)
+
+
+def test_kind_backmatter_asks_for_the_back_matter_alone(r):
+    res = r.retrieve("technology acceptance interviews", kind="backmatter", per_paper=0)
+    assert [m["unit_id"] for m in res.matches] == ["TAMPAPER:body:ack:backmatter"]
+    body = r.retrieve("technology acceptance interviews", kind="body", per_paper=0)
+    assert "TAMPAPER:body:ack:backmatter" in [m["unit_id"] for m in body.matches]  # body still holds it, lower
+
+
+def test_in_kinds_reads_the_kind_from_the_id():
+    from sheaf.core.defaults import in_kinds
+
+    assert in_kinds("P:body:sec_1:backmatter", ("backmatter",)) and in_kinds("P:body:sec_1:backmatter:part_002",
+                                                                           ("backmatter",))
+    assert in_kinds("P:body:sec_1:backmatter", ("body",)) and not in_kinds("P:body:sec_1", ("backmatter",))
+    assert not in_kinds("P:body:sec_1:note", ("backmatter",)) and not in_kinds("P:figure:p1:2", ("backmatter",))

@@ -153,7 +153,7 @@ def test_tools_schemas_layers_budget_and_errors(base):
             # every unit kind on every query tool: this library has no Zotero notes
             for tool in ("search", "retrieve", "grep"):
                 assert tools[tool].input_schema["properties"]["kind"]["enum"] == [
-                    "body", "object", "note", "annotation", "all"], tool
+                    "body", "object", "note", "annotation", "backmatter", "all"], tool
             assert (await c.call_tool("grep", {"term": word, "kind": "note"})).structured_content["count"] == 0
             assert (await c.call_tool("grep", {"term": word, "kind": "body"})).structured_content["count"] > 0
             assert (await c.call_tool("search", {"query": "soil", "kind": "note"})).structured_content["count"] == 0
