@@ -56,9 +56,9 @@ class RankFusion:
     def _weigh(self, fused: list[dict[str, Any]], words: QueryWords, mode: str,
                seen: dict[str, tuple[Evidence, bool]], units: dict[str, Any]) -> list[dict[str, Any]]:
         """The first `EVIDENCE_DEPTH` candidates ordered by evidence, then the rest as fused:
-        those holding the query as a phrase first, then those holding its terms close together
-        (not in semantic mode, which ranks by meaning alone); then by the fused score (hybrid) or the
-        leg's order, a back-matter unit's counted at `BACK_MATTER_WEIGHT`. Each candidate gets
+        those holding the query as a phrase first, then those holding its terms close together;
+        then by the fused score (hybrid) or the leg's order, a back-matter unit's counted at
+        `BACK_MATTER_WEIGHT`. Semantic mode keeps the order of meaning. Each candidate gets
         its `evidence` and `back_matter`; `seen` and `units` keep what was read (by unit id)."""
         head = fused[:EVIDENCE_DEPTH]
         want = [c["unit_id"] for c in head if c["unit_id"] not in units]
@@ -76,11 +76,13 @@ class RankFusion:
                 seen[uid] = (evidence(words, searchable(u), stems) if words.weighs else NONE, back[uid])
             c["evidence"], c["back_matter"] = seen.get(uid, (NONE, False))
 
+        if mode == "semantic":  # meaning alone: the evidence is told, not ranked by
+            return fused
+
         def key(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int]:
             pos, c = item
             base = c["score"] if mode == "hybrid" else 1.0 / (HYBRID_RRF_K + pos + 1)
-            level = c["evidence"].level if mode != "semantic" else 0
-            return -level, -base * (BACK_MATTER_WEIGHT if c["back_matter"] else 1.0), pos
+            return -c["evidence"].level, -base * (BACK_MATTER_WEIGHT if c["back_matter"] else 1.0), pos
 
         return [c for _, c in sorted(enumerate(head), key=key)] + fused[EVIDENCE_DEPTH:]
 
