@@ -17,6 +17,7 @@ index backend found the unit.
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -60,13 +61,16 @@ def _prefix(term: str) -> str:
     return term[:-1] if len(term) > 2 else term
 
 
-def _lacking(text: str, terms: Iterable[str]) -> list[str]:
-    """The terms whose words `text` cannot hold, folded as the FTS5 tokenizer folds (case,
-    diacritics): ASCII terms are looked for in the text's ASCII skeleton (NFKD, non-ASCII dropped:
-    Díaz holds "diaz"), the others in its case-folded form."""
+def _lacking(text: str, prefixes: dict[str, str]) -> list[str]:
+    """The terms (of {term: its `_prefix`}) whose words `text` cannot hold, folded as the FTS5
+    tokenizer folds (case, diacritics): a term not in the case-folded text is looked for in its
+    ASCII skeleton (NFKD, non-ASCII dropped: Díaz holds "diaz"), made only then."""
     low = text.casefold()
-    skeleton = low if low.isascii() else unicodedata.normalize("NFKD", low).encode("ascii", "ignore").decode()
-    return [t for t in terms if _prefix(t) not in (skeleton if t.isascii() else low)]
+    lacks = [t for t, p in prefixes.items() if p not in low]
+    if not lacks or low.isascii():
+        return lacks
+    skeleton = unicodedata.normalize("NFKD", low).encode("ascii", "ignore").decode()
+    return [t for t in lacks if not t.isascii() or prefixes[t] not in skeleton]
 
 
 def _words(text: str) -> list[str]:
@@ -136,6 +140,11 @@ class QueryWords:
                 specific = frozenset(t for t in content if df.get(t, 0) < max(SPECIFIC_SHARE * n, 2))
         return cls(tokens, content, rare, specific)
 
+    @functools.cached_property
+    def prefixes(self) -> dict[str, str]:
+        """Each content term's `_prefix`."""
+        return {t: _prefix(t) for t in self.content}
+
     @property
     def weighs(self) -> bool:
         """Whether evidence orders the ranking: a query of two content terms or more (one word's
@@ -195,7 +204,7 @@ def _window(positions: Iterable[list[int]]) -> int:
 
 def evidence(q: QueryWords, text: str, stems: Stems) -> Evidence:
     """What `text` (a unit's searchable text) holds of the query."""
-    lacks = _lacking(text, q.content)
+    lacks = _lacking(text, q.prefixes)
     if any(t in q.rare for t in lacks) and (len(lacks) > 1 or len(q.content) < 3):
         return NONE  # neither every rare term nor all content terms but one: nothing to weigh
     toks = stems.text(text)
