@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.models import valid_paper_key
-from sheaf.library.mirror import file_hash, read_json, scratch_dir, write_atomic
+from sheaf.core.files import write_atomic
+from sheaf.library.mirror import file_hash, read_json, scratch_dir
 
 #: Bump when the same folder would give other keys or metadata.
 FOLDER_RULES = "1"

@@ -12,8 +12,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sheaf.core.files import write_atomic
-
 _SCRATCH: dict[str, str] = {}
 
 

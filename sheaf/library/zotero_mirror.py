@@ -25,7 +25,8 @@ from typing import Any
 
 from sheaf.formats import find_input
 from sheaf.formats.common import content_hash
-from sheaf.library.mirror import file_hash, read_json, scratch_dir, write_atomic
+from sheaf.core.files import write_atomic
+from sheaf.library.mirror import file_hash, read_json, scratch_dir
 from sheaf.library.zotero import Catalog, ZoteroPaper, db_stamp, read_catalog
 from sheaf.formats.zotero_source import FT_CACHE, MANIFEST_FORMAT, SUFFIX, VERSION
 from sheaf.core.models import IngestError
@@ -238,7 +239,7 @@ def _export(cat: Catalog) -> dict[str, Any]:
             parts = c.split("/")
             for i in range(len(parts)):
                 ck = "/".join(parts[: i + 1])
-                node = collections.setdefault(ck, {"name": parts[i], "parent": parent, "items": []})
+                collections.setdefault(ck, {"name": parts[i], "parent": parent, "items": []})
                 parent = ck
             collections[c]["items"].append(p.key)
     return {"config": {"label": "Zotero data directory", "sheaf": MIRROR_RULES}, "items": items,

@@ -415,7 +415,7 @@ def test_substantive_footnotes_are_searchable_units_of_their_own_kind(tmp_path):
     pages = []
     for n in range(2):
         items = [(57, 50, 16, "Memory and the Archive in Hamburg", "B")] if n == 0 else []
-        y = _section_page(items, 90 if n == 0 else 60, f"{n + 1} Section {n + 1}", 5, 3 * n)
+        _section_page(items, 90 if n == 0 else 60, f"{n + 1} Section {n + 1}", 5, 3 * n)
         notes = [f"{2 * n + 1} On the glossolalia{n} letters see the Altona register, folio {40 + n}.",
                  f"{2 * n + 2} The palimpsest{n} reading follows the archivist's own marginal notes."]
         items.extend(lines_page(notes, size=8, top=760))
