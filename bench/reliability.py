@@ -4,7 +4,7 @@ numbers to the "Reliability" section of docs/benchmarks.md.
 The tests inject the faults for real (kill -9 of `sheaf build` at random moments and chosen
 points, two builds at once, a build under readers and `sheaf serve`, a full tmpfs, a read-only
 bind mount, damaged index files, hostile input for every adapter, planted drift for
-`sheaf doctor`); each saves its numbers through `tests.reliability_kit.report` into a folder
+`sheaf doctor`); each saves its numbers through `tests.kits.reliability.report` into a folder
 this script reads.
 
     .venv/bin/python bench/reliability.py --write-docs

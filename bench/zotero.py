@@ -4,7 +4,7 @@ until it is searchable, one item trashed until it is gone, at 1,000 and 10,000 i
 Corpus (needs `../shared/data/zotero_dirs/` and `../shared/data/scifact/corpus.jsonl`; skipped
 with a message without them): a copy of a real Zotero 6 database
 (`San7o__research-papers-collection`, its own 15 items kept) with N regular items added through
-Zotero's schema by name (`tests/zotero_kit.py`): a title, two authors, a date in Zotero's stored
+Zotero's schema by name (`tests/kits/zotero.py`): a title, two authors, a date in Zotero's stored
 form, an abstract, a DOI, two tags, one of 20 collections (two levels), and one stored PDF
 attachment each. One item in 200 gets a real PDF copied from that directory's `storage/`
 (round robin); the others have their PDF missing, as in a library synced without its files,
@@ -93,7 +93,7 @@ def short(text: str, chars: int) -> str:
 def make_zotero_dir(dest: Path, n: int, text_chars: int = 0) -> dict[str, Any]:
     """A Zotero data directory of the source's items plus `n` synthetic ones (see the module doc);
     `text_chars`: each ft-cache's abstract cut to that many characters (one passage a paper)."""
-    from tests.zotero_kit import ZoteroDb, copy_zotero_dir
+    from tests.kits.zotero import ZoteroDb, copy_zotero_dir
 
     copy_zotero_dir(SHARED, SOURCE_DIR.name, dest)  # its database and storage/, writable
     docs = [json.loads(line) for line in SCIFACT.open(encoding="utf-8")]
@@ -232,7 +232,7 @@ def found(home: Path, lib: Path, word: str) -> list[str]:
 
 
 def add_pdf_until_searchable(home: Path, lib: Path, work: Path) -> dict[str, Any]:
-    from tests.zotero_kit import ZoteroDb
+    from tests.kits.zotero import ZoteroDb
 
     word = f"zqx{int(time.time())}zotero"
     pdf = make_pdf(work / "added.pdf", [
@@ -254,7 +254,7 @@ def add_pdf_until_searchable(home: Path, lib: Path, work: Path) -> dict[str, Any
 
 
 def trash_until_gone(home: Path, lib: Path, word: str) -> dict[str, Any]:
-    from tests.zotero_kit import ZoteroDb
+    from tests.kits.zotero import ZoteroDb
 
     with ZoteroDb(lib) as z:
         z.trash(z.item_id("ADDED234"))
@@ -331,7 +331,7 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save, *, te
     s["uptime"] = load()
     save()
     # last, as they leave the index behind the database: one tag added, then discovery reads it again
-    from tests.zotero_kit import ZoteroDb
+    from tests.kits.zotero import ZoteroDb
 
     s["discovery_changed"] = []
     for i in range(3):

@@ -98,8 +98,8 @@ def pytest_configure(config):
 
 
 def dagster_kit():
-    """`tests.dagster_kit`, imported only once a test has loaded Dagster itself."""
-    from tests import dagster_kit as kit
+    """`tests.kits.dagster_private`, imported only once a test has loaded Dagster itself."""
+    from tests.kits import dagster_private as kit
 
     return kit
 

@@ -116,13 +116,13 @@ def test_function_level_imports_of_our_modules_are_few():
 
 
 #: The only places that may name Dagster's private modules (`dagster._*`).
-PRIVATE_WALL = ("pipelines/dagster_internals/", "tests/dagster_kit.py")
+PRIVATE_WALL = ("pipelines/dagster_internals/", "tests/kits/dagster_private.py")
 PRIVATE = "dagster" + "._"  # spelled apart, or this file would name one
 
 
 def test_dagsters_private_api_is_reached_only_through_its_wall():
     """Every import of `dagster._*` (and every string naming such a module, as a patch target
-    does) is in `pipelines/dagster_internals` or, for tests, `tests/dagster_kit.py`: a Dagster
+    does) is in `pipelines/dagster_internals` or, for tests, `tests/kits/dagster_private.py`: a Dagster
     upgrade has two files to check. import-linter cannot forbid an external package's
     sub-packages, so this test does."""
     found = []

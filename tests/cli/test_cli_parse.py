@@ -21,7 +21,7 @@ import pytest
 from sheaf import __version__
 from sheaf.cli.app import STAGES, main
 from sheaf.core.models import Block
-from tests.paperkit import one_envelope
+from tests.kits.papers import one_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "data" / "sample-library"

@@ -21,7 +21,7 @@ from sheaf import __version__
 from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
-from tests.paperkit import one_envelope
+from tests.kits.papers import one_envelope
 
 pytestmark = pytest.mark.slow
 

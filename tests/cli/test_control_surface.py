@@ -2,7 +2,7 @@
 NDJSON), streams a build's events, polls `status` from a second process while the build runs,
 stops it with `sheaf stop`, and settles a build that was killed. One small home is shared by
 the tests of this module, in order: a fresh streamed build (real `python -m sheaf`), then
-builds forked from the warm zygote (tests/reliability_kit.py) that wait at a gate after each
+builds forked from the warm zygote (tests/kits/reliability.py) that wait at a gate after each
 paper, so the test, not a timer, decides when the build moves on (no sleeps, no races).
 `status` and `stop` are always real `python -m sheaf` processes.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests import reliability_kit as kit
+from tests.kits import reliability as kit
 
 jsonschema = pytest.importorskip("jsonschema")
 

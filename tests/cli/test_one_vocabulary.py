@@ -19,7 +19,7 @@ from sheaf.formats.zotero_source import MANIFEST_FORMAT
 from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import writer as wr
 from sheaf.transform.chain import process_paper
-from tests.paperkit import one_envelope
+from tests.kits.papers import one_envelope
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-library"
 ZKEY, OKEY = "ZNOTE001", "W6TB4YRS"
@@ -169,7 +169,7 @@ def test_a_real_zotero_items_annotations_by_kind_with_their_link_and_pages(share
     the text output its zotero://select link."""
     from sheaf.library.discover import discover
     from sheaf.library.metadata import export_files_metadata
-    from tests.zotero_kit import ZOTERO_DIRS
+    from tests.kits.zotero import ZOTERO_DIRS
 
     key, src = "YDQMNNXT", shared_data / "zotero_dirs" / ZOTERO_DIRS[1]
     d = discover(src, mirror=tmp_path / "mirror")

@@ -18,7 +18,7 @@ from pathlib import Path
 from sheaf.core.models import CAPTION_ROLES, HEADING_ROLES
 from sheaf.formats.paddleocr_vl import clean_inline
 from sheaf.transform.chain import process_paper
-from tests.paperkit import heading_key
+from tests.kits.papers import heading_key
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 

@@ -21,7 +21,7 @@ from sheaf.formats import pdf as pdf_adapter
 from tests.formats.pdf_writer import pdf_bytes
 from sheaf.formats.common import numbering_depth
 from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
-from tests.paperkit import alnum_key
+from tests.kits.papers import alnum_key
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 NO_DATA = f"real sample data not found at {DATA} (a clone without ../shared)"

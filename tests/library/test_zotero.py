@@ -20,7 +20,7 @@ from sheaf.formats import parse_paper, source_hash
 from sheaf.library.discover import discover
 from sheaf.library.metadata import export_files_metadata
 from sheaf.library.zotero import base_dir_from_prefs, html_to_text, read_catalog
-from tests.zotero_kit import ZOTERO_DIRS, ZoteroDb, copy_zotero_dir, tree_state
+from tests.kits.zotero import ZOTERO_DIRS, ZoteroDb, copy_zotero_dir, tree_state
 
 pytestmark = pytest.mark.realdata
 

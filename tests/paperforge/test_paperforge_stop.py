@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline_kit import BASE_PAPERS, make_library
+from tests.kits.pipeline import BASE_PAPERS, make_library
 
 pytestmark = [pytest.mark.slow]
 

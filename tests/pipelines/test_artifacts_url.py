@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.pipeline_kit import built_base, clone, run_cli
+from tests.kits.pipeline import built_base, clone, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from tests.pipeline_kit import ROOT, env_for_subprocess, new_home
+from tests.kits.pipeline import ROOT, env_for_subprocess, new_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e]
 LAUNCHER = ROOT / "scripts" / "dagster-dev"

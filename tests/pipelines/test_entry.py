@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from tests.pipeline_kit import ROOT, new_home
+from tests.kits.pipeline import ROOT, new_home
 
 
 def test_dagster_side_is_quiet_and_makes_the_dagster_home(tmp_path):

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from tests.library.test_folder import _pdfs
-from tests.pipeline_kit import run_cli
+from tests.kits.pipeline import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]
 

@@ -13,7 +13,7 @@ import pytest
 from sheaf.core import home_record
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import check_home_library, get_settings, record_home_library
-from tests.pipeline_kit import SAMPLE, Home, built_base, clone, index_counts, make_library, run_cli
+from tests.kits.pipeline import SAMPLE, Home, built_base, clone, index_counts, make_library, run_cli
 
 pytestmark = pytest.mark.slow
 

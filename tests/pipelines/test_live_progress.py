@@ -118,7 +118,7 @@ def test_papers_embedded_together_are_reported_one_by_one_as_encoded(tmp_path, m
 
     from pipelines.build.command import build
     from tests.conftest import link_onnx_export
-    from tests.pipeline_kit import BASE_PAPERS, definitions, new_home
+    from tests.kits.pipeline import BASE_PAPERS, definitions, new_home
 
     home = new_home(tmp_path / "h").apply(monkeypatch)
     link_onnx_export(onnx_export, home.home)  # the build exports no query encoder of its own
@@ -140,7 +140,7 @@ def test_a_build_says_each_phase_it_is_in(tmp_path_factory, tmp_path, monkeypatc
     """What a piped build's heartbeat line names (`sheaf.core.progress.phase`): the scan, the plan,
     each step's papers n/N, the model load and the embedding, in that order."""
     from sheaf.core.progress import phase_listener
-    from tests.pipeline_kit import built_base, clone, edit_markdown, run_cli
+    from tests.kits.pipeline import built_base, clone, edit_markdown, run_cli
 
     base, _ = built_base(tmp_path_factory)
     home = clone(base, tmp_path / "b").apply(monkeypatch)

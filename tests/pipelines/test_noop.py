@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.pipeline_kit import (
+from tests.kits.pipeline import (
     BASE_PAPERS, CHAIN, ROOT, Home, built_base, clone, edit_markdown, env_for_subprocess, instance, run_cli,
 )
 

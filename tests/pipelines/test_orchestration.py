@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.pipeline_kit import (
+from tests.kits.pipeline import (
     BASE_PAPERS,
     CHAIN,
     Home,
@@ -480,7 +480,7 @@ def test_a_run_reads_the_papers_partitions_once(home, monkeypatch):
     at each step, input and output (68 reads of the whole library for one run of the chain: a
     cost per paper that grew with the library, ~22 ms a paper at 10,000 papers); a run now
     resolves its range against one read (`dagster_internals.private.partitions_snapshot`)."""
-    from tests.dagster_kit import SqlEventLogStorage
+    from tests.kits.dagster_private import SqlEventLogStorage
 
     from pipelines.build.runs import run_chain
 
@@ -554,7 +554,7 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
     partitions (the row names its own), so a row's size does not grow with the run's papers
     (with them, the evaluation that overwrites the row later left its pages ~40% empty)."""
     from dagster import DagsterEventType, EventRecordsFilter, deserialize_value
-    from tests.dagster_kit import SqlEventLogStorage
+    from tests.kits.dagster_private import SqlEventLogStorage
     from dagster_shared import serdes
     from sqlalchemy import select
 
@@ -601,14 +601,14 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
         assert mine.dagster_event.event_specific_data.asset_check_key == \
             dagsters.dagster_event.event_specific_data.asset_check_key
     # Dagster reads them back as the run's planned executions of the check, paper by paper
-    from tests.dagster_kit import AssetCheckExecutionRecordStatus
+    from tests.kits.dagster_private import AssetCheckExecutionRecordStatus
     check_key = entry.dagster_event.event_specific_data.asset_check_key
     records = [r for r in storage.get_asset_check_execution_history(
         check_key, limit=10_000, status={AssetCheckExecutionRecordStatus.PLANNED}) if r.run_id == "run-sheaf"]
     assert sorted(r.partition for r in records) == sorted(keys)
     assert {r.event.step_key for r in records} == {entry.step_key}
     # a row's size does not grow with the run's papers (Dagster's does)
-    from tests.dagster_kit import DefaultPartitionsSubset
+    from tests.kits.dagster_private import DefaultPartitionsSubset
     many = [f"P{i:07d}" for i in range(300)]
     big = entry.dagster_event.event_specific_data
     bigger = entry._replace(run_id="run-large", dagster_event=entry.dagster_event._replace(
@@ -727,7 +727,7 @@ def test_each_event_of_a_batch_keeps_its_own_id_and_tags(home):
 def _chain_defs(home: Home):
     """The home's Definitions with the tests' shared embedder (what `sheaf build` runs)."""
     from pipelines.build.runs import with_embedder
-    from tests.pipeline_kit import definitions, shared_embedder
+    from tests.kits.pipeline import definitions, shared_embedder
 
     return with_embedder(definitions(home=str(home.home), library=str(home.library)), shared_embedder(home))
 
@@ -811,7 +811,7 @@ def test_the_chains_latest_events_read_as_stored_equal_dagsters_read(home):
 def test_the_chains_events_are_read_without_dagsters_deserializer(home, monkeypatch):
     """What makes the read cheap: Sheaf's own events are plain JSON to it. Dagster's deserializer
     built every object of each event (~2 ms a paper for a status read)."""
-    from tests.dagster_kit import sql_event_log
+    from tests.kits.dagster_private import sql_event_log
 
     import pipelines.planning.events as state
 

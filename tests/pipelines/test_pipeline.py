@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline_kit import (
+from tests.kits.pipeline import (
     BASE_PAPERS, CHAIN, ROOT, Home, artifacts_of, built_base, check_results, clone, definitions,
     edit_markdown, env_for_subprocess, index_counts, instance, materialization_counts, new_runs,
     run_cli, run_ids, run_partitions, search, vector_search,

@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.planning.statuses import Chain, chain_of, chunk_targets, selection_from
 from sheaf.vectors.identity import model_code_version, model_version, split_model
-from tests.pipeline_kit import (
+from tests.kits.pipeline import (
     BASE_PAPERS,
     built_base,
     clone,
@@ -20,7 +20,7 @@ from tests.pipeline_kit import (
 )
 
 #: The hand-written lists the derived chain replaces (pipelines/build/command.py CHAIN and _STEP_START,
-#: pipelines/build/doctor.py ARTIFACT_ASSETS and _START, tests/pipeline_kit.py CHAIN).
+#: pipelines/build/doctor.py ARTIFACT_ASSETS and _START, tests/kits/pipeline.py CHAIN).
 HAND_CHAIN = ("ocr_blocks", "fulltext_markdown", "render_map", "structure_tree",
               "body_units", "object_units", "fts_tables", "vector_collections")
 HAND_STEP_START = {"render_map": "fulltext_markdown", "object_units": "body_units"}
@@ -96,7 +96,7 @@ def test_definitions_load_reads_no_model():
     import sys
     import time
 
-    from tests.pipeline_kit import ROOT
+    from tests.kits.pipeline import ROOT
 
     probe = ("import sys, time; t = time.perf_counter(); import pipelines.definitions as d; "
              "t1 = time.perf_counter(); d.build_definitions(); t2 = time.perf_counter(); "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import reliability_kit as kit
+from tests.kits import reliability as kit
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e,
               pytest.mark.skipif(not kit.fork_supported(), reason="needs fork (Linux)")]
@@ -89,7 +89,7 @@ def test_build_while_serve_search_and_readers_query():
     server = z.spawn(["serve"], env, root, root / "serve.log")
     _wait_for(home / "serve.json", 60)
     # two reader processes checking every read transaction
-    code = "import sys; from tests.reliability_kit import reader_loop; reader_loop(*sys.argv[1:])"
+    code = "import sys; from tests.kits.reliability import reader_loop; reader_loop(*sys.argv[1:])"
     readers = [subprocess.Popen([sys.executable, "-c", code, str(db), str(expected), str(stop),
                                  str(root / f"reader{i}.json")], cwd=str(kit.ROOT)) for i in range(2)]
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import reliability_kit as kit
+from tests.kits import reliability as kit
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not kit.fork_supported(), reason="needs fork (Linux)")]
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.slow,
 def _plant(home: Path, lib: Path) -> None:
     import numpy as np
     from dagster import DagsterInstance, DagsterRunStatus
-    from tests.dagster_kit import InstanceRef, create_run_for_test
+    from tests.kits.dagster_private import InstanceRef, create_run_for_test
 
     from sheaf.store.sqlite.db import connect, transaction
     from sheaf.store.sqlite.schema import fts_delete, fts_rows, collections

@@ -375,7 +375,7 @@ def test_adapter_fuzz(fmt: str) -> None:
     total = sum(seen.values())
     assert total >= MIN_EXAMPLES, (fmt, total)
     assert set(seen) == set(CLASSES[fmt]), (fmt, seen)
-    from tests import reliability_kit as kit
+    from tests.kits import reliability as kit
 
     kit.report(f"fuzz-{fmt}", {c: dict(v) for c, v in OUTCOMES[fmt].items()})
 

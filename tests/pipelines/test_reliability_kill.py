@@ -7,7 +7,7 @@ and Dagster must show the killed run as FAILURE ("process died"), never as runni
 
 Two lanes run side by side (one per core), each a Sheaf home on tmpfs: a kill -9 loses no
 page-cache data, so fsync latency (what a disk adds) is irrelevant to what is tested and
-only slows the trials. Children are forked from a warm zygote (see tests/reliability_kit.py).
+only slows the trials. Children are forked from a warm zygote (see tests/kits/reliability.py).
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests import reliability_kit as kit
-from tests.dagster_kit import HANDLE_NEW_EVENT
+from tests.kits import reliability as kit
+from tests.kits.dagster_private import HANDLE_NEW_EVENT
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e,
               pytest.mark.skipif(not kit.fork_supported(), reason="needs fork (Linux)")]
@@ -158,7 +158,7 @@ class Lane:
 
 @pytest.fixture(scope="module")
 def refs():
-    """The clean reference builds of libraries A and B (tests/reliability_kit.references), and
+    """The clean reference builds of libraries A and B (tests.kits.reliability.references), and
     the time of one `build --full` (x1.3: the lanes run side by side) to spread the random
     kills over the whole of a build whatever this machine's speed."""
     out = dict(kit.references())

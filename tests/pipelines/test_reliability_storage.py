@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests import reliability_kit as kit
+from tests.kits import reliability as kit
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not kit.fork_supported(), reason="needs fork (Linux)")]

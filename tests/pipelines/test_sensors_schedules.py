@@ -13,7 +13,7 @@ from dagster import (
     build_sensor_context,
 )
 
-from tests.pipeline_kit import (
+from tests.kits.pipeline import (
     BASE_PAPERS, CHAIN, SAMPLE, Home, built_base, clone, definitions, edit_markdown, instance, new_home,
 )
 
@@ -187,7 +187,7 @@ def test_schedule_reads_the_chain_from_its_code_location_not_from_definitions():
     import subprocess
     import sys
 
-    from tests.pipeline_kit import ROOT
+    from tests.kits.pipeline import ROOT
 
     probe = ("import sys, pipelines.automation.schedules; "
              "print(sorted(m for m in sys.modules if m.startswith(('pipelines.definitions', 'assets.index'))))")

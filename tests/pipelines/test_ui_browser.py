@@ -28,7 +28,7 @@ from dagster import AssetKey
 
 from pipelines.dagster_internals.private import check_partition_statuses
 from pipelines.partitions import papers_partitions
-from tests.pipeline_kit import BASE_PAPERS, CHAIN, ROOT, Home, built_base, clone, edit_markdown, env_for_subprocess
+from tests.kits.pipeline import BASE_PAPERS, CHAIN, ROOT, Home, built_base, clone, edit_markdown, env_for_subprocess
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 try:

@@ -8,7 +8,7 @@ from dagster import AssetKey, SensorResult, build_sensor_context
 
 from pipelines.dagster_internals.private import check_partition_statuses
 from pipelines.partitions import papers_partitions
-from tests.pipeline_kit import BASE_PAPERS, Home, built_base, clone, definitions, edit_markdown, instance, run_cli
+from tests.kits.pipeline import BASE_PAPERS, Home, built_base, clone, definitions, edit_markdown, instance, run_cli
 
 EDITED = "L2YSNC8V"  # a Markdown paper of the base library
 
@@ -259,7 +259,7 @@ def test_loading_the_code_location_emits_no_beta_or_preview_warning():
     import subprocess
     import sys
 
-    from tests.pipeline_kit import ROOT
+    from tests.kits.pipeline import ROOT
 
     out = subprocess.run([sys.executable, "-W", "always", "-c", "import pipelines.definitions"], cwd=ROOT,
                          capture_output=True, text=True, timeout=180, env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from sheaf.core.models import UNREADABLE_FIX, IngestError, unreadable_reason
-from tests.pipeline_kit import SAMPLE, built_base, clone, run_cli
+from tests.kits.pipeline import SAMPLE, built_base, clone, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import link_onnx_export
-from tests.pipeline_kit import CHAIN, ROOT, Home, materialization_counts, new_home
+from tests.kits.pipeline import CHAIN, ROOT, Home, materialization_counts, new_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e]
 

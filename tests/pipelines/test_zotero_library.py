@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pipeline_kit import run_cli
-from tests.zotero_kit import ZOTERO_DIRS, ZoteroDb, copy_zotero_dir, tree_state
+from tests.kits.pipeline import run_cli
+from tests.kits.zotero import ZOTERO_DIRS, ZoteroDb, copy_zotero_dir, tree_state
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]
 
@@ -82,13 +82,13 @@ def test_the_discovery_sensor_watches_the_zotero_database(shared_data, tmp_path,
     from dagster import SensorResult, SkipReason
 
     from tests.pipelines.test_sensors_schedules import _apply, _sense
-    from tests.pipeline_kit import Home
+    from tests.kits.pipeline import Home
 
     h = Home(tmp_path / "z")
     copy_zotero_dir(shared_data, ZOTERO_DIRS[1], h.library)
     h.dagster_home.mkdir(parents=True)
     h.apply(monkeypatch)
-    from tests.pipeline_kit import instance
+    from tests.kits.pipeline import instance
 
     inst = instance()
     first = _sense(h, inst)

@@ -21,7 +21,7 @@ from sheaf.search.retriever import Retriever
 from sheaf.store.fulltext import FTS_TOKENIZER
 from sheaf.store.tokens import FtsTokenizer
 from sheaf.vectors.query_encoder import QueryEncoder
-from tests.paperkit import body_unit
+from tests.kits.papers import body_unit
 
 # --- the pure functions --------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from sheaf.search.retriever import Retriever
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.vectors.query_encoder import QueryEncoder
 from sheaf.core.settings import get_settings
-from tests.paperkit import body_unit, object_unit
+from tests.kits.papers import body_unit, object_unit
 
 IDENT = ModelIdentity("test/paths", "e" * 64, 4, True, 128, "{text}")
 

@@ -28,7 +28,7 @@ from sheaf.search.grep import term_pattern
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever, reading_order
 from sheaf.search.snippets import make_snippet
 from sheaf.core.settings import get_settings
-from tests.paperkit import body_unit, object_unit
+from tests.kits.papers import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
 

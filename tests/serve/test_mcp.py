@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.pipeline_kit import BASE_PAPERS, ROOT, built_base, clone, env_for_subprocess, new_home
+from tests.kits.pipeline import BASE_PAPERS, ROOT, built_base, clone, env_for_subprocess, new_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 

@@ -13,7 +13,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.pipeline_kit import ROOT, env_for_subprocess, new_home
+from tests.kits.pipeline import ROOT, env_for_subprocess, new_home
 
 #: (tool, arguments, the error's message exactly)
 REFUSED = [

@@ -28,7 +28,7 @@ from sheaf.store.postgres.schema import SCHEMA_VERSION
 from sheaf.store.fulltext import build_match_query
 from sheaf.store.rows import IndexSchemaError
 from sheaf.vectors.identity import ModelChangedError
-from tests.paperkit import body_unit, object_unit
+from tests.kits.papers import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.store.fulltext import build_match_query, fts_text
 from sheaf.core.models import PaperMeta
 from sheaf.core.models import BodyUnit, ObjectUnit
-from tests.paperkit import body_unit, object_unit
+from tests.kits.papers import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The structure tree and units on hand-built papers: cases of nesting, splits and objects."""
 from __future__ import annotations
 
-from tests.paperkit import blk, make_paper, make_render_map
+from tests.kits.papers import blk, make_paper, make_render_map
 
 from sheaf.transform.chain import units_from_paper
 from sheaf.transform.tree import build_tree

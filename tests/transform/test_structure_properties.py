@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from sheaf.core.models import BACKMATTER_ROLES, BODY_ROLES
 from sheaf.transform.chain import units_from_paper
-from tests.paperkit import blk, make_paper
+from tests.kits.papers import blk, make_paper
 
 words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzäöü ", min_size=1, max_size=40).map(
     lambda s: " ".join(s.split()) or "x")

@@ -26,7 +26,7 @@ import pytest
 
 from sheaf.core.models import BACKMATTER_ROLES, BODY_ROLES, CAPTION_ROLES
 from sheaf.transform.chain import PaperOutputs, process_paper
-from tests.paperkit import squashed
+from tests.kits.papers import squashed
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SAMPLE_LIBRARY = Path(__file__).resolve().parents[2] / "data" / "sample-library" / "papers"
@@ -203,7 +203,7 @@ def test_output_is_deterministic(paper_id: str, path: Path, fmt: str, request: p
 def test_furniture_check_catches_a_leak() -> None:
     """The furniture check itself: a header line inside a unit, and a long header mid-text."""
     from sheaf.transform.chain import units_from_paper
-    from tests.paperkit import blk, make_paper
+    from tests.kits.papers import blk, make_paper
 
     paper = make_paper([
         blk("page_header", "Journal of Synthetic Results"), blk("page_number", "12"),

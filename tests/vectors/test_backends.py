@@ -422,7 +422,7 @@ def test_a_build_whose_backend_changes_re_embeds_nothing(embedder, onnx_export, 
     identity, one collection): nothing is encoded."""
     from pipelines.planning.events import latest_events
     from tests.conftest import link_onnx_export
-    from tests.pipeline_kit import instance, new_home, run_cli
+    from tests.kits.pipeline import instance, new_home, run_cli
 
     h = new_home(tmp_path, ("L2YSNC8V", "W6TB4YRS")).apply(monkeypatch)
     link_onnx_export(onnx_export, h.home)

@@ -19,7 +19,7 @@ from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import DEFAULT_MODEL, ModelChangedError, resolve_model_path, unit_embedding_text
 from sheaf.core.models import ObjectUnit
-from tests.paperkit import body_unit
+from tests.kits.papers import body_unit
 
 pytestmark = pytest.mark.slow
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from sheaf.core import home_record
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample-library"
 PYTHON = sys.executable
 
@@ -482,7 +482,7 @@ def _stage(inst: Any, run_ids: set[str]) -> str:
 
 def _instance(dagster_home: Path) -> Any:
     from dagster import DagsterInstance
-    from tests.dagster_kit import InstanceRef
+    from tests.kits.dagster_private import InstanceRef
 
     return DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))
 

@@ -22,7 +22,7 @@ import pipelines.definitions
 from pipelines.dagster_internals.private import check_status
 from pipelines.planning.statuses import chain_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample-library"
 #: Small papers of four formats (Markdown without headings, MinerU, born-digital PDF): ~50 passages.
 BASE_PAPERS = ("L2YSNC8V", "M3FJ9PLC", "P9KE3UHB", "W6TB4YRS")
