@@ -19,12 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.paperforge.test_paperforge_plugin import _make_vault  # noqa: E402
+from tests.kits.paperforge import make_vault  # noqa: E402
 
 
 def main() -> None:
     work = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="pf-poll-"))
-    vault = _make_vault(work / "vault")
+    vault = make_vault(work / "vault")
     pf = [sys.executable, "-m", "sheaf.paperforge", "--vault", str(vault)]
     build = subprocess.Popen([*pf, "embed", "build", "--force"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)

@@ -154,3 +154,16 @@ def test_no_private_name_is_imported_from_another_module():
                 found += [f"{name}:{node.lineno} {node.module}.{a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
     assert found == [], found
+
+
+def test_test_modules_import_kits_never_one_another():
+    """What tests share lives in tests/kits (and a package's own helper modules): no test module
+    and no benchmark imports a test module."""
+    found = []
+    for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").glob("*.py")]:
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{p.relative_to(ROOT)}: {n}" for n in names
+                      if n.startswith("tests.") and n.rsplit(".", 1)[-1].startswith("test_")]
+    assert not found, found

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 import re
 from typing import Any
 
@@ -98,3 +99,19 @@ def one_envelope(stdout: str, context: str = "") -> dict[str, Any]:
     lines = [line for line in stdout.splitlines() if line.strip()]
     assert len(lines) == 1, f"expected one JSON line on stdout, got {len(lines)}: {stdout[-2000:]!r}{context[-2000:]}"
     return json.loads(lines[0])
+
+
+def shared_pdfs(shared_data: Path) -> dict[str, Path]:
+    """Three real PDFs of ../shared/data: MapReduce and FLP (a Zotero storage), zoo (an R vignette)."""
+    storage = shared_data / "zotero_dirs" / "San7o__research-papers-collection" / "storage"
+    return {"mapreduce": next(storage.rglob("Dean and Ghemawat*.pdf")),
+            "flp": next(storage.rglob("Fischer*.pdf")),
+            "zoo": shared_data / "pdfs" / "zoo.pdf"}
+
+
+def without_engines(env: dict) -> dict:
+    """`env` without ``data.engines`` (the one field a server's answer and a local one differ
+    in: the server answers from memory, ``bm25-memory`` / ``matrix``, with the same results)."""
+    if not env.get("ok"):
+        return env
+    return {**env, "data": {k: v for k, v in env["data"].items() if k != "engines"}}

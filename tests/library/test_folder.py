@@ -12,21 +12,15 @@ from sheaf.core.models import valid_paper_key
 from sheaf.library.folder import file_field_paths, path_key
 from sheaf.library.discover import discover
 from sheaf.library.metadata import export_files_metadata
+from tests.kits.papers import shared_pdfs
 
 pytestmark = pytest.mark.realdata
-
-
-def _pdfs(shared_data: Path) -> dict[str, Path]:
-    storage = shared_data / "zotero_dirs" / "San7o__research-papers-collection" / "storage"
-    return {"mapreduce": next(storage.rglob("Dean and Ghemawat*.pdf")),
-            "flp": next(storage.rglob("Fischer*.pdf")),
-            "zoo": shared_data / "pdfs" / "zoo.pdf"}
 
 
 @pytest.fixture
 def folder(shared_data, tmp_path) -> Path:
     lib = tmp_path / "papers"
-    pdf = _pdfs(shared_data)
+    pdf = shared_pdfs(shared_data)
     (lib / "Systems" / "Consensus").mkdir(parents=True)
     (lib / "R").mkdir()
     shutil.copy(pdf["mapreduce"], lib / "Systems" / "dean2008.pdf")
@@ -97,7 +91,7 @@ def test_rename_replace_and_remove(folder, tmp_path, shared_data):
     after = {p.key: p.path for p in discover(folder, mirror=mirror).papers}
     assert set(after) - set(before) == {path_key("R/zoo (2005).pdf")}
     assert set(before) - set(after) == {path_key("R/zoo.pdf")}
-    shutil.copy(_pdfs(shared_data)["flp"], folder / "Systems" / "dean2008.pdf")  # replaced: same key
+    shutil.copy(shared_pdfs(shared_data)["flp"], folder / "Systems" / "dean2008.pdf")  # replaced: same key
     assert {p.key for p in discover(folder, mirror=mirror).papers} == set(after)
     (folder / "Systems" / "dean2008.pdf").unlink()
     assert len(discover(folder, mirror=mirror).papers) == 2

@@ -19,37 +19,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import SHARED_DATA
+from tests.kits.paperforge import KEYS, make_vault
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata, pytest.mark.heavy, pytest.mark.e2e]  # one build, read by the tests after it
 
 CLIENT = SHARED_DATA.parent / "clients" / "paperforge-plugin" / "plugin-client.cjs"
 NODE = shutil.which("node")
-KEYS = ("37LK5T97", "5MAW65YD", "8CCATQE3", "VAMSAZMG")
-
-
-def _make_vault(dest: Path) -> Path:
-    """A PaperForge vault: the OCR outputs where PaperForge keeps them, the real 26-item export
-    with the four papers' Zotero records added (from their source_metadata.json), a note each."""
-    export = json.loads((SHARED_DATA / "zotero" / "bbt_zotero_26items.json").read_text(encoding="utf-8"))
-    notes = dest / "Literature" / "tissue-engineering"
-    notes.mkdir(parents=True)
-    for key in KEYS:
-        src = SHARED_DATA / "paddleocr_vl" / key
-        ocr = dest / "System" / "PaperForge" / "ocr" / key / "json"
-        ocr.mkdir(parents=True)
-        shutil.copyfile(src / "result.json", ocr / "result.json")
-        meta = json.loads((src / "source_metadata.json").read_text(encoding="utf-8"))
-        names = [a.rsplit(" ", 1) for a in meta.get("authors", [])]
-        export["items"].append({
-            "key": key, "itemType": "journalArticle", "title": meta["title"], "date": str(meta.get("year", "")),
-            "publicationTitle": meta.get("journal", ""), "DOI": meta.get("doi", ""),
-            "abstractNote": f"Abstract of {meta['title']}",
-            "creators": [{"creatorType": "author", "firstName": n[0], "lastName": n[-1]} for n in names]})
-        (notes / f"{key} note.md").write_text(f"---\nzotero_key: {key}\n---\n\n# Notes\n", encoding="utf-8")
-    exports = dest / "System" / "PaperForge" / "exports"
-    exports.mkdir(parents=True)
-    (exports / "tissue-engineering.json").write_text(json.dumps(export), encoding="utf-8")
-    return dest
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +36,7 @@ def place(tmp_path_factory, onnx_export):
     from tests.conftest import link_onnx_export
 
     root = tmp_path_factory.mktemp("pf-plugin")
-    template = _make_vault(root / "template")
+    template = make_vault(root / "template")
     vault = root / "vault"
     shutil.copytree(template, vault)
     for v in (vault,):

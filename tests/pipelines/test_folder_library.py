@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.library.test_folder import _pdfs
+from tests.kits.papers import shared_pdfs
 from tests.kits.pipeline import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]
@@ -21,7 +21,7 @@ def _cli(*argv: str) -> dict:
 
 def test_a_folder_of_pdfs_built_searched_and_kept_current(shared_data, tmp_path, monkeypatch):
     lib = tmp_path / "My Papers"
-    pdf = _pdfs(shared_data)
+    pdf = shared_pdfs(shared_data)
     (lib / "Systems").mkdir(parents=True)
     shutil.copy(pdf["mapreduce"], lib / "Systems" / "dean2008.pdf")
     shutil.copy(pdf["flp"], lib / "Impossibilité FLP.pdf")

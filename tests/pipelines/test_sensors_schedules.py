@@ -10,41 +10,14 @@ import time
 import pytest
 from dagster import (
     AssetKey, DagsterInstance, RunRequest, SensorResult, SkipReason, build_schedule_context,
-    build_sensor_context,
 )
 
 from tests.kits.pipeline import (
     BASE_PAPERS, CHAIN, SAMPLE, Home, built_base, clone, definitions, edit_markdown, instance, new_home,
 )
+from tests.kits.sensors import apply_sensor_result, sense, sheaf_config
 
 KEYS = ("F7RZ4JDB", "L2YSNC8V", "M3FJ9PLC")
-
-
-def _sheaf(h: Home):
-    from pipelines.resources import SheafConfig
-
-    return SheafConfig(home=str(h.home), library=str(h.library))
-
-
-def _sense(h: Home, inst: DagsterInstance):
-    from pipelines.automation.sensors import library_discovery_sensor
-
-    # closed after the tick: an open context leaves the instance's defs-state storage set for the
-    # process, and every Definitions built after the instance is gone fails on its dead weakref
-    with build_sensor_context(instance=inst, resources={"sheaf": _sheaf(h)}) as ctx:
-        return library_discovery_sensor(ctx)
-
-
-def _apply(inst: DagsterInstance, result: SensorResult) -> None:
-    """What the sensor daemon does with a SensorResult (partitions first, then events)."""
-    for req in result.dynamic_partitions_requests:
-        if type(req).__name__ == "AddDynamicPartitionsRequest":
-            inst.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-        else:
-            for k in req.partition_keys:
-                inst.delete_dynamic_partition(req.partitions_def_name, k)
-    for ev in result.asset_events:
-        inst.report_runless_asset_event(ev)
 
 
 def _observed(result: SensorResult) -> dict[str, str]:
@@ -61,49 +34,49 @@ def test_discovery_sensor_adds_partitions_observes_changes_and_skips(fresh):
     from sheaf.formats import source_hash
 
     inst = instance()
-    r1 = _sense(fresh, inst)
+    r1 = sense(fresh, inst)
     assert isinstance(r1, SensorResult)
     (add,) = r1.dynamic_partitions_requests
     assert add.partitions_def_name == "papers" and sorted(add.partition_keys) == sorted(KEYS)
     assert _observed(r1) == {k: source_hash(fresh.papers / k, k)[2] for k in KEYS}
     assert all(e.asset_key == AssetKey("ocr_result") for e in r1.asset_events)
-    _apply(inst, r1)
+    apply_sensor_result(inst, r1)
     assert sorted(inst.get_dynamic_partitions("papers")) == sorted(KEYS)
 
     # nothing changed: a SkipReason, no request, no event
-    r2 = _sense(fresh, inst)
+    r2 = sense(fresh, inst)
     assert isinstance(r2, SkipReason) and "no change" in r2.skip_message
 
     # touched but identical: still nothing
     t = time.time() + 10
     os.utime(fresh.papers / "M3FJ9PLC" / "content_list.json", (t, t))
-    assert isinstance(_sense(fresh, inst), SkipReason)
+    assert isinstance(sense(fresh, inst), SkipReason)
 
     # one paper's OCR changed: one observation, no partition request
     edit_markdown(fresh.papers / "L2YSNC8V" / "paper.md", "A new paragraph about lichen thalli.")
-    r3 = _sense(fresh, inst)
+    r3 = sense(fresh, inst)
     assert isinstance(r3, SensorResult) and r3.dynamic_partitions_requests == []
     assert _observed(r3) == {"L2YSNC8V": source_hash(fresh.papers / "L2YSNC8V", "L2YSNC8V")[2]}
-    _apply(inst, r3)
-    assert isinstance(_sense(fresh, inst), SkipReason)
+    apply_sensor_result(inst, r3)
+    assert isinstance(sense(fresh, inst), SkipReason)
 
     # a paper added and one removed: add + delete requests, an observation only for the new one
     shutil.copytree(SAMPLE / "papers" / "W6TB4YRS", fresh.papers / "W6TB4YRS")
     shutil.rmtree(fresh.papers / "F7RZ4JDB")
-    r4 = _sense(fresh, inst)
+    r4 = sense(fresh, inst)
     kinds = {type(q).__name__: sorted(q.partition_keys) for q in r4.dynamic_partitions_requests}
     assert kinds == {"AddDynamicPartitionsRequest": ["W6TB4YRS"], "DeleteDynamicPartitionsRequest": ["F7RZ4JDB"]}
     assert list(_observed(r4)) == ["W6TB4YRS"]
-    _apply(inst, r4)
+    apply_sensor_result(inst, r4)
     assert sorted(inst.get_dynamic_partitions("papers")) == ["L2YSNC8V", "M3FJ9PLC", "W6TB4YRS"]
-    assert isinstance(_sense(fresh, inst), SkipReason)
+    assert isinstance(sense(fresh, inst), SkipReason)
 
 
 def test_discovery_sensor_refuses_invalid_keys(fresh):
     inst = instance()
     (fresh.papers / "bad key!").mkdir()
     shutil.copy2(fresh.papers / "L2YSNC8V" / "paper.md", fresh.papers / "bad key!" / "paper.md")
-    r = _sense(fresh, inst)
+    r = sense(fresh, inst)
     (add,) = r.dynamic_partitions_requests
     assert sorted(add.partition_keys) == sorted(KEYS)
     assert "bad key!" not in _observed(r)
@@ -124,9 +97,9 @@ def _schedule(h: Home, inst: DagsterInstance, defs=None):
 
     repo = (defs or definitions()).get_repository_def()
     at = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc)
-    with build_schedule_context(instance=inst, resources={"sheaf": _sheaf(h)}, repository_def=repo,
+    with build_schedule_context(instance=inst, resources={"sheaf": sheaf_config(h)}, repository_def=repo,
                                 scheduled_execution_time=at) as ctx:
-        out = nightly_rebuild(ctx)  # closed after the tick (see `_sense`)
+        out = nightly_rebuild(ctx)  # closed after the tick (see `sense`)
         return out if isinstance(out, SkipReason) else list(out)
 
 

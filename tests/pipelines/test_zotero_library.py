@@ -81,7 +81,7 @@ def test_the_discovery_sensor_watches_the_zotero_database(shared_data, tmp_path,
     when the database did not move, and sees a PDF attached in Zotero on its next tick."""
     from dagster import SensorResult, SkipReason
 
-    from tests.pipelines.test_sensors_schedules import _apply, _sense
+    from tests.kits.sensors import apply_sensor_result, sense
     from tests.kits.pipeline import Home
 
     h = Home(tmp_path / "z")
@@ -91,14 +91,14 @@ def test_the_discovery_sensor_watches_the_zotero_database(shared_data, tmp_path,
     from tests.kits.pipeline import instance
 
     inst = instance()
-    first = _sense(h, inst)
+    first = sense(h, inst)
     assert isinstance(first, SensorResult)
     added = {k for r in first.dynamic_partitions_requests for k in r.partition_keys}
     assert len(added) == 15 and "Y82DIS32" in added and "QYKJ596D" not in added
-    _apply(inst, first)
-    assert isinstance(_sense(h, inst), SkipReason)
+    apply_sensor_result(inst, first)
+    assert isinstance(sense(h, inst), SkipReason)
     pdf = next((shared_data / "zotero_dirs" / ZOTERO_DIRS[1] / "storage").rglob("Fischer*.pdf"))
     with ZoteroDb(h.library) as z:
         z.add_pdf(z.item_id("QYKJ596D"), "LATERPDF", pdf)
-    later = _sense(h, inst)
+    later = sense(h, inst)
     assert [k for r in later.dynamic_partitions_requests for k in r.partition_keys] == ["QYKJ596D"]

@@ -5,6 +5,7 @@ does not handle or a table state it has not loaded. No model."""
 from __future__ import annotations
 
 import random
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,11 @@ from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.store.sqlite.memory_bm25 import Bm25Accelerator, RankedRows, parse_match
 from sheaf.store.sqlite.db import connect
 from sheaf.store.fulltext import FTS_TOKENIZER, build_match_query, fts_text
-from tests.search.test_query_paths import body, obj, ref_best, ref_search
+from tests.kits.fts import ref_best, ref_search
+from tests.kits.papers import body_unit, object_unit
+
+body = partial(body_unit, blocks=("p1:0",))
+obj = object_unit
 
 WORDS = ("zebra zebras stripe stripes striped lion lions manes dusk dawn savanna study studies studied "
          "regeneration regenerate cell cells cellular T IL 6 IL6 SPG302 SPG 302 302 3020 cross-linking "

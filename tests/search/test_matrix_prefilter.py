@@ -247,7 +247,7 @@ def test_rows_with_degenerate_float32_norms_are_always_candidates(tmp_path):
             assert m32.ranked(q, k, paper_ids, 10**9) == want, (k, paper_ids)
     # and through the accelerator, against sqlite-vec itself
     ident = ModelIdentity("test/degenerate", "d" * 64, 384, True, 128, "{text}")
-    from tests.serve.test_server import write_vector_index
+    from tests.kits.index import write_vector_index
 
     path = tmp_path / "i.db"
     write_vector_index(path, X, 3, ident)
@@ -307,7 +307,7 @@ def _agree(conn, accs, qv, k: int, paper_ids) -> list:
 
 
 def _index(path, X: np.ndarray, papers: int) -> None:
-    from tests.serve.test_server import write_vector_index
+    from tests.kits.index import write_vector_index
 
     write_vector_index(path, X, papers, IDENT)
 

@@ -23,28 +23,15 @@ from sheaf.serve.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, 
 from sheaf.service.requests import SERVED_COMMANDS, SearchRequest
 from sheaf.core.settings import get_settings
 
+from tests.kits.index import write_vector_index
+from tests.kits.papers import without_engines
+
 ROOT = Path(__file__).resolve().parents[2]
 DIM = 16
 IDENT = ModelIdentity("test/random", "f" * 64, DIM, True, 128, "{text}")
 
 
 # --- the matrix accelerator against sqlite-vec ------------------------------------------------
-
-def write_vector_index(path: Path, X: np.ndarray, papers: int, ident: ModelIdentity) -> None:
-    """An index whose collection `ident` holds the rows of `X`, one passage (and unit) each,
-    spread round-robin over `papers` papers P000, P001, ..."""
-    conn = ix.open_index(path)
-    ix.ensure_collection(conn, ident)
-    n = len(X)
-    with ix.transaction(conn):
-        conn.executemany("INSERT INTO papers(paper_id) VALUES (?)", [(f"P{i:03d}",) for i in range(papers)])
-        conn.executemany(f"INSERT INTO {ident.passages_table}(passage_rowid, passage_id, unit_id, unit_type, "
-                         "paper_id, ordinal, char_start, char_end, text_sha256) VALUES (?,?,?,?,?,?,?,?,?)",
-                         [(i + 1, f"u{i}#0", f"u{i}", "body", f"P{i % papers:03d}", 0, 0, 1, "x")
-                          for i in range(n)])
-        conn.executemany(f"INSERT INTO {ident.vec_table}(passage_rowid, embedding, paper_id) VALUES (?,?,?)",
-                         [(i + 1, X[i].tobytes(), f"P{i % papers:03d}") for i in range(n)])
-    conn.close()
 
 
 def _random_index(path: Path, n: int, papers: int, seed: int = 0) -> np.ndarray:
@@ -220,13 +207,6 @@ def test_accelerator_declines_other_files(tmp_path):
 
 
 # --- the client without a (live) server --------------------------------------------------------
-
-def without_engines(env: dict) -> dict:
-    """`env` without ``data.engines`` (the one field a server's answer and a local one differ
-    in: the server answers from memory, ``bm25-memory`` / ``matrix``, with the same results)."""
-    if not env.get("ok"):
-        return env
-    return {**env, "data": {k: v for k, v in env["data"].items() if k != "engines"}}
 
 
 def _free_port() -> int:

@@ -16,7 +16,7 @@ from sheaf.serve.client import try_server
 from sheaf.service.queries import run_query
 from sheaf.service.requests import GetRequest, GrepRequest, RetrieveRequest, SearchRequest, TimelineRequest
 from sheaf.serve.server import SheafServer
-from tests.serve.test_server import without_engines
+from tests.kits.papers import without_engines
 
 pytestmark = pytest.mark.slow
 

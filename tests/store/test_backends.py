@@ -21,13 +21,14 @@ import numpy as np
 import pytest
 
 from sheaf.core.envelope import SheafError
-from sheaf.core.models import BodyUnit, ObjectUnit, PaperMeta
+from sheaf.core.models import PaperMeta
 from sheaf.store.copy import copy_index
 from sheaf.store.select import open_url
 from sheaf.store.postgres.schema import SCHEMA_VERSION
 from sheaf.store.fulltext import build_match_query
 from sheaf.store.rows import IndexSchemaError
 from sheaf.vectors.identity import ModelChangedError
+from tests.kits.index import UNIT_TEXTS, paper_units
 from tests.kits.papers import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
@@ -38,22 +39,6 @@ WEIGHTS = {"body": (1.0, 1.0, 0.5), "object": (1.0, 0.5, 1.0, 0.5, 0.5), "papers
 
 body = partial(body_unit, short_id_len=4, pages=(1, 2), blocks="p1:{node}")
 obj = partial(object_unit, short_id_len=0, nearby="as shown in the figure")
-
-
-TEXTS = [
-    "We study bone regeneration with collagen scaffolds; cross-linking at 37 °C was stable.",
-    "The inhibitor SPG302 (also written SPG-302 or SPG 302, and SPG‑302) restored synaptic density.",
-    "Café-style assays of naïve mice: the regenerating tissue regenerates faster than controls.",
-    "骨再生的研究表明支架有效。Gene expression in cells rose after treatment with QLN482.",
-    "Methods: hyphenated terms such as dose-response and T-cell counts; studies of studied studies.",
-]
-
-
-def paper_units(pid: str, variant: str = "a") -> tuple[list[BodyUnit], list[ObjectUnit]]:
-    units = [body(pid, f"s{i}", f"{t} ({variant})", ("Methods" if i % 2 else "Results",)) for i, t in enumerate(TEXTS)]
-    objects = [obj(pid, "p2:3", f"Figure 1. Dose-response of the scaffold ({variant})."),
-               obj(pid, "p3:1", "Table 1. Cohort.", "table", "age | n\n30 | 12")]
-    return units, objects
 
 
 def meta(pid: str, title: str, year: int = 2020) -> PaperMeta:
@@ -626,7 +611,7 @@ def test_term_counts_are_kept_per_paper_migrated_and_repaired(pg_url, tmp_path):
 WRITER = r"""
 import sys, hashlib
 from sheaf.store.select import open_url
-from tests.store.test_backends import paper_units
+from tests.kits.index import paper_units
 url, first, n, times = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 with open_url(url) as ix:
     for i in range(first, first + n):
@@ -650,7 +635,7 @@ def test_two_processes_write_different_papers_at_once(pg_url):
     with open_url(pg_url, readonly=True) as ix:
         assert ix.indexed_papers() == [f"W{i:03d}" for i in range(24)]
         c = ix.counts()
-        assert c["body_units"] == c["body_units_fts"] == 24 * len(TEXTS)
+        assert c["body_units"] == c["body_units_fts"] == 24 * len(UNIT_TEXTS)
         assert len(ix.lexical_units("body", '"collagen"', limit=-1)) == 24
         shorts = [u.short_id for pid in ix.indexed_papers() for u in ix.paper_units(pid)[0]]
         assert len(set(shorts)) == len(shorts)
@@ -671,7 +656,7 @@ def test_kill_9_mid_build_then_rebuild_equals_clean_build(pg_server, pg_url):
         half = ix.indexed_papers()
         assert 0 < len(half) < 200
         for pid in half:  # every paper written is whole: its transaction committed or never happened
-            assert ix.counts(pid)["body_units"] == ix.counts(pid)["body_units_fts"] == len(TEXTS)
+            assert ix.counts(pid)["body_units"] == ix.counts(pid)["body_units_fts"] == len(UNIT_TEXTS)
         papers = [f"W{i:03d}" for i in range(30)]
         for pid in papers:  # the rebuild of the first 30 papers, and of what the killed writer left
             ix.replace_paper(pid, *paper_units(pid, pid[1:].lstrip("0") or "0"))
@@ -707,7 +692,7 @@ def test_server_stopped_mid_build_then_restarted(pg_server, pg_url, tmp_path):
     with open_url(pg_url) as ix:  # the next build completes; the interrupted paper kept its old rows
         assert {h.ref for h in ix.lexical_units("body", '"old"', limit=-1)} == {u.unit_id for u in paper_units("PA")[0]}
         ix.replace_paper("PA", *paper_units("PA", "new"))
-        assert ix.lexical_units("body", '"old"', limit=-1) == [] and ix.counts("PA")["body_units"] == len(TEXTS)
+        assert ix.lexical_units("body", '"old"', limit=-1) == [] and ix.counts("PA")["body_units"] == len(UNIT_TEXTS)
 
 
 def test_errors_name_host_and_database_never_the_password(pg_server, pg_url):

@@ -27,6 +27,7 @@ from sheaf.store.fulltext import build_match_query, fts_text
 from sheaf.core.models import PaperMeta
 from sheaf.core.models import BodyUnit, ObjectUnit
 from tests.kits.papers import body_unit, object_unit
+from tests.kits.index import schema1_file
 
 pytestmark = pytest.mark.slow
 
@@ -159,15 +160,6 @@ def test_older_index_migrated_or_refused(tmp_path, monkeypatch):
     assert ran == [1] and ix.schema_version(c) == v + 1
     assert "note" in [r[1] for r in c.execute("PRAGMA table_info(papers)")]
     c.close()
-
-
-def schema1_file(path):
-    """A connection to a new index file of schema 1 (no rows), as Sheaf 1 made them."""
-    c = connect(path)
-    for stmt in ix._statements(ix.SCHEMA_V1):
-        c.execute(stmt)
-    c.execute("INSERT INTO meta VALUES ('schema_version', '1')")
-    return c
 
 
 def test_schema_1_migrated_to_porter_and_title(tmp_path):

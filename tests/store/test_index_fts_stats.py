@@ -354,7 +354,7 @@ def test_schema_2_migrated_to_exact_deletes(tmp_path):
 
 def test_schema_1_migrated_through_2_to_3(tmp_path):
     """The chain 1 → 2 → 3: a schema-1 file ends with schema-3 FTS tables holding its rows."""
-    from tests.store.test_index import schema1_file
+    from tests.kits.index import schema1_file
 
     p = tmp_path / "v1.db"
     c = schema1_file(p)
