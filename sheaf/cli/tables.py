@@ -126,7 +126,7 @@ def _retrieve(data: dict[str, Any]) -> None:
     print(f" #  short id   paper    year kind       {kind + ' score':<12} title")
     print("      section: summary")
     why = {"lexical": "their units hold only some of the words"}.get(
-        data.get("mode"), "not every word, and further in meaning than the first")
+        data.get("mode"), "a word of the query missing, or further in meaning than the first")
     for i, m in enumerate(data["matches"], start=1):
         _weak_separator(data, i - 1, why)
         _retrieve_line(i, m, kind, width)

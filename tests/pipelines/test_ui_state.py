@@ -4,11 +4,12 @@ papers' identity in their metadata, and the discovery sensor's report."""
 from __future__ import annotations
 
 import pytest
-from dagster import AssetKey, SensorResult, build_sensor_context
+from dagster import AssetKey, SensorResult
 
 from pipelines.dagster_internals.private import check_partition_statuses
 from pipelines.partitions import papers_partitions
 from tests.kits.pipeline import BASE_PAPERS, Home, built_base, clone, definitions, edit_markdown, instance, run_cli
+from tests.kits.sensors import apply_sensor_result, sense, sheaf_config
 
 EDITED = "L2YSNC8V"  # a Markdown paper of the base library
 
@@ -19,27 +20,11 @@ def built(tmp_path_factory, tmp_path, monkeypatch) -> Home:
     return clone(base, tmp_path / "b").apply(monkeypatch)
 
 
-def _sheaf(h: Home):
-    from pipelines.resources import SheafConfig
-
-    return SheafConfig(home=str(h.home), library=str(h.library))
-
-
 def _discover(h: Home, inst) -> SensorResult:
     """One tick of the discovery sensor, applied as the daemon does (partitions, then events)."""
-    from pipelines.automation.sensors import library_discovery_sensor
-
-    with build_sensor_context(instance=inst, resources={"sheaf": _sheaf(h)}) as ctx:  # closed: test_sensors_schedules
-        res = library_discovery_sensor(ctx)
+    res = sense(h, inst)
     assert isinstance(res, SensorResult), res
-    for req in res.dynamic_partitions_requests:
-        if type(req).__name__ == "AddDynamicPartitionsRequest":
-            inst.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-        else:
-            for k in req.partition_keys:
-                inst.delete_dynamic_partition(req.partitions_def_name, k)
-    for ev in res.asset_events:
-        inst.report_runless_asset_event(ev)
+    apply_sensor_result(inst, res)
     return res
 
 
@@ -337,7 +322,7 @@ def test_titles_shown_where_dagster_lets_a_paper_carry_one(built):
     from pipelines.automation.schedules import nightly_rebuild
 
     at = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc)
-    with build_schedule_context(instance=inst, resources={"sheaf": _sheaf(built)},
+    with build_schedule_context(instance=inst, resources={"sheaf": sheaf_config(built)},
                                 repository_def=defs.get_repository_def(), scheduled_execution_time=at) as ctx:
         (req,) = list(nightly_rebuild(ctx))
     assert req.tags["sheaf/titles"] == f"{EDITED}: {titles[EDITED]}"[:250]
