@@ -1,9 +1,8 @@
 """The embedder: passages that never truncate, and vectors from a content-addressed cache or the model.
 
-- `Embedder.build_passages` splits a unit whose text is longer than the model's window
-  (measured with the model's own tokenizer) into overlapping passages, each mapped back to
-  its unit (``passage_id = f"{unit_id}#{ordinal}"``) and carrying a short context prefix
-  (paper title > section path). Nothing is cut off silently.
+- `Embedder.build_passages` (`sheaf.vectors.passages`) splits a unit whose text is longer than
+  the model's window into overlapping passages, each with a short context prefix; nothing is
+  cut off silently.
 - `Embedder.embed` looks every passage up in the content-addressed cache (model identity,
   sha256 of the passage text) and encodes only the misses: rebuilding an unchanged paper
   encodes nothing; changing one paragraph encodes only that paragraph's passages.
@@ -20,7 +19,7 @@ import platform
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -29,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
 from sheaf.core.progress import StopRequested, while_polled
-from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.vectors.identity import (
     CONTEXT_CAP,
     CONTEXT_SEP,
@@ -41,11 +39,7 @@ from sheaf.vectors.identity import (
     Passage,
     QueryVector,
     resolve_model_path,
-    split_offsets,
-    split_windows,
-    whole_words,
     word_local,
-    unit_embedding_text,
 )
 from sheaf.vectors.backends import (
     FIRST_SWITCH_PASSAGES,
@@ -68,6 +62,7 @@ from sheaf.vectors.backends import (
     save_record,
 )
 from sheaf.vectors.onnx import OnnxQueryEncoder, export_in_child, find_export
+from sheaf.vectors.passages import PassageBuilder
 from sheaf.vectors.machine_cache import MachineCache, cache_dir, open_cache
 from sheaf.core.allocator import release_freed_memory
 from sheaf.core.settings import get_settings
@@ -116,10 +111,6 @@ def _weights_sha256(st_model: Any) -> str:
         if t.numel():
             h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(slots=True)
@@ -171,11 +162,6 @@ def paper_first_batches(owners: Sequence[int], lengths: Sequence[int], step: int
     return batches
 
 
-def _context_text(title: str | None, section_path: Sequence[str]) -> str:
-    """A unit's passage context before its cap: the paper's title and the unit's section path."""
-    return CONTEXT_SEP.join(p.strip() for p in (title, *section_path) if p and p.strip())
-
-
 #: Passages per forward pass: SHEAF_EMBED_BATCH_SIZE's default, and what a GPU gets instead of it.
 DEFAULT_BATCH = 32
 GPU_BATCH = 128
@@ -192,7 +178,7 @@ def gpu_present() -> str | None:
 
 
 @dataclass
-class Embedder:
+class Embedder(PassageBuilder):
     """Loads one sentence-transformers model (offline, lazily) and embeds passages and queries.
 
     `encoded_count` counts passages (texts) actually run through the model, `model_calls`
@@ -597,107 +583,6 @@ class Embedder:
     @property
     def identity(self) -> ModelIdentity:
         return self.load().identity
-
-    # --- tokens and passages -------------------------------------------------------------
-
-    def count_tokens(self, text: str) -> int:
-        """Word pieces of `text` as the model sees it, special tokens included."""
-        ld = self.load()
-        return len(ld.tokenizer.encode(text, add_special_tokens=False).ids) + ld.n_special
-
-    def _capped(self, ctx: str, enc: Any = None) -> tuple[str, int]:
-        """A passage context (`_context_text`) capped at CONTEXT_CAP word pieces, and its word
-        pieces (`enc`: the uncapped context's encoding, when at hand)."""
-        if not ctx:
-            return "", 0
-        tok = self.load().tokenizer
-        enc = enc if enc is not None else tok.encode(ctx, add_special_tokens=False)
-        n = len(enc.ids)
-        if n > CONTEXT_CAP:
-            # Keep the title's start and the most specific section: cut the middle of the path.
-            ctx = ctx[: enc.offsets[CONTEXT_CAP - 1][1]].rstrip() + "…"
-            while (n := len(tok.encode(ctx, add_special_tokens=False).ids)) > CONTEXT_CAP:
-                ctx = ctx[: max(0, len(ctx) - 8)].rstrip() + "…"
-        return ctx, n
-
-    def compose(self, context: str, text: str) -> str:
-        """The passage text for a context prefix and a slice of unit text."""
-        return PASSAGE_TEMPLATE.format(context=context, text=text) if context else text
-
-    def split_spans(self, text: str, budget: int) -> list[tuple[int, int]]:
-        """Character spans of `text` of at most `budget` word pieces each, overlapping by
-        about `overlap_tokens`, cut at word boundaries where possible; together they cover
-        every token of `text`."""
-        enc = self.load().tokenizer.encode(text, add_special_tokens=False)
-        return split_offsets(enc.offsets, budget, self.overlap_tokens)
-
-    def passages_for(self, unit: BodyUnit | ObjectUnit, title: str | None = None) -> list[Passage]:
-        """The passages of one unit: one when it fits the window, else overlapping windows."""
-        return self.build_passages((unit,), (), title)
-
-    def _unit_passages(self, unit: BodyUnit | ObjectUnit, text: str, enc: Any, context: str,
-                       context_tokens: int) -> list[Passage]:
-        """`passages_for` of a unit whose embedding `text` and capped `context` are tokenized
-        (`enc`: the text's encoding)."""
-        ld = self.load()
-        unit_type = "body" if isinstance(unit, BodyUnit) else "object"
-        # the context's word pieces in a passage: its own count with a word-local tokenizer (the
-        # template's "\n" separates it from the text), else measured in the composed text
-        prefix_tokens = (0 if not context else context_tokens if ld.word_local
-                         else len(ld.tokenizer.encode(self.compose(context, "x"), add_special_tokens=False).ids) - 1)
-        budget = ld.identity.max_tokens - ld.n_special - prefix_tokens
-        offsets = enc.offsets
-        while True:
-            out: list[Passage] = []
-            excess = 0
-            for s, e in split_windows(offsets, budget, self.overlap_tokens):
-                c0, c1 = offsets[s][0], offsets[e - 1][1]
-                ptext = self.compose(context, text[c0:c1])
-                # cut between words by a word-local tokenizer: the passage holds the context's
-                # tokens and exactly these of the text's; else it is tokenized again to be counted
-                n_tok = (prefix_tokens + e - s + ld.n_special if ld.word_local and whole_words(text, offsets, s, e)
-                         else self.count_tokens(ptext))
-                excess = max(excess, n_tok - ld.identity.max_tokens)
-                out.append(Passage(
-                    passage_id=f"{unit.unit_id}#{len(out)}", unit_id=unit.unit_id,
-                    paper_id=unit.paper_id, unit_type=unit_type, ordinal=len(out),
-                    char_start=c0, char_end=c1, text=ptext, text_sha256=_sha256(ptext),
-                    n_tokens=n_tok))
-            if excess <= 0:
-                return out
-            # Re-tokenizing a slice differed at a seam (rare): retry with a smaller window.
-            budget -= excess + 1
-            if budget < 16:  # pragma: no cover - would mean the tokenizer is not prefix-stable
-                raise SheafError("INTERNAL_ERROR", f"cannot fit {unit.unit_id} into the model window")
-
-    def build_passages(self, units: Iterable[BodyUnit], objects: Iterable[ObjectUnit] = (),
-                       title: str | None = None) -> list[Passage]:
-        """All passages of a paper's units and objects (title = the paper's, for the context)."""
-        return self.build_passages_of_papers([(units, objects, title)])[0]
-
-    def build_passages_of_papers(
-            self, papers: Sequence[tuple[Iterable[BodyUnit], Iterable[ObjectUnit], str | None]]
-    ) -> list[list[Passage]]:
-        """`build_passages` of several papers ((units, objects, title) each), a list per paper.
-
-        Their units' texts and distinct contexts are tokenized in one batch (the tokenizer's own
-        threads), which costs less a text the more texts a call has (measured on 2 cores with
-        papers of three SciFact abstracts: one call per unit 1.8 ms a paper, one per paper 1.4,
-        one per 20 papers 0.9-1.1)."""
-        items: list[tuple[int, BodyUnit | ObjectUnit, str, str]] = []  # (paper, unit, text, context)
-        for i, (units, objects, title) in enumerate(papers):
-            items += [(i, u, t, _context_text(title, u.section_path))
-                      for u in (*units, *objects) if (t := unit_embedding_text(u)).strip()]
-        out: list[list[Passage]] = [[] for _ in papers]
-        if not items:
-            return out
-        contexts = list(dict.fromkeys(c for *_, c in items if c))
-        encs = self.load().tokenizer.encode_batch([t for _, _, t, _ in items] + contexts, add_special_tokens=False)
-        capped = {c: self._capped(c, e) for c, e in zip(contexts, encs[len(items):])}
-        for (i, u, text, ctx), enc in zip(items, encs):
-            context, n = capped.get(ctx, ("", 0))
-            out[i].extend(self._unit_passages(u, text, enc, context, n))
-        return out
 
     # --- encoding -----------------------------------------------------------------------
 
