@@ -10,7 +10,7 @@ read from body text (not titles, abstracts, captions or back matter), each held 
 unit holding the phrase first (top-1) and in the first three (top-3), and its paper first.
 Goals: top-1 >= 0.90 exact and >= 0.80 paraphrased (dropped, synonym), top-3 >= 0.97.
 
-Run from the project root (the first run builds the four homes: ~15 min on 2 cores):
+Run from the project root (the first run builds the four homes: 6 min on 2 cores):
     .venv/bin/python bench/known_items.py [--work /tmp/sheaf-known-items] [--write-docs]
 Raw results: bench/results/known-items.json (ranks by unit id; the phrases only on the screen).
 """
@@ -69,7 +69,8 @@ def measure(home: Path, library: Path, per_paper: int, seed: int = 0) -> dict[st
     rows = []
     with Retriever.open(settings) as r:
         items = phrase_queries(r.index, per_paper=per_paper, seed=seed)
-        r.retrieve(items[0].query) if items else None  # the model loaded before the clock runs
+        if items:
+            r.retrieve(items[0].query)  # the model loaded before the clock runs
         for it in items:
             t = time.perf_counter()
             res = r.retrieve(it.query)
@@ -124,7 +125,7 @@ the real PDFs of the project's test data, each library built into its own home; 
 words or more, each held by one unit alone; exact and paraphrased (one content word dropped; one
 word replaced by a synonym). The ranking's levers were chosen on the first draw of phrases (seed
 0); the second draw (seed 7) was not looked at while choosing them. Rerun: `.venv/bin/python bench/known_items.py
---write-docs` (the first run builds the homes, ~15 min). {r['date']}, {m['cpu']}, {m['cores']} cores.
+--write-docs` (the first run builds the homes: 6 min on 2 cores). {r['date']}, {m['cpu']}, {m['cores']} cores.
 
 {report(r)}
 {END}"""

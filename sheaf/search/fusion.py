@@ -20,7 +20,7 @@ from sheaf.search.evidence import (
     quoted_phrases,
     searchable,
 )
-from sheaf.search.units import HYBRID_RRF_K
+from sheaf.search.units import HYBRID_RRF_K, scopes_of
 from sheaf.store.fulltext import FTS_TOKENIZER
 from sheaf.store.tokens import FtsTokenizer
 
@@ -97,8 +97,7 @@ class RankFusion:
         index = self.index  # type: ignore[attr-defined]
         groups = [index.match_query(f'"{p}"') for p in phrases]
         match = " AND ".join(g for g in groups if g)
-        scopes = ["body"] * bool(set(kinds) - {"object"}) + ["object"] * ("object" in kinds)
-        hits = [h for scope in scopes
+        hits = [h for scope in scopes_of(kinds)
                 for h in index.lexical_units(scope, match, limit=-1, paper_ids=paper_ids, weights=None)]
         return phrases, {h.ref: h.paper_id for h in hits if in_kinds(h.ref, kinds)}
 

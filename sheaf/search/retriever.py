@@ -65,6 +65,7 @@ from sheaf.search.units import (  # the constants and Result are also this modul
     Result,
     Unit,
     kinds_of,
+    scopes_of,
     positive,
     reading_order,
     unit_heading,
@@ -290,8 +291,7 @@ class Retriever(PaperSearch, RankFusion):
         `index`: another handle on the index."""
         ix = self.index if index is None else index
         and_q, or_q = self._matches(query)
-        scopes = [("body", BODY_WEIGHTS)] * bool(set(kinds) - {"object"}) + \
-            [("object", OBJECT_WEIGHTS)] * ("object" in kinds)
+        scopes = [(scope, BODY_WEIGHTS if scope == "body" else OBJECT_WEIGHTS) for scope in scopes_of(kinds)]
         every_kind = set(UNIT_KINDS) <= set(kinds)
 
         def run(match: str) -> tuple[list[FtsHit], bool]:
@@ -744,8 +744,7 @@ class Retriever(PaperSearch, RankFusion):
         warnings: list[str] = []
         candidates: set[str] | None = None
         if match is not None and paper_ids is None:
-            hits = [h for scope in ("body", "object") if scope == "object" and "object" in kinds
-                    or scope == "body" and set(kinds) - {"object"}
+            hits = [h for scope in scopes_of(kinds)
                     for h in self.index.lexical_units(scope, match, limit=-1) if in_kinds(h.ref, kinds)]
             candidates = {h.ref for h in hits}
             paper_ids = sorted({h.paper_id for h in hits})

@@ -79,6 +79,12 @@ def kinds_of(kind: str) -> tuple[str, ...]:
     return UNIT_KINDS if kind == "all" else (kind,)
 
 
+def scopes_of(kinds: Sequence[str]) -> list[str]:
+    """The index scopes (FTS tables) holding units of `kinds`: `body` for every kind but objects
+    (notes, annotations and back matter are body units), `object` for figures and tables."""
+    return ["body"] * bool(set(kinds) - {"object"}) + ["object"] * ("object" in kinds)
+
+
 def unit_source(u: Unit) -> str:
     if isinstance(u, ObjectUnit):
         return u.object_kind
