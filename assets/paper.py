@@ -22,6 +22,7 @@ from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import ARTIFACT_METADATA
 from sheaf.core.models import IngestError
 from sheaf.formats import source_hash
+from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings, ocr_metadata
 from sheaf.library.discover import discover_library
 from sheaf.store.artifacts import (
     body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict, table_hash,
@@ -55,12 +56,13 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
     found = discover_library(sheaf.settings(), keys=keys)
     papers = {p.key: p for p in found.papers}
     ids = identities(found.metadata_files, keys=keys)  # title, first author, year: what the UI shows of a paper
+    ocr = ocr_from_settings(sheaf.settings())  # reads the pages of PDFs without a usable text layer
 
     def one(key: str):
         if key not in papers:
             raise IngestError(key, None, "paper not found in the library")
         try:
-            paper = chain.parse(papers[key].path, key)
+            paper = chain.parse(papers[key].path, key, ocr=ocr)
         except IngestError as e:  # its input's hash, recorded with the error: a new file is tried again
             try:
                 e.ocr_result_hash = source_hash(papers[key].path, key)[2]
@@ -71,6 +73,7 @@ def ocr_blocks(context: AssetExecutionContext, sheaf: SheafConfig) -> dict[str, 
         return {"ocr_blocks": table}, {
             **identity_metadata(ids.get(key)), "ocr_result_hash": paper.ocr_result_hash, "source_format": paper.source_format,
             "adapter": paper.adapter, "blocks": len(paper.blocks), "warnings": list(paper.warnings),
+            **ocr_metadata(paper),
             "output_hash": table_hash(table),
         }
 

@@ -22,6 +22,7 @@ from assets.library import library_report, library_status
 from pipelines.resources import SheafConfig, embedder_resource
 from assets.source import ocr_result
 from pipelines.planning.versions import chain_code_versions
+from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 from io_managers import PaperArtifactIOManager
 from pipelines.planning.statuses import chain_of
 from pipelines.automation.rebuild import OwnDefinitions, rebuild_stale
@@ -80,7 +81,8 @@ def build_definitions(home: str = "", library: str = "",
     assets = [ocr_result, ocr_blocks, fulltext_markdown_and_render_map, structure_tree, body_units_and_object_units,
               fts_tables, vector_collections, library_metadata, library_report, library_status]
     # every chain asset's code version as `pipelines.planning.versions` says now (what the no-op proof reads)
-    versions = {**chain_code_versions(settings.embedding_model), **(code_versions or {})}
+    versions = {**chain_code_versions(settings.embedding_model, ocr_from_settings(settings).code_version),
+                **(code_versions or {})}
     assets = with_code_versions(assets, versions)
     resources = {
         "sheaf": SheafConfig(home=str(settings.home.resolve()), library=str(settings.library.resolve())),

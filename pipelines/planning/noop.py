@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.planning.versions import chain_code_versions
+from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 from pipelines.dagster_internals.home_files import CannotTell, DagsterFiles
 from pipelines.planning.drift import artifact_index_drift, metadata_missing
 from pipelines.planning.model import (
@@ -116,7 +117,7 @@ def _prove(settings: Settings, files: DagsterFiles, write_cache: bool) -> Proof:
     record = _recorded(files)
     if record is None:
         return Proof.no("no recorded plan")
-    code = chain_code_versions(settings.embedding_model)
+    code = chain_code_versions(settings.embedding_model, ocr_from_settings(settings).code_version)
     if set(record.assets) != set(code) or record.code != code_digest(record.assets, code):
         return Proof.no("the chain's code or the model changed")
     if files.cursor(record.assets) != record.cursor:

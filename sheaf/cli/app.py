@@ -85,8 +85,9 @@ def cmd_query(args: argparse.Namespace) -> Outcome:
 def cmd_parse(args: argparse.Namespace) -> Outcome:
     from sheaf.service import parsing  # the transforms: not for a query's process
 
+    settings = get_settings()
     out = parsing.parse(args.path, fmt=args.format, stage=args.stage, paper_id=args.paper_id,
-                        token_cap=get_settings().unit_token_cap)
+                        token_cap=settings.unit_token_cap, ocr=parsing.page_ocr(settings))
     if not args.json:
         tables.parse(out.envelope, out.view)
     return out

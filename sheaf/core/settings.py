@@ -133,8 +133,11 @@ class Settings:
                                  check=_device)
     embed_threads: int = _setting(0, "threads the embedder computes on (0: every core; `sheaf build --workers N` "
                                   "gives each worker its share of the cores)", check=_at_least(0))
+    ocr: str = _setting("auto", "auto (read the PDF pages without a usable text layer, scans, by OCR) | force "
+                        "(every page of every PDF) | off", check=_one_of("auto", "force", "off"))
     cache_dir: Path | None = _setting(None, "the per-user machine cache: the embedding model's ONNX export and "
-                                      "the backend measurement, made once per machine and linked into every home "
+                                      "the backend measurement, the OCR of scanned pages, made once per machine "
+                                      "and shared by every home "
                                       "(default: the platform's cache folder, ~/.cache/sheaf on Linux)", kind=Path,
                                       optional=True)
     index_file: Path | None = _setting(None, "the index file (default <home>/index/sheaf.db)", kind=Path,

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sheaf.core.models import IngestError, ParsedPaper
+from sheaf.core.progress import StopRequested
 from sheaf.formats.common import RawBlock, content_hash, finalize, read_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sheaf.formats.pdf.ocr import PageOcr
 
 
 class Adapter(Protocol):
@@ -125,8 +129,9 @@ def paper_id_for(path: Path) -> str:
     return name.removesuffix("_content_list")
 
 
-def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto") -> ParsedPaper:
-    """Parse one paper's folder or file into canonical blocks."""
+def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto", ocr: PageOcr | None = None) -> ParsedPaper:
+    """Parse one paper's folder or file into canonical blocks. `ocr`: what reads a PDF's pages
+    that have no usable text layer (`sheaf.formats.pdf.ocr`; None: nothing does)."""
     path = Path(path)
     pid = paper_id or paper_id_for(path)
     file, name = find_input(pid, path, fmt)
@@ -136,10 +141,15 @@ def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto"
     adapter_id = f"{name}/{mod.VERSION}"
     try:
         if hasattr(mod, "parse_blocks"):  # a source made of other sources (a Zotero paper): finalized parts
-            blocks, title = mod.parse_blocks(pid, file, data, warnings)
+            blocks, title = mod.parse_blocks(pid, file, data, warnings, ocr=ocr)
         else:
-            raws, title = mod.parse(pid, file, data, warnings)
+            if name == "pdf" and ocr is not None:
+                raws, title = mod.parse(pid, file, data, warnings, ocr=ocr)  # type: ignore[call-arg]
+            else:
+                raws, title = mod.parse(pid, file, data, warnings)
             blocks = finalize(pid, name, raws, warnings)
+    except StopRequested:  # a stop asked for while OCR read a page: the build's, not the paper's problem
+        raise
     except IngestError as e:
         if e.path is None:
             raise IngestError(pid, str(file), e.message, bug=e.bug) from None

@@ -36,6 +36,7 @@ class RawBlock:
     heading_level: int | None = None
     attach_to: int | None = None  # captions: index in the adapter's list of their figure/table
     reason: str | None = None  # the evidence for `role` when it is not the format's label alone
+    source: str | None = None  # where the text came from when not the format itself ("ocr": read from a page image)
 
 
 # --- reading files --------------------------------------------------------------------
@@ -660,7 +661,7 @@ def _with_ids(paper_id: str, source_format: str, raws: list[RawBlock]) -> list[B
                 raw_label=r.label,
                 heading_level=r.heading_level if r.role in (
                     "heading", "reference_heading", "backmatter_heading", "abstract_heading") else None,
-                source_format=source_format,
+                source_format=r.source or source_format,
                 attached_to=attached,
                 role_reason=r.reason,
             )

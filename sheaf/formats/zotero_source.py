@@ -26,6 +26,7 @@ from sheaf.core.parsed import NO_PAGE, Block
 from sheaf.formats import parse_paper
 from sheaf.formats import pdf as pdf_adapter
 from sheaf.formats.common import RawBlock, finalize
+from sheaf.formats.pdf.ocr import PageOcr
 
 VERSION = "2"  # 2: notes, and annotations Zotero gave no page, have no page (were page 1)
 SUFFIX = ".zotero.json"
@@ -55,8 +56,9 @@ def load_manifest(paper_id: str, path: Path, data: bytes) -> dict[str, Any]:
     return m
 
 
-def parse_blocks(paper_id: str, path: Path, data: bytes, warnings: list[str]):
-    """(the paper's canonical blocks, its title or None) from its manifest."""
+def parse_blocks(paper_id: str, path: Path, data: bytes, warnings: list[str], ocr: PageOcr | None = None):
+    """(the paper's canonical blocks, its title or None) from its manifest; `ocr` reads the pages
+    of its PDFs that have no usable text layer."""
     m = load_manifest(paper_id, path, data)
     groups: list[tuple[str | None, list]] = []  # (section heading or None, finalized blocks)
     title = None
@@ -67,9 +69,12 @@ def parse_blocks(paper_id: str, path: Path, data: bytes, warnings: list[str]):
         blocks, problem = None, None
         if src.get("path"):
             try:
-                parsed = parse_paper(Path(src["path"]), paper_id, src.get("format", "auto"))
-                # a text layer beyond use (garbled glyphs) parses, but Zotero's extracted text is better
-                problem = pdf_adapter.text_layer_problem(Path(src["path"])) if parsed.source_format == "pdf" else None
+                parsed = parse_paper(Path(src["path"]), paper_id, src.get("format", "auto"), ocr=ocr)
+                # a text layer beyond use (garbled glyphs) parses, but Zotero's extracted text is better;
+                # pages OCR read are better than both
+                read = any(b.source_format == "ocr" for b in parsed.blocks)
+                problem = pdf_adapter.text_layer_problem(Path(src["path"])) \
+                    if parsed.source_format == "pdf" and not read else None
                 if problem is None:
                     blocks = list(parsed.blocks)
                     title = title or parsed.title

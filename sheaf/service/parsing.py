@@ -9,9 +9,10 @@ from sheaf.core.envelope import SheafError, ok
 from sheaf.core.models import IngestError, paper_key_problem
 from sheaf.library.discover import discover
 from sheaf.service.requests import Outcome
+from sheaf.formats.pdf.ocr import PageOcr, from_settings as ocr_from_settings, ocr_metadata
 from sheaf.transform.chain import process_paper
 
-__all__ = ["paper_summary", "parse"]
+__all__ = ["page_ocr", "paper_summary", "parse"]
 
 
 def paper_summary(out: Any) -> dict[str, Any]:
@@ -21,6 +22,7 @@ def paper_summary(out: Any) -> dict[str, Any]:
         "source_format": out.paper.source_format,
         "source_path": out.paper.source_path,
         "ocr_result_hash": out.paper.ocr_result_hash,
+        **ocr_metadata(out.paper),
         "blocks": len(out.paper.blocks),
         "sections": len(nodes),
         "body_units": len(out.body_units),
@@ -43,10 +45,16 @@ def _stage_data(out: Any, stage: str) -> dict[str, Any]:
             "object_units": [u.to_dict() for u in out.object_units]}
 
 
+def page_ocr(settings: Any) -> PageOcr:
+    """The OCR the settings ask for (SHEAF_OCR), with its machine cache."""
+    return ocr_from_settings(settings)
+
+
 def parse(path: Path | str, *, fmt: str = "auto", stage: str = "units", paper_id: str | None = None,
-          token_cap: int) -> Outcome:
+          token_cap: int, ocr: PageOcr | None = None) -> Outcome:
     """One paper's parse at `stage` (`view`: its `PaperOutputs`), or one summary row per paper
-    of a library folder (exit 1 when one failed)."""
+    of a library folder (exit 1 when one failed). `ocr`: what reads PDF pages without a usable
+    text layer (None: nothing)."""
     path = Path(path)
     if not path.exists():
         rel = "" if path.is_absolute() else f" (looked at {path.absolute()}, relative to the current folder {os.getcwd()})"
@@ -57,7 +65,7 @@ def parse(path: Path | str, *, fmt: str = "auto", stage: str = "units", paper_id
         rows: list[dict[str, Any]] = []
         for p in lib.papers:
             try:
-                rows.append(paper_summary(process_paper(p.path, p.key, fmt, token_cap)))
+                rows.append(paper_summary(process_paper(p.path, p.key, fmt, token_cap, ocr)))
             except IngestError as e:
                 rows.append({"paper_id": p.key, "error": e.to_dict()})
         warnings = [f"folder {k!r} skipped: not a valid paper key: {paper_key_problem(k)}" for k in lib.invalid_keys]
@@ -66,7 +74,7 @@ def parse(path: Path | str, *, fmt: str = "auto", stage: str = "units", paper_id
                  warnings=warnings + [f"{r['paper_id']}: {r['error']['message']}" for r in rows if "error" in r])
         return Outcome(env, 1 if failed else 0)
     try:
-        out = process_paper(path, paper_id, fmt, token_cap)
+        out = process_paper(path, paper_id, fmt, token_cap, ocr)
     except IngestError as e:
         raise SheafError("BAD_INPUT", str(e), e.to_dict(),
                          hint="check the file, or force a format with --format") from None

@@ -65,6 +65,7 @@ def connect() -> Any:
 
 def _report(store: ArtifactStore, union: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"papers": 0, "units": 0, "tokens": 0, "formats": [], "fallbacks": [], "distribution": {},
+                           "ocr": {"papers": 0, "pages": 0, "by_paper": []},
                            "papers_without_headings": [], "shared_units": [], "coverage": {}}
     con = connect()
     try:
@@ -81,6 +82,13 @@ def _report(store: ArtifactStore, union: bool) -> dict[str, Any]:
         out["formats"], out["fallbacks"] = _sources(con.execute(
             "SELECT paper_id, source_format, blocks FROM papers").fetchall())
         out["papers"] = con.execute("SELECT count(DISTINCT paper_id) FROM papers").fetchone()[0]
+        try:  # pages read by OCR, per paper (blocks files without pages, as old ones are, have none)
+            ocr = con.execute(f"SELECT paper_id, count(DISTINCT page) FROM {blocks} WHERE source_format = 'ocr' "
+                              f"GROUP BY 1 ORDER BY 1").fetchall()
+        except duckdb.BinderException:
+            ocr = []
+        out["ocr"] = {"papers": len(ocr), "pages": sum(int(n) for _, n in ocr),
+                      "by_paper": [{"paper_id": k, "pages": int(n)} for k, n in ocr]}
         out["papers_without_headings"] = [r[0] for r in con.execute(
             "SELECT paper_id FROM papers GROUP BY 1 HAVING sum(headings) = 0 ORDER BY 1").fetchall()]
         covered = {"parsed": out["papers"]}
@@ -141,6 +149,11 @@ def report_markdown(d: dict[str, Any]) -> str:
         lines += ["", "| per paper | min | p50 | p90 | max |", "|---|---|---|---|---|"]
         for name, s in d["distribution"].items():
             lines.append(f"| {name.replace('_', ' ')} | {s['min']} | {s['p50']:.0f} | {s['p90']:.0f} | {s['max']} |")
+    ocr = d.get("ocr") or {}
+    if ocr.get("papers"):
+        lines += ["", f"Read by OCR (pages without a usable text layer): {ocr['papers']} papers, {ocr['pages']} pages: "
+                  + ", ".join(f"{p['paper_id']} ({p['pages']})" for p in ocr["by_paper"][:20])
+                  + (" …" if ocr["papers"] > 20 else "")]
     lines += ["", f"Papers without headings ({len(d['papers_without_headings'])}): "
               + (", ".join(d["papers_without_headings"]) or "none")]
     lines += [f"Units whose text appears in several papers: {len(d['shared_units'])}"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sheaf.core.models import BodyUnit, ObjectUnit, ParsedPaper, Render, RenderMap, SectionNode
 from sheaf.formats import parse_paper
+from sheaf.formats.pdf.ocr import PageOcr
 from sheaf.transform.render import render_paper
 from sheaf.transform.tree import build_tree
 from sheaf.transform.units import DEFAULT_TOKEN_CAP, body_units, object_units
@@ -29,9 +30,10 @@ class PaperOutputs:
 
 # --- the stages ---------------------------------------------------------------------------
 
-def parse(path: Path | str, paper_id: str | None = None, fmt: str = "auto") -> ParsedPaper:
-    """Stage 1: one paper's folder or file → its canonical blocks with roles."""
-    return parse_paper(path, paper_id, fmt)
+def parse(path: Path | str, paper_id: str | None = None, fmt: str = "auto", ocr: PageOcr | None = None) -> ParsedPaper:
+    """Stage 1: one paper's folder or file → its canonical blocks with roles; `ocr` reads the
+    pages of a PDF that have no usable text layer."""
+    return parse_paper(path, paper_id, fmt, ocr=ocr)
 
 
 def render(paper: ParsedPaper) -> Render:
@@ -62,7 +64,8 @@ def units_from_paper(paper: ParsedPaper, token_cap: int = DEFAULT_TOKEN_CAP) -> 
 
 
 def process_paper(
-    path: Path | str, paper_id: str | None = None, fmt: str = "auto", token_cap: int = DEFAULT_TOKEN_CAP
+    path: Path | str, paper_id: str | None = None, fmt: str = "auto", token_cap: int = DEFAULT_TOKEN_CAP,
+    ocr: PageOcr | None = None,
 ) -> PaperOutputs:
     """Parse one paper's folder or file and run every transform on it."""
-    return units_from_paper(parse(path, paper_id, fmt), token_cap)
+    return units_from_paper(parse(path, paper_id, fmt, ocr), token_cap)

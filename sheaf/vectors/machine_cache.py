@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.files import write_atomic
+from sheaf.core.user_cache import cache_dir, default_cache_dir
 from sheaf.core.lazy import lazy_module
 from sheaf.vectors.backends import RECORD_FORMAT, MachineFacts, Measurement, load_record, save_record
 from sheaf.vectors.identity import model_version
@@ -47,27 +48,6 @@ __all__ = ["LIBRARIES", "MachineCache", "cache_dir", "default_cache_dir", "libra
 
 #: The libraries an export or a measurement depends on: a new version of any makes a new entry.
 LIBRARIES = ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime")
-APP = "sheaf"
-
-
-def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The platform's per-user cache folder for Sheaf (platformdirs where installed; else
-    ``$XDG_CACHE_HOME/sheaf``, or ``~/.cache/sheaf``)."""
-    env = os.environ if environ is None else environ
-    if environ is None:
-        try:
-            import platformdirs
-
-            return Path(platformdirs.user_cache_dir(APP, appauthor=False))
-        except ImportError:  # pragma: no cover - platformdirs comes with the project's dependencies
-            pass
-    xdg = env.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache") / APP
-
-
-def cache_dir(setting: str | Path | None = None) -> Path:
-    """`setting` (SHEAF_CACHE_DIR) when given, else `default_cache_dir`."""
-    return Path(setting).expanduser() if setting else default_cache_dir()
 
 
 def _package_version(name: str) -> str | None:

@@ -58,3 +58,55 @@ def raw_pdf(path: Path, pages: list[list[tuple]], differences: bytes = b"", size
 def lines_page(lines: list, font: str = "R", size: float = 10, x: float = 57, top: float = 52) -> list[tuple]:
     """A page of lines set one under the other, `size` points apart plus 3."""
     return [(x, top + k * (size + 3), size, ln, font) for k, ln in enumerate(lines)]
+
+
+def scanned_pdf(path: Path, source: Path, scan: set[int] | None = None, scale: float = 2.0) -> Path:
+    """A copy of the PDF `source` whose pages in `scan` (0-based; default all) are pictures of
+    themselves, as a scanner makes them: the page rendered at `scale` x 72 dpi, put back as one
+    image covering the page, with no text layer."""
+    import pypdfium2 as pdfium
+
+    src = pdfium.PdfDocument(str(source))
+    out = pdfium.PdfDocument.new()
+    try:
+        for i in range(len(src)):
+            if scan is not None and i not in scan:
+                out.import_pages(src, [i], len(out))
+                continue
+            page = src[i]
+            w, h = page.get_size()
+            bitmap = page.render(scale=scale)
+            image = pdfium.PdfImage.new(out)
+            image.set_bitmap(bitmap)
+            image.set_matrix(pdfium.PdfMatrix().scale(w, h))
+            new = out.new_page(w, h)
+            new.insert_obj(image)
+            new.gen_content()
+            page.close()
+        out.save(str(path))
+    finally:
+        out.close()
+        src.close()
+    return path
+
+
+QUOKKA_TITLE = "Quokka Counts on Rottnest Island"
+PAGE_ONE = [
+    "The quokka census counted seventeen animals near the lighthouse",
+    "during the dry season, and twice as many after the first rains.",
+    "Each count was made at dawn by two observers walking the same",
+    "transect, and their tallies were compared before they were kept.",
+]
+PAGE_TWO = [
+    "Burrows were mapped with a handheld receiver along the coast road",
+    "and each burrow was visited three times in the following month.",
+    "Tracks in the sand were photographed and matched by their length.",
+]
+
+
+def quokka_pdf(path: Path) -> Path:
+    """A two-page text PDF: a bold title, a paragraph, a bold "Methods" heading, a paragraph."""
+    title = [(57, 120, 18, QUOKKA_TITLE, "B")]
+    heading = [(57, 120, 14, "Methods", "B")]
+    return raw_pdf(path, [title + lines_page(PAGE_ONE, size=11, top=160),
+                          heading + lines_page(PAGE_TWO, size=11, top=150)])

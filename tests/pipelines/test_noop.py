@@ -97,8 +97,14 @@ def test_the_chain_code_versions_are_the_ones_the_definitions_give(home):
     from pipelines.planning.statuses import chain_of
     from pipelines.planning.record import STATUS_ASSET
 
+    from sheaf.formats.pdf.ocr import from_settings
+
     chain = chain_of(build_definitions())
-    assert dict(chain.code_versions) == chain_code_versions(home.settings().embedding_model)
+    ocr = from_settings(home.settings()).code_version
+    assert dict(chain.code_versions) == chain_code_versions(home.settings().embedding_model, ocr)
+    # the OCR engine is part of the parse's version (SHEAF_OCR=auto by default): a new engine re-reads
+    assert chain.code_versions["ocr_blocks"] == f"1+ocr.{ocr}" and ocr.startswith("auto:")
+    assert chain_code_versions("m", "")["ocr_blocks"] == "1"  # OCR off: the version of before
     assert (noop.PAPERS, noop.STATUS_ASSET) == (papers_partitions.name, STATUS_ASSET)
     keys = {k.path[-1] for k in build_definitions().resolve_asset_graph().get_all_asset_keys()}
     assert {noop.SOURCE_ASSET, noop.METADATA_ASSET} <= keys

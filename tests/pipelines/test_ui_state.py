@@ -224,7 +224,10 @@ def test_run_steps_are_named_after_the_assets_they_write(built):
 
     defs = definitions()
     chain = chain_of(defs)
-    assert chain.code_versions == chain_code_versions(get_settings().embedding_model)
+    from sheaf.formats.pdf.ocr import from_settings
+
+    assert chain.code_versions == chain_code_versions(get_settings().embedding_model,
+                                                      from_settings(get_settings()).code_version)
     expected = {"_and_".join(step) for step in chain.steps} | {"paper_checks"}
     assert expected >= {"fulltext_markdown_and_render_map", "body_units_and_object_units"}
     inst = instance()

@@ -1,4 +1,4 @@
-"""Born-digital PDF: the text layer read with pypdfium2 (PDFium, Apache-2.0/BSD; never PyMuPDF).
+"""PDF: the text layer read with pypdfium2 (PDFium, Apache-2.0/BSD; never PyMuPDF).
 
 What PDFium gives us per character (text, box, font size, font name/weight, matrix) is
 grouped here into *runs* (consecutive characters of one PDF text object: one font, one
@@ -29,8 +29,13 @@ text object) plus a handful per run; 5-10 ms a page on these machines (a 20-page
 The package, one module per stage: `pdfium` (PDFium access), `geometry` (runs, lines, pages),
 `text_layer` (characters into runs and lines), `glyphs` (ligatures and marks), `reading_order`,
 `blocks` (lines into paragraphs, headings, captions, code), `roles` (typography into roles,
-furniture, the title) and `adapter` (the stages in order); `patterns` holds the text patterns
-they share. Its public face is `parse`, `matches`, `VERSION` and `text_layer_problem`.
+furniture, the title), `ocr` (the OCR engine and its per-machine cache), `scans` (which pages OCR
+reads, its lines as the text layer's) and `adapter` (the stages in order); `patterns` holds the
+text patterns they share.
+
+Pages without a usable text layer (scans, picture-only pages, fonts without a Unicode map) are
+read by OCR when the parse is given a `PageOcr` (`SHEAF_OCR`, default auto): their lines then go
+through the same stages. Its public face is `parse`, `matches`, `VERSION` and `text_layer_problem`.
 """
 from __future__ import annotations
 

@@ -10,6 +10,8 @@ from sheaf.formats.common import RawBlock
 from sheaf.formats.pdf.patterns import NO_TEXT_LAYER
 from sheaf.formats.pdf.pdfium import LOCK, open_document, pdfium_api
 from sheaf.formats.pdf.geometry import Page
+from sheaf.formats.pdf.ocr import PageOcr
+from sheaf.formats.pdf.scans import no_text, ranges, read_scans
 from sheaf.formats.pdf.text_layer import read_page
 from sheaf.formats.pdf.glyphs import absorb_marks, merge_same_baseline, repair_glyphs
 from sheaf.formats.pdf.reading_order import mark_crowded, order_page
@@ -17,8 +19,10 @@ from sheaf.formats.pdf.blocks import Para, body_size, join_lines, line_spacing, 
 from sheaf.formats.pdf.roles import assign_levels, block_bbox, classify, equations, footnotes, front_matter, mark_bands, numbered_headings, objects, pick_title, plausible_headings, plausible_references, plausible_structure, rank_levels
 
 
-def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[list[RawBlock], str | None]:
-    """Blocks of a born-digital PDF in reading order, with typographic roles."""
+def parse(paper_id: str, path: Path, data: bytes, warnings: list[str], *,
+          ocr: PageOcr | None = None) -> tuple[list[RawBlock], str | None]:
+    """Blocks of a PDF in reading order, with typographic roles; the pages without a usable text
+    layer read by `ocr` (none when it is None or off)."""
     api = pdfium_api()
     pages: list[Page] = []
     fonts: dict = {}
@@ -34,26 +38,27 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
             doc.close()
     turned = [pg.number for pg in pages if pg.rotated > max(300, 2 * pg.chars)]
     if turned:
-        warnings.append(f"pages with mostly rotated text (landscape tables/figures), left out: {_ranges(turned)}")
+        warnings.append(f"pages with mostly rotated text (landscape tables/figures), left out: {ranges(turned)}")
     turned = [pg.number for pg in pages if pg.turned]
     if turned:
-        warnings.append(f"pages with turned text (landscape tables/figures), read turned a quarter: {_ranges(turned)}")
-    total = sum(pg.chars for pg in pages)
-    with_text = [pg for pg in pages if pg.chars >= 50]
-    if total < 100 or not with_text:
-        raise IngestError(paper_id, str(path), NO_TEXT_LAYER)
-    if len(with_text) < 0.5 * len(pages):
-        raise IngestError(paper_id, str(path),
-                          f"{NO_TEXT_LAYER} (only {len(with_text)} of {len(pages)} pages have a text layer)")
-    empty = [pg.number for pg in pages if pg.chars < 50]
-    if empty:
-        warnings.append(f"pages without a text layer (scanned or picture-only): {_ranges(empty)}")
-
+        warnings.append(f"pages with turned text (landscape tables/figures), read turned a quarter: {ranges(turned)}")
     for pg in pages:
         merge_same_baseline(pg)
         for ln in pg.lines:
             ln.finish()
         pg.lines = [ln for ln in pg.lines if ln.text]
+    scores = read_scans(data, pages, ocr, warnings, paper_id) if ocr is not None and ocr.mode != "off" else {}
+    total = sum(pg.chars for pg in pages)
+    with_text = [pg for pg in pages if pg.chars >= 50]
+    if total < 100 or not with_text:
+        raise IngestError(paper_id, str(path), no_text(ocr))
+    if len(with_text) < 0.5 * len(pages):
+        raise IngestError(paper_id, str(path),
+                          no_text(ocr, f" (only {len(with_text)} of {len(pages)} pages have a text layer)"))
+    empty = [pg.number for pg in pages if pg.chars < 50]
+    if empty:
+        warnings.append(f"pages without a text layer (scanned or picture-only): {ranges(empty)}")
+    for pg in pages:
         absorb_marks(pg)
     repaired: Counter = Counter()
     for _ in range(3):  # words repaired in one font back the guesses in another ("leftward")
@@ -109,20 +114,10 @@ def parse(paper_id: str, path: Path, data: bytes, warnings: list[str]) -> tuple[
             label = "text"
         raw = RawBlock(page=p.page, label=label, text=p.text, bbox=block_bbox(p.lines, by_number[p.page]),
                        role=role, heading_level=p.level)
+        if p.page in scores:  # read by OCR: the block says so, with the page's mean score
+            raw.source = "ocr"
+            raw.reason = f"{raw.reason + '; ' if raw.reason else ''}OCR, confidence {scores[p.page]:.2f}"
         if p.obj is not None and id(p.obj) in index:
             raw.attach_to = index[id(p.obj)]
         out.append(raw)
     return out, title
-
-
-def _ranges(nums: list[int]) -> str:
-    out = []
-    start = prev = nums[0]
-    for n in nums[1:] + [None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if n is not None:
-            start = prev = n
-    return ", ".join(out)

@@ -102,7 +102,7 @@ class Line:
 
 class Page:
     __slots__ = ("number", "x0", "y0", "width", "height", "lines", "chars", "two_col", "mid", "rotated",
-                 "turned_up", "turned", "tabular")
+                 "turned_up", "turned", "tabular", "picture")
 
     def __init__(self, number, x0, y0, width, height):
         self.number, self.x0, self.y0, self.width, self.height = number, x0, y0, width, height
@@ -114,6 +114,7 @@ class Page:
         self.two_col = False
         self.mid = x0 + width / 2
         self.tabular = False  # three or more column starts: a table may need reading cell by cell
+        self.picture = 0.0  # share of the page the largest image covers (measured on pages with little text)
 
 
 def median(xs):

@@ -76,7 +76,7 @@ def open_document(paper_id: str, path: Path, data: bytes, warnings: list[str]):
 
 
 #: Characters a font without a proper Unicode map leaves in the text: controls, U+FFFD, private use.
-_UNMAPPED = re.compile(r"[\x00\x01\x03-\x08\x0e-\x1f\x7f-\x9f\ufffd\ue000-\uf8ff]")
+UNMAPPED = re.compile(r"[\x00\x01\x03-\x08\x0e-\x1f\x7f-\x9f\ufffd\ue000-\uf8ff]")
 #: A word of the text layer, as the garble share counts it.
 _WORD = re.compile(r"\S+")
 
@@ -155,7 +155,7 @@ def _layer_problem(api, path: Path) -> str | None:
                 page.close()
             for w in _WORD.findall(text.translate(LIGATURES)):
                 words += 1
-                bad += bool(_UNMAPPED.search(w))
+                bad += bool(UNMAPPED.search(w))
         if broken > len(pick) / 2:
             return f"damaged PDF: {broken} of the {len(pick)} pages read cannot be loaded"
         if with_text == 0 or words < 20:

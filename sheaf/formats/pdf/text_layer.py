@@ -22,9 +22,28 @@ def read_page(api, doc, index: int, fonts: dict) -> Page:
             tp.close()
         if pg.rotated > max(300, 2 * pg.chars):
             pg = _read_turned(api, page, pg, fonts)
+        if pg.chars < SCAN_TEXT:
+            pg.picture = _picture_share(api["raw"], page.raw, pg.width * pg.height)
     finally:
         page.close()
     return pg
+
+
+#: A page with less text than this is looked at for a picture covering it (a scan with a stamp).
+SCAN_TEXT = 600
+
+
+def _picture_share(raw, page, area: float) -> float:
+    """The share of the page its largest image covers (0-1): a scanned page is one picture."""
+    best = 0.0
+    l_, b_, r_, t_ = (ctypes.c_float() for _ in range(4))
+    for k in range(raw.FPDFPage_CountObjects(page)):
+        obj = raw.FPDFPage_GetObject(page, k)
+        if raw.FPDFPageObj_GetType(obj) != raw.FPDF_PAGEOBJ_IMAGE:
+            continue
+        if raw.FPDFPageObj_GetBounds(obj, l_, b_, r_, t_):
+            best = max(best, (r_.value - l_.value) * (t_.value - b_.value) / max(1.0, area))
+    return min(1.0, best)
 
 
 def _read_turned(api, page, pg: Page, fonts: dict) -> Page:
