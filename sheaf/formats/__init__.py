@@ -23,7 +23,8 @@ class Adapter(Protocol):
     (part of `ocr_result_hash`: bump it when its output changes), `matches(path)` (is this
     file of my format? cheap: a name or the file's head) and `parse(...)` (raw bytes → the
     `RawBlock`s in reading order and the title if the format knows it; `finalize` does the rest;
-    problems are `IngestError`s or appended to `warnings`)."""
+    problems are `IngestError`s or appended to `warnings`). A format whose pages may be scans
+    (the PDF) sets `READS_SCANS = True` and takes `ocr=` (a `PageOcr`) in `parse`."""
 
     VERSION: str
 
@@ -143,7 +144,7 @@ def parse_paper(path: Path | str, paper_id: str | None = None, fmt: str = "auto"
         if hasattr(mod, "parse_blocks"):  # a source made of other sources (a Zotero paper): finalized parts
             blocks, title = mod.parse_blocks(pid, file, data, warnings, ocr=ocr)
         else:
-            if name == "pdf" and ocr is not None:
+            if ocr is not None and getattr(mod, "READS_SCANS", False):  # a format whose pages OCR may read
                 raws, title = mod.parse(pid, file, data, warnings, ocr=ocr)  # type: ignore[call-arg]
             else:
                 raws, title = mod.parse(pid, file, data, warnings)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sheaf.core.envelope import SheafError
 from sheaf.vectors.backends import Measurement, machine_facts
 from sheaf.vectors.embedder import Embedder
 
@@ -35,8 +36,6 @@ def probe(model: str, models_dir: Path | None, device: str = "cpu", threads: int
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
-
-    from sheaf.core.envelope import SheafError
 
     ap = argparse.ArgumentParser(prog="python -m sheaf.vectors.backend_probe")
     ap.add_argument("model")

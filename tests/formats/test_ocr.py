@@ -25,6 +25,11 @@ def _read(pdf: Path, ocr: PageOcr):
     return parse_paper(pdf, "QUOKKA", ocr=ocr)
 
 
+def _pages(cache: Path) -> list[Path]:
+    """The cached pages: ocr/<identity>/<sha[:2]>/<sha>/<page>.json."""
+    return sorted((cache / "ocr").glob("*/*/*/*.json"))
+
+
 def _text(paper) -> str:
     return " ".join(b.text for b in paper.blocks)
 
@@ -50,7 +55,7 @@ def test_a_mixed_pdf_has_only_its_scanned_pages_read(tmp_path: Path, cache: Path
     sources = {b.page: b.source_format for b in paper.blocks if b.text}
     assert sources == {1: "pdf", 2: "ocr"}
     assert "Burrows were mapped" in _text(paper)
-    entries = sorted(p.name for p in cache.rglob("*.json"))
+    entries = [p.name for p in _pages(cache)]
     assert entries == ["1.json"]  # the second page alone, cached by the PDF's hash
 
 
@@ -65,7 +70,7 @@ def test_pages_read_once_per_machine_and_again_for_a_new_pdf(tmp_path: Path, cac
     monkeypatch.undo()
     changed = scanned_pdf(tmp_path / "scan2.pdf", text, scale=1.5)  # other bytes: a new entry
     assert "seventeen animals" in _text(_read(changed, page_ocr("auto", cache)))
-    assert len(list(cache.rglob("*.json"))) == 4
+    assert len(_pages(cache)) == 4
 
 
 def test_ocr_off_leaves_a_scan_without_text_and_says_how_to_read_it(tmp_path: Path, cache: Path) -> None:
@@ -99,7 +104,7 @@ def test_a_stop_is_honoured_between_pages(tmp_path: Path, cache: Path, monkeypat
             _read(pdf, ocr)
     finally:
         progress._stop.clear()
-    assert [p.name for p in cache.rglob("*.json")] == ["0.json"]  # the page read before the stop is kept
+    assert [p.name for p in _pages(cache)] == ["0.json"]  # the page read before the stop is kept
 
 
 def test_an_ocr_engine_identity_names_its_files_and_settings(cache: Path) -> None:
@@ -108,6 +113,25 @@ def test_an_ocr_engine_identity_names_its_files_and_settings(cache: Path) -> Non
     mode, identity = on.code_version.split(":")
     assert mode == "auto" and len(identity) == 16
     assert page_ocr("force", cache).code_version == f"force:{identity}"
+
+
+def test_the_engine_identity_is_hashed_once_per_machine(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every build and status needs the identity (it is in the parse's code version): the 31 MB
+    of models are hashed once, then the identity is read from the machine cache."""
+    from sheaf.formats.pdf import ocr as ocr_module
+
+    first = page_ocr("auto", cache).code_version
+    assert (cache / "ocr" / "engine.json").is_file()
+    ocr_module._IDENTITIES.clear()  # as a new process
+    ocr_module._MEMOS.clear()
+    real = Path.read_bytes
+
+    def no_models(self: Path) -> bytes:
+        assert self.suffix != ".onnx", "a model file was hashed again"
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", no_models)
+    assert page_ocr("auto", cache).code_version == first
 
 
 @pytest.mark.realdata

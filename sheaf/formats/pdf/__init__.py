@@ -43,6 +43,8 @@ from sheaf.formats.pdf.adapter import parse
 from sheaf.formats.pdf.patterns import NO_TEXT_LAYER
 from sheaf.formats.pdf.pdfium import matches, text_layer_problem
 
-__all__ = ["NO_TEXT_LAYER", "VERSION", "matches", "parse", "text_layer_problem"]
+__all__ = ["NO_TEXT_LAYER", "READS_SCANS", "VERSION", "matches", "parse", "text_layer_problem"]
 
 VERSION = "1"
+#: `parse` takes `ocr=` (a `PageOcr`): the pages without a usable text layer are read by it.
+READS_SCANS = True

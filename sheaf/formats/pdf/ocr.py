@@ -9,6 +9,8 @@ A page's OCR is kept in the machine cache (``<cache>/ocr/<identity>/<pdf sha-256
 written atomically): it depends only on the PDF's bytes and the engine's identity (RapidOCR's
 version, the model files' SHA-256, the settings below), so it is computed once per machine and
 survives every rebuild of the stages after it. A new PDF or a new engine is a new entry.
+The engine's identity itself is hashed once per machine (``<cache>/ocr/engine.json``): the
+parse's code version carries it, so every build and status needs it.
 
 `SHEAF_OCR`: ``auto`` (the default) reads the pages that need it, ``force`` every page, ``off``
 none (a scanned PDF then stays without text, as before).
@@ -89,25 +91,52 @@ def _engine_version() -> str:
         return "?"
 
 
-_IDENTITIES: dict[tuple, str] = {}
+_IDENTITIES: dict[str, str] = {}
+_MEMOS: set[Path] = set()  # the memo files this process has read or written
 
 
-def engine_identity(folder: Path) -> str:
+def engine_identity(folder: Path, memo: Path | None = None) -> str:
     """16 hex digits naming the engine: RapidOCR's version, each model file's SHA-256, and the
-    settings that change what it reads (scale, score floor, detection size, box padding). Hashed once per
-    process per set of files."""
-    stats = tuple((n, (folder / n).stat().st_size, (folder / n).stat().st_mtime_ns) for n in sorted(_MODELS.values()))
-    key = (str(folder), stats)
-    if key not in _IDENTITIES:
-        h = hashlib.sha256()
-        h.update(json.dumps({"engine": "rapidocr", "version": _engine_version(), "scale": SCALE, "min_score": MIN_SCORE,
-                             "box_pad": BOX_PAD, "detect_side": DETECT_SIDE, "max_side": MAX_SIDE,
-                             "turn_score": TURN_SCORE, "format": CACHE_FORMAT}, sort_keys=True).encode())
-        for name, *_ in stats:
+    settings that change what it reads (scale, score floor, detection size, box padding).
+
+    Hashing the models (31 MB) costs ~0.1 s, which every build and status would pay, the no-op
+    ones included (the identity is part of the parse's code version). So it is hashed once per
+    process, and once per machine where `memo` (a file in the machine cache) can keep it: it is
+    used while the files' names, sizes and modification times are the ones it was made from."""
+    files = sorted(_MODELS.values())
+    key = json.dumps({"engine": "rapidocr", "version": _engine_version(), "scale": SCALE, "min_score": MIN_SCORE,
+                      "box_pad": BOX_PAD, "detect_side": DETECT_SIDE, "max_side": MAX_SIDE, "turn_score": TURN_SCORE,
+                      "format": CACHE_FORMAT, "folder": str(folder),
+                      "files": [[n, (st := (folder / n).stat()).st_size, st.st_mtime_ns] for n in files]},
+                     sort_keys=True)
+    kept = _read_memo(memo) if memo is not None and memo not in _MEMOS else {}
+    ident = _IDENTITIES.get(key) or kept.get(key)
+    if ident is None:
+        h = hashlib.sha256(json.dumps({k: v for k, v in json.loads(key).items() if k not in ("folder", "files")},
+                                      sort_keys=True).encode())
+        for name in files:
             h.update(name.encode())
             h.update(hashlib.sha256((folder / name).read_bytes()).digest())
-        _IDENTITIES[key] = h.hexdigest()[:16]
-    return _IDENTITIES[key]
+        ident = h.hexdigest()[:16]
+    _IDENTITIES[key] = ident
+    if memo is not None and memo not in _MEMOS:
+        if kept.get(key) != ident:
+            try:
+                write_atomic(memo, json.dumps({key: ident}).encode())
+            except OSError:
+                pass  # a cache that cannot be written only costs the hashing again
+        _MEMOS.add(memo)
+    return ident
+
+
+def _read_memo(memo: Path | None) -> dict[str, str]:
+    if memo is None:
+        return {}
+    try:
+        kept = json.loads(memo.read_bytes())
+        return kept if isinstance(kept, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +185,7 @@ class PageOcr:
             return ""
         if self._folder is None:
             return f"{self.mode}:unavailable"
-        return f"{self.mode}:{engine_identity(self._folder)}"
+        return f"{self.mode}:{self._identity()}"
 
     def read_pages(self, pdf_sha: str, pages: Sequence[int], render: Callable[[int], tuple[Any, float]],
                    label: str = "") -> dict[int, OcrPage]:
@@ -174,7 +203,7 @@ class PageOcr:
         start = time.monotonic()
         for n, i in enumerate(todo):
             check_stop()
-            where = f"OCR {label} page {i + 1} ({n + 1}/{len(todo)}".replace("  ", " ")
+            where = f"OCR {label + ' ' if label else ''}page {i + 1} ({n + 1}/{len(todo)}"
             if n:
                 rate = n / max(1e-6, time.monotonic() - start)
                 phase(f"{where}, {rate:.2f} pages/s, ETA {round((len(todo) - n) / rate)} s)")
@@ -238,10 +267,14 @@ class PageOcr:
             })
         return self._engine
 
+    def _identity(self) -> str:
+        assert self._folder is not None
+        return engine_identity(self._folder, self.cache / "engine.json" if self.cache is not None else None)
+
     def _entry(self, pdf_sha: str, page: int) -> Path | None:
         if self.cache is None or self._folder is None:
             return None
-        return self.cache / engine_identity(self._folder) / pdf_sha[:2] / pdf_sha / f"{page}.json"
+        return self.cache / self._identity() / pdf_sha[:2] / pdf_sha / f"{page}.json"
 
     def _cached(self, pdf_sha: str, page: int) -> OcrPage | None:
         path = self._entry(pdf_sha, page)

@@ -64,37 +64,35 @@ def read_scans(data: bytes, pages: list[Page], ocr: PageOcr, warnings: list[str]
         if "doc" in held:
             with LOCK:
                 held["doc"].close()
-    read = {i: r.lines for i, r in pages_read.items()}
     for pg in need:  # a page read turned: its geometry is the turned page's, as for a text layer read turned
         turn = pages_read[pg.number - 1].turn if pg.number - 1 in pages_read else 0
         if turn in (1, 3):
             pg.width, pg.height = pg.height, pg.width
             pg.mid = pg.width / 2
             pg.turned = "up" if turn == 1 else "down"
+    lines = {pg.number: pages_read[pg.number - 1].lines if pg.number - 1 in pages_read else [] for pg in need}
     # a page forced to OCR where OCR read nothing keeps its text layer
-    read_now = [pg for pg in need if read.get(pg.number - 1) or not (ocr.mode == "force" and pg.chars)]
-    sizes = {pg.number: _sizes(read.get(pg.number - 1, [])) for pg in read_now}
+    read_now = [pg for pg in need if lines[pg.number] or not (ocr.mode == "force" and pg.chars)]
+    sizes = {pg.number: _sizes(lines[pg.number]) for pg in read_now}
     # the body size OCR pages are snapped to: the text layer's where the PDF has one, else the usual OCR size
-    kept = [pg for pg in pages if pg not in read_now and pg.chars >= 50]
-    usual = sorted(sz for pg in read_now for sz, ol in zip(sizes[pg.number], read.get(pg.number - 1, []))
-                   if len(ol.text) >= 20)
+    usual = sorted(sz for pg in read_now for sz, ol in zip(sizes[pg.number], lines[pg.number]) if len(ol.text) >= 20)
     body = usual[len(usual) // 2] if usual else 10.0
+    kept = [pg for pg in pages if pg not in read_now and pg.chars >= 50]
     if kept:
         layer = body_size(kept)
         body = layer if abs(layer - body) <= SNAP * layer else body
     for pg in read_now:
-        sizes[pg.number] = [_snap(sz, body, ol) for sz, ol in zip(sizes[pg.number], read.get(pg.number - 1, []))]
+        sizes[pg.number] = [_snap(sz, body, ol) for sz, ol in zip(sizes[pg.number], lines[pg.number])]
     # the usual weight of running text: ink per column of a line, per point of its size
     weights = sorted(ol.ink * ol.height / sz for pg in read_now
-                     for sz, ol in zip(sizes[pg.number], read.get(pg.number - 1, [])) if len(ol.text) >= 20)
+                     for sz, ol in zip(sizes[pg.number], lines[pg.number]) if len(ol.text) >= 20)
     regular = weights[len(weights) // 2] if weights else 0.0
     scores: dict[int, float] = {}
     for pg in read_now:
-        lines = read.get(pg.number - 1, [])
-        pg.lines = _lines(lines, sizes[pg.number], pg, regular)
+        pg.lines = _lines(lines[pg.number], sizes[pg.number], pg, regular)
         pg.chars = sum(ln.nchars for ln in pg.lines)
-        if lines:
-            scores[pg.number] = sum(ol.score for ol in lines) / len(lines)
+        if lines[pg.number]:
+            scores[pg.number] = sum(ol.score for ol in lines[pg.number]) / len(lines[pg.number])
     if scores:
         mean = sum(scores.values()) / len(scores)
         warnings.append(f"pages read by OCR (no usable text layer): {ranges(sorted(scores))}; "
