@@ -19,7 +19,7 @@ from dagster import (
 
 from pipelines.resources import SheafConfig
 from io_managers import PaperArtifactIOManager
-from pipelines.dagster_internals.private import check_target, log_check_evaluations
+from pipelines.dagster_internals.steps import check_target, log_check_evaluations
 from pipelines.planning.paper_view import titles_of, verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import Chain, chain_events, statuses_of

@@ -5,7 +5,8 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, Res
 from assets.checks import UP_TO_DATE_CHECK, paper_evaluations
 from pipelines.resources import SheafConfig
 from pipelines.planning.policy import REPORT_CONDITION, STATUS_CONDITION
-from pipelines.dagster_internals.private import check_partition_statuses, log_check_evaluations
+from pipelines.dagster_internals.event_reads import check_partition_statuses
+from pipelines.dagster_internals.steps import log_check_evaluations
 from pipelines.planning.paper_view import identities, verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import Chain

@@ -46,7 +46,8 @@ from assets._batch import run_per_paper  # noqa: E402
 from assets.checks import SPECS, _evaluations  # noqa: E402
 from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN  # noqa: E402
 from pipelines.dagster_internals.home_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE, dagster_yaml  # noqa: E402
-from pipelines.dagster_internals.private import log_check_evaluations, partitions_snapshot  # noqa: E402
+from pipelines.dagster_internals.steps import log_check_evaluations  # noqa: E402
+from pipelines.dagster_internals.storage_base import partitions_snapshot  # noqa: E402
 from pipelines.partitions import papers_partitions  # noqa: E402
 from pipelines.build.runs import QUIET_RUN_CONFIG  # noqa: E402
 from pipelines.planning.events import latest_events  # noqa: E402

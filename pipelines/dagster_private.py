@@ -3,11 +3,11 @@
 `dagster dev` on that home still finds its storages here."""
 from typing import Any
 
-from pipelines.dagster_internals import private
-from pipelines.dagster_internals.private import SheafEventLogStorage, SheafRunStorage, SheafShardedEventLogStorage
+from pipelines.dagster_internals import postgres_storage
+from pipelines.dagster_internals.sqlite_storage import SheafEventLogStorage, SheafRunStorage, SheafShardedEventLogStorage
 
 __all__ = ["SheafEventLogStorage", "SheafRunStorage", "SheafShardedEventLogStorage"]
 
 
 def __getattr__(name: str) -> Any:
-    return getattr(private, name)  # the Postgres storages, built on first use
+    return getattr(postgres_storage, name)  # the Postgres storages, made on first use

@@ -4,7 +4,7 @@ Importing it (what `dagster dev`'s code server and every run do) silences Dagste
 Preview warnings before the asset modules are imported: they warned once per definition in
 every such process."""
 
-from pipelines.dagster_internals.private import quiet_beta_warnings
+from pipelines.dagster_internals.steps import quiet_beta_warnings
 
 quiet_beta_warnings()  # before the asset modules below: their decorators warn as they are imported
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dagster import DagsterInstance, Definitions
 
 from pipelines.build.runs import dagster_env, ensure_dagster_home
-from pipelines.dagster_internals.private import quiet_dagster_warnings
+from pipelines.dagster_internals.steps import quiet_dagster_warnings
 from sheaf.core.settings import Settings
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from pipelines.dagster_internals.private import free_pool_slots
+from pipelines.dagster_internals.steps import free_pool_slots
 from pipelines.build_lock import STOP_TAG, proc_start, idle_state, lock_holder, process_alive, running_state
 from pipelines.build_lock import build_holder as _holder
 

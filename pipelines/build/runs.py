@@ -20,7 +20,7 @@ from pipelines.dagster_internals.home_files import (
     stock_dagster_yaml,
     postgres_dagster_yaml,
 )
-from pipelines.dagster_internals.private import partitions_snapshot
+from pipelines.dagster_internals.storage_base import partitions_snapshot
 from pipelines.planning.statuses import Chain, chain_of, selection_from
 from pipelines.build_lock import run_tags
 from sheaf.core.envelope import SheafError

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from dagster import AssetObservation, DagsterInstance
 
-from pipelines.dagster_internals.private import report_runless_observations
+from pipelines.dagster_internals.steps import report_runless_observations
 from pipelines.partitions import papers_partitions
 from pipelines.planning.model import SyncPlan, current_versions
 from pipelines.planning.events import latest_observed_versions

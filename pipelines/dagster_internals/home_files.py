@@ -2,7 +2,7 @@
 the few facts the no-op proof (`pipelines.planning.noop`) needs from that home's SQLite storage
 without importing Dagster.
 
-`DagsterFiles` is the one place besides `pipelines.dagster_internals.private` that depends on what
+`DagsterFiles` is the one place besides Sheaf's storages (`pipelines.dagster_internals`) that depends on what
 Dagster does not promise: its storage schema. It reads only, only a home whose dagster.yaml
 is the one Sheaf writes and only with the Dagster release it knows; anything unexpected
 raises `CannotTell`, and the caller goes the Dagster way.

@@ -3,7 +3,7 @@ observation of each paper's partition, with its metadata and tags.
 
 There is no build_state table: what was built, from which OCR hash, with which code and
 model, is the materialization metadata. Storage-level reads live here (the one private
-query, latest storage ids per partition, in `pipelines.dagster_internals.private`).
+query, latest storage ids per partition, in `pipelines.dagster_internals.event_reads`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from dagster import AssetKey, DagsterEventType, DagsterInstance, EventLogEntry, deserialize_value
 
-from pipelines.dagster_internals.private import latest_storage_ids, plain_asset_event, stored_events
+from pipelines.dagster_internals.event_reads import latest_storage_ids, plain_asset_event, stored_events
 
 FETCH_LIMIT = 10_000
 

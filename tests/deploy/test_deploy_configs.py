@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.dagster_internals.private import executor_config_errors, instance_config_errors
+from pipelines.dagster_internals.config_checks import executor_config_errors, instance_config_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -9,11 +9,12 @@ from dagster._core.definitions.partitions.subset import DefaultPartitionsSubset
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.event_log import sql_event_log
+from dagster._core.storage.event_log.base import PartitionKeyFilter
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.test_utils import create_run_for_test
 
 __all__ = ["AssetCheckExecutionRecordStatus", "DefaultPartitionsSubset", "HANDLE_NEW_EVENT", "InstanceRef",
-           "SqlEventLogStorage", "create_run_for_test", "instance_context_left_open", "sql_event_log"]
+           "PartitionKeyFilter", "SqlEventLogStorage", "create_run_for_test", "instance_context_left_open", "sql_event_log"]
 
 #: Where a kill test stops a run between two of its Dagster events.
 HANDLE_NEW_EVENT = "dagster._core.instance:DagsterInstance.handle_new_event"

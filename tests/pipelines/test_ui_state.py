@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from dagster import AssetKey, SensorResult
 
-from pipelines.dagster_internals.private import check_partition_statuses
+from pipelines.dagster_internals.event_reads import check_partition_statuses
 from pipelines.partitions import papers_partitions
 from tests.kits.pipeline import BASE_PAPERS, Home, built_base, clone, definitions, edit_markdown, instance, run_cli
 from tests.kits.sensors import apply_sensor_result, sense, sheaf_config
@@ -41,7 +41,7 @@ def _status_table(inst) -> dict[str, dict]:
 def _description(inst, partition: str) -> str:
     from dagster import AssetCheckKey
 
-    from pipelines.dagster_internals.private import PartitionKeyFilter
+    from tests.kits.dagster_private import PartitionKeyFilter
 
     hist = inst.event_log_storage.get_asset_check_execution_history(
         AssetCheckKey(AssetKey("vector_collections"), "paper_up_to_date"), limit=1,
@@ -62,7 +62,7 @@ def test_every_check_partition_is_passed_after_a_multi_paper_run(built):
     # the run's log names the paper of each evaluation (the UI shows its metadata and its message)
     from dagster import AssetCheckKey
 
-    from pipelines.dagster_internals.private import PartitionKeyFilter
+    from tests.kits.dagster_private import PartitionKeyFilter
 
     key = BASE_PAPERS[0]
     (rec,) = inst.event_log_storage.get_asset_check_execution_history(
@@ -172,7 +172,7 @@ def test_a_one_paper_range_run_records_every_check_under_its_partition(built):
         asset, name = check.split("/")
         from dagster import AssetCheckKey
 
-        from pipelines.dagster_internals.private import PartitionKeyFilter
+        from tests.kits.dagster_private import PartitionKeyFilter
 
         (rec,) = inst.event_log_storage.get_asset_check_execution_history(
             AssetCheckKey(AssetKey(asset), name), limit=1, partition_filter=PartitionKeyFilter(key=EDITED))
@@ -290,7 +290,7 @@ def test_titles_shown_where_dagster_lets_a_paper_carry_one(built):
     nightly schedule's requests (and the runs they launch) carry `sheaf/titles`."""
     from dagster import AssetCheckKey
 
-    from pipelines.dagster_internals.private import PartitionKeyFilter
+    from tests.kits.dagster_private import PartitionKeyFilter
     from pipelines.planning.events import latest_events
     from pipelines.planning.paper_view import titles_of
 
