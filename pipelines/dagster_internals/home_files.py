@@ -22,16 +22,16 @@ YAML_HEADER = "# Written by sheaf"
 
 def dagster_yaml(sharded: bool = False) -> str:
     """Sheaf's dagster.yaml: one writer at a time for the index pool, no telemetry, and the event
-    log storage of `pipelines.dagster_internals.private` (Dagster's SQLite storage with engines kept open;
+    log storage of `pipelines.dagster_internals.sqlite_storage` (Dagster's SQLite storage with engines kept open;
     `sharded`: Dagster's per-run layout, for a home that already holds one)."""
     cls = "SheafShardedEventLogStorage" if sharded else "SheafEventLogStorage"
     return (f"{YAML_HEADER}: one writer at a time for the SQLite index pool; Dagster's SQLite event\n"
-            "# log with its connections kept open (pipelines/dagster_internals/private.py). Rewritten by sheaf\n"
+            "# log with its connections kept open (pipelines/dagster_internals/sqlite_storage.py). Rewritten by sheaf\n"
             "# while this header stays; delete the header to keep your own edits.\n"
             "concurrency:\n  pools:\n    default_limit: 1\n"
             "telemetry:\n  enabled: false\n"
-            f"event_log_storage:\n  module: pipelines.dagster_internals.private\n  class: {cls}\n"
-            "run_storage:\n  module: pipelines.dagster_internals.private\n  class: SheafRunStorage\n")
+            f"event_log_storage:\n  module: pipelines.dagster_internals.sqlite_storage\n  class: {cls}\n"
+            "run_storage:\n  module: pipelines.dagster_internals.sqlite_storage\n  class: SheafRunStorage\n")
 
 
 def stock_dagster_yaml(history: Path) -> str:
@@ -73,10 +73,10 @@ def postgres_dagster_yaml(url_env: str = POSTGRES_URL_ENV) -> str:
             f"# database (the URL comes from ${url_env}: export it for `dagster dev` and `dagster-daemon`).\n"
             "# Rewritten by sheaf while this header stays; delete the header to keep your own edits.\n"
             "telemetry:\n  enabled: false\n"
-            f"run_storage:\n  module: pipelines.dagster_internals.private\n  class: SheafPostgresRunStorage\n  config:\n{url}"
-            "event_log_storage:\n  module: pipelines.dagster_internals.private\n  class: SheafPostgresEventLogStorage\n"
+            f"run_storage:\n  module: pipelines.dagster_internals.postgres_storage\n  class: SheafPostgresRunStorage\n  config:\n{url}"
+            "event_log_storage:\n  module: pipelines.dagster_internals.postgres_storage\n  class: SheafPostgresEventLogStorage\n"
             f"  config:\n{url}"
-            "schedule_storage:\n  module: pipelines.dagster_internals.private\n  class: SheafPostgresScheduleStorage\n"
+            "schedule_storage:\n  module: pipelines.dagster_internals.postgres_storage\n  class: SheafPostgresScheduleStorage\n"
             f"  config:\n{url}")
 
 

@@ -58,7 +58,7 @@ def test_a_home_on_dagsters_stock_storages_builds_only_what_changed(home, monkey
     # and back to Sheaf's storages, with the history the stock ones wrote
     monkeypatch.setenv("SHEAF_DAGSTER_STORAGE", "sheaf")
     assert not _build()["planned"]
-    assert "pipelines.dagster_internals.private" in (home.dagster_home / "dagster.yaml").read_text()
+    assert "pipelines.dagster_internals.sqlite_storage" in (home.dagster_home / "dagster.yaml").read_text()
 
 
 def test_a_bad_storage_setting_is_bad_input(home, monkeypatch):
@@ -66,3 +66,29 @@ def test_a_bad_storage_setting_is_bad_input(home, monkeypatch):
     code, env = run_cli(["build", "--json"])
     assert code == 2 and env["error"]["code"] == "BAD_INPUT", env
     assert "SHEAF_DAGSTER_STORAGE" in env["error"]["message"]
+
+
+@pytest.mark.parametrize("module", ["pipelines.dagster_internals.private", "pipelines.dagster_private"])
+def test_a_dagster_yaml_naming_an_earlier_storage_module_still_loads(home, monkeypatch, module):
+    """Earlier versions' dagster.yaml named the storages in another module: a file the user keeps
+    (no Sheaf header) is left alone and still loads Sheaf's storages; one Sheaf wrote is brought
+    up to date on the next command, keeping the history (nothing to rebuild)."""
+    from pipelines.build.runs import ensure_dagster_home
+    from pipelines.dagster_internals.home_files import YAML_HEADER, dagster_yaml
+    from sheaf.core.settings import get_settings
+
+    monkeypatch.setenv("SHEAF_DAGSTER_STORAGE", "sheaf")
+    cfg = home.dagster_home / "dagster.yaml"
+    earlier = dagster_yaml().replace("pipelines.dagster_internals.sqlite_storage", module)
+    users_own = "\n".join(line for line in earlier.splitlines() if not line.startswith("#")) + "\n"
+    cfg.write_text(users_own)
+    ensure_dagster_home(get_settings())
+    assert cfg.read_text() == users_own
+    with instance() as inst:
+        assert type(inst.event_log_storage).__name__ == "SheafEventLogStorage"
+        assert type(inst.run_storage).__name__ == "SheafRunStorage"
+
+    cfg.write_text(earlier)
+    assert earlier.startswith(YAML_HEADER)
+    assert not _build()["planned"]
+    assert cfg.read_text() == dagster_yaml()
