@@ -10,7 +10,7 @@ from pipelines.dagster_internals.steps import log_check_evaluations
 from pipelines.planning.paper_view import identities, verdict
 from pipelines.partitions import papers_partitions
 from pipelines.planning.statuses import Chain
-from pipelines.planning.record import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
+from pipelines.planning.recorded_plan import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
 from pipelines.planning.events import latest_observed_versions
 from sheaf.library.discover import discover_library
 from sheaf.store.artifact_store import open_artifacts

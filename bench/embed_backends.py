@@ -1,4 +1,4 @@
-"""The embedding backends side by side (`sheaf.vectors.backends`), in one run:
+"""The embedding backends side by side (`sheaf.vectors.backend_choice`), in one run:
 
 - bare encode rate of the ONNX export, torch fp32 and torch bf16 (where the CPU has AMX /
   AVX512-BF16), alternated in one process; their agreement with fp32 (min / mean cosine over SciFact
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 import scale  # noqa: E402  (bench/scale.py: the library, the timed `sheaf build`, the edit)
 
 from sheaf.vectors.backend_probe import encoders_of  # noqa: E402
-from sheaf.vectors.backends import (  # noqa: E402
+from sheaf.vectors.backend_choice import (  # noqa: E402
     BF16_FLAGS,
     ONNX,
     RECORD_FILE,
@@ -230,7 +230,7 @@ def main() -> int:
                     help="another run's JSON whose builds join the table (one already here: named '<build>, <its record>')")
     ap.add_argument("--write-docs", action="store_true")
     a = ap.parse_args()
-    from sheaf.vectors.backends import FIRST_SWITCH_PASSAGES
+    from sheaf.vectors.backend_choice import FIRST_SWITCH_PASSAGES
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

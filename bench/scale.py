@@ -148,14 +148,14 @@ def dagster_way_main(command: str) -> dict[str, Any]:
     for the side-by-side row; the caller times the whole process."""
     from pipelines.planning import noop
     from sheaf.core.settings import get_settings
-    from sheaf.service import pipeline
+    from sheaf.service import builds
 
     settings = get_settings()
     if command == "build":
-        env = pipeline.build(settings, pipeline.definitions(settings)).envelope
+        env = builds.build(settings, builds.definitions(settings)).envelope
     else:
         noop.quick_status = lambda s: noop.Proof.no("bench: the Dagster way")
-        env = pipeline.status(settings).envelope
+        env = builds.status(settings).envelope
     return {"ok": env["ok"], "plan": env["data"].get("plan")}
 
 

@@ -20,7 +20,7 @@ def _definitions(settings: Settings) -> Definitions:
     return build_definitions(home=str(settings.home), library=str(settings.library))
 
 
-def dagster_side(settings: Settings) -> Definitions:
+def open_for_build(settings: Settings) -> Definitions:
     """Quiet Dagster's warnings, make sure the Dagster home exists (DAGSTER_HOME set), and
     return the Definitions of `settings`' home and library."""
     defs = _definitions(settings)
@@ -28,7 +28,7 @@ def dagster_side(settings: Settings) -> Definitions:
     return defs
 
 
-def read_side(settings: Settings) -> tuple[Definitions, DagsterInstance, bool]:
+def open_read_only(settings: Settings) -> tuple[Definitions, DagsterInstance, bool]:
     """The Definitions and an instance for a read-only command (`sheaf status`, `sheaf doctor`
     without --repair), creating nothing on disk: (defs, instance, built) where `built` is
     False when the Dagster home does not exist yet (then the instance is an empty, in-memory

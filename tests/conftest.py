@@ -140,7 +140,7 @@ def _dagster_event_batching():
 def _embed_backend_onnx():
     """The suite's builds embed on the ONNX export alone (SHEAF_EMBED_BACKEND=onnx), as they did
     before `auto` became the default: with `auto`, each fresh home whose build encodes more than
-    `sheaf.vectors.backends.FIRST_SWITCH_PASSAGES` passages (the whole sample library does) would
+    `sheaf.vectors.backend_choice.FIRST_SWITCH_PASSAGES` passages (the whole sample library does) would
     measure the backends in a child process (~15-40 s on 2 busy cores). The tests of the choice
     (tests/vectors/test_backends.py) set `auto` themselves."""
     with pytest.MonkeyPatch.context() as mp:

@@ -11,7 +11,7 @@ from pipelines.resources import SheafConfig
 from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
 from pipelines.planning.paper_view import titles_of, verdict
 from pipelines.partitions import papers_partitions
-from pipelines.planning.model import needs_build
+from pipelines.planning.plan import needs_build
 from pipelines.planning.statuses import Chain, chain_of, chunk_targets, paper_statuses, selection_from
 
 

@@ -10,8 +10,8 @@ from dagster import (
 from pipelines.resources import SheafConfig
 from pipelines.partitions import papers_partitions
 from pipelines.planning.events import latest_observed_versions
-from pipelines.planning.model import SyncPlan
-from pipelines.planning.record import STATUS_ASSET
+from pipelines.planning.plan import SyncPlan
+from pipelines.planning.recorded_plan import STATUS_ASSET
 from pipelines.build.sync import observations, plan_sync, remove_paper_everywhere
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import get_settings

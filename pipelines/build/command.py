@@ -16,11 +16,11 @@ from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
 from pipelines.planning.drift import metadata_missing
 from pipelines.build.live import Events, LiveProgress, reap_dead_runs
 from pipelines.partitions import papers_partitions
-from pipelines.planning.model import BuildReport, Record, needs_build, with_warning_events
+from pipelines.planning.plan import BuildReport, Record, needs_build, with_warning_events
 from pipelines.planning.statuses import (
     Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, paper_statuses,
 )
-from pipelines.planning.record import chain_cursor, load_record, same_statuses, statuses_from, write_record
+from pipelines.planning.recorded_plan import chain_cursor, load_record, same_statuses, statuses_from, write_record
 from pipelines.build_lock import (
     build_lock, check_workers, check_writable, index_lock, prepare_index, run_tags, storage_error, sweep_leftovers,
 )
@@ -65,7 +65,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     `workers`: more than 1 builds the planned papers in that many processes (`pipelines.build.workers`;
     only with the index on Postgres); each builds the home's own Definitions with its own model,
     so `defs` and `embedder` then serve this process only (library metadata and report);
-    `load_definitions` is how a worker makes them (`pipelines.entry.dagster_side`, passed in by
+    `load_definitions` is how a worker makes them (`pipelines.entry.open_for_build`, passed in by
     the caller, since the build cannot import the composition root above it).
 
     `scan`, `record`: the library scan and the last recorded plan the no-op proof read moments
@@ -75,7 +75,7 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
     before each paper's event; False: at most once a second (`pipelines.build.live.TAG_EVERY`)."""
     check_workers(settings, workers)
     if workers > 1 and load_definitions is None:
-        raise ValueError("a build with workers needs load_definitions (pipelines.entry.dagster_side)")
+        raise ValueError("a build with workers needs load_definitions (pipelines.entry.open_for_build)")
     progress, events = with_warning_events(progress, events or (lambda e: None))
     paths = [settings.index_path.parent, settings.artifacts_dir, settings.dagster_home]
     with build_lock(settings.home, progress), index_lock(settings, progress):
@@ -112,7 +112,7 @@ def _build(settings: Settings, defs: Definitions, papers: list[str] | None, full
            load_definitions: Callable[[Settings], Definitions] | None = None) -> BuildReport:
     t0 = time.perf_counter()
     chain = chain_of(defs)
-    # The last build's record, while provably current (pipelines/planning/record.py): papers whose OCR
+    # The last build's record, while provably current (pipelines/planning/recorded_plan.py): papers whose OCR
     # hash it holds keep its status, and no paper's events are read for them.
     record = None if full else load_record(instance, chain, known)
     phase("scanning the library")

@@ -12,7 +12,7 @@ from dagster import AssetObservation, DagsterInstance
 
 from pipelines.dagster_internals.steps import report_runless_observations
 from pipelines.partitions import papers_partitions
-from pipelines.planning.model import SyncPlan, current_versions
+from pipelines.planning.plan import SyncPlan, current_versions
 from pipelines.planning.events import latest_observed_versions
 from sheaf.core.settings import Settings
 from sheaf.library.sources import SourceScan, scan_sources
@@ -36,7 +36,7 @@ def plan_sync(instance: DagsterInstance, settings: Settings, observed: Mapping[s
               write_cache: bool = True, scan: SourceScan | None = None) -> SyncPlan:
     """Compare the library folder with the instance's partitions and last observations
     (`observed`: those versions, when the caller knows them from a current record,
-    `pipelines.planning.record`; else every paper's latest observation is read; `write_cache=False`:
+    `pipelines.planning.recorded_plan`; else every paper's latest observation is read; `write_cache=False`:
     read-only, for `sheaf status`; `scan`: the library's scan, made moments ago by the no-op
     proof, `pipelines.planning.noop`)."""
     if scan is None:

@@ -3,7 +3,7 @@
 Most builds find nothing to do (the nightly schedule, a plugin building on every save, an
 agent checking before it searches), and Dagster's import and instance alone cost a process
 ~2.5-3 s here. `prove_unchanged` answers from the discovery scan, the last recorded plan
-(`pipelines.planning.record`) read straight from Dagster's SQLite files (`pipelines.dagster_internals.home_files`)
+(`pipelines.planning.recorded_plan`) read straight from Dagster's SQLite files (`pipelines.dagster_internals.home_files`)
 and the index, and it answers "unchanged" only when every fact the Dagster way would check
 says so:
 
@@ -35,7 +35,7 @@ from pipelines.planning.versions import chain_code_versions
 from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 from pipelines.dagster_internals.home_files import CannotTell, DagsterFiles
 from pipelines.planning.drift import artifact_index_drift, metadata_missing
-from pipelines.planning.model import (
+from pipelines.planning.plan import (
     BuildReport, Events, PaperStatus, Record, SyncPlan, code_digest, current_versions, needs_build,
     record_from_json, with_warning_events,
 )
@@ -47,7 +47,7 @@ from sheaf.library.sources import SourceScan, scan_sources
 from sheaf.store.select import check_backend
 
 #: The partitions, the recorded plan's asset, the observed source and the library metadata
-#: asset, by name (as `pipelines.partitions`, `pipelines.planning.record` and `assets` define them; a
+#: asset, by name (as `pipelines.partitions`, `pipelines.planning.recorded_plan` and `assets` define them; a
 #: test checks the names).
 PAPERS = "papers"
 STATUS_ASSET = "library_status"
@@ -88,7 +88,7 @@ def prove_unchanged(settings: Settings, *, write_cache: bool = True) -> Proof:
 
 
 def _recorded(files: DagsterFiles) -> Record | None:
-    """The last recorded plan (`pipelines.planning.record`), read from the home's files."""
+    """The last recorded plan (`pipelines.planning.recorded_plan`), read from the home's files."""
     return record_from_json((files.latest_metadata(STATUS_ASSET) or {}).get("record"))
 
 

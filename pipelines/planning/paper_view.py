@@ -14,7 +14,7 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
-from pipelines.planning.model import PaperStatus
+from pipelines.planning.plan import PaperStatus
 from sheaf.library.metadata import export_files_metadata
 
 #: Table rows: papers that need work first, then the built ones.

@@ -25,7 +25,7 @@ from dagster import AssetKey, DagsterInstance, Definitions, RepositoryDefinition
 
 from pipelines.planning.drift import artifact_index_drift
 from pipelines.partitions import papers_partitions
-from pipelines.planning.model import PaperStatus
+from pipelines.planning.plan import PaperStatus
 from pipelines.planning.events import EventInfo, latest_events, latest_observed_versions
 from sheaf.vectors.identity import model_name, split_model
 

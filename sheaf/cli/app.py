@@ -21,7 +21,7 @@ from sheaf.cli.progress_view import BuildView, event_line
 from sheaf.cli.parser import Parser  # noqa: F401 - importable from here (the help-width test)
 from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as Parser
 from sheaf.core.envelope import SheafError, emit, error
-from sheaf.core.heap import exit_code
+from sheaf.core.heap import quick_exit
 from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import VAULT_HOME, check_home_library, get_settings
 from sheaf.service import report
@@ -93,12 +93,12 @@ def cmd_parse(args: argparse.Namespace) -> Outcome:
     return out
 
 
-def _pipeline_service() -> Any:
+def _builds_service() -> Any:
     """The service module of build/status/doctor: it reaches the Dagster side, imported only
     here, so `sheaf search` and the other light commands never load it."""
-    from sheaf.service import pipeline
+    from sheaf.service import builds
 
-    return pipeline
+    return builds
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -108,18 +108,18 @@ def _settings(args: argparse.Namespace) -> Any:
     return get_settings(**given)
 
 
-def _say_library(pipeline: Any, settings: Any, args: argparse.Namespace) -> None:
+def _say_library(builds: Any, settings: Any, args: argparse.Namespace) -> None:
     """One line on stderr when a command uses the home's recorded library (none under --json)."""
-    line = pipeline.library_line(settings)
+    line = builds.library_line(settings)
     if line and not getattr(args, "json", False):
         print(line, file=sys.stderr, flush=True)
 
 
 def cmd_build(args: argparse.Namespace) -> Outcome:
-    pipeline, settings = _pipeline_service(), _settings(args)
-    _say_library(pipeline, settings, args)
+    builds, settings = _builds_service(), _settings(args)
+    _say_library(builds, settings, args)
     with BuildView(json_only=args.json, events=args.events) as view:
-        out = pipeline.build(settings, papers=args.paper, full=args.full,
+        out = builds.build(settings, papers=args.paper, full=args.full,
                              progress=view.line, events=view.event, exact_progress=args.events,
                              switch_library=args.switch_library)
     if not args.json and not args.events:
@@ -129,18 +129,18 @@ def cmd_build(args: argparse.Namespace) -> Outcome:
 
 def cmd_stop(args: argparse.Namespace) -> Outcome:
     """`sheaf stop`: the build lock's holder is asked to stop; no Definitions needed."""
-    from sheaf.service import pipeline
+    from sheaf.service import builds
 
-    out = pipeline.stop(get_settings(), timeout=args.timeout, progress=_say(args.json, sys.stderr))
+    out = builds.stop(get_settings(), timeout=args.timeout, progress=_say(args.json, sys.stderr))
     if not args.json:
         tables.stop(out.envelope)
     return out
 
 
 def cmd_status(args: argparse.Namespace) -> Outcome:
-    pipeline, settings = _pipeline_service(), _settings(args)
-    _say_library(pipeline, settings, args)
-    out = pipeline.status(settings)
+    builds, settings = _builds_service(), _settings(args)
+    _say_library(builds, settings, args)
+    out = builds.status(settings)
     if not args.json:
         tables.status(out.envelope, out.view)
     return out
@@ -154,9 +154,9 @@ def cmd_report(args: argparse.Namespace) -> Outcome:
 
 
 def cmd_doctor(args: argparse.Namespace) -> Outcome:
-    pipeline, settings = _pipeline_service(), _settings(args)
-    _say_library(pipeline, settings, args)
-    out = pipeline.doctor(settings, repair=args.repair, progress=_say(args.json))
+    builds, settings = _builds_service(), _settings(args)
+    _say_library(builds, settings, args)
+    out = builds.doctor(settings, repair=args.repair, progress=_say(args.json))
     if not args.json:
         tables.doctor(*out.view)
     return out
@@ -275,8 +275,8 @@ def _machine(args: argparse.Namespace) -> bool:
 
 def console() -> NoReturn:
     """The `sheaf` console script and `python -m sheaf`: `main` in a process of its own, which
-    exits without the interpreter's last scan of every object (`sheaf.core.heap.exit_code`)."""
-    sys.exit(exit_code(main()))
+    exits without the interpreter's last scan of every object (`sheaf.core.heap.quick_exit`)."""
+    sys.exit(quick_exit(main()))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def event_line(event: dict[str, Any]) -> str:
 
 
 class BuildView:
-    """Callbacks for `sheaf.service.pipeline.build`: `line(message)` and `event(dict)`; use it as
+    """Callbacks for `sheaf.service.builds.build`: `line(message)` and `event(dict)`; use it as
     a context manager (the bar is closed on exit)."""
 
     def __init__(self, *, json_only: bool = False, events: bool = False, stdout: IO[str] | None = None,

@@ -11,7 +11,7 @@ Two remedies, both CPython's documented ones (`gc.freeze`):
 - `long_lived_imports`: the block's imports run with the collector paused (they make objects,
   never garbage worth a scan), then every object the process holds moves to the permanent
   generation the collector skips. Garbage made later is collected as before.
-- `exit_code`: a process about to exit freezes what it holds, so the interpreter's last
+- `quick_exit`: a process about to exit freezes what it holds, so the interpreter's last
   collections scan nothing. `atexit` handlers still run, standard streams are still flushed and
   objects outside reference cycles are still freed as their modules are torn down; the memory of
   the cycles goes back with the process. Only for a process of its own (the console script),
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 from sheaf.core.progress import abandoned_work
 
-__all__ = ["exit_code", "long_lived_imports"]
+__all__ = ["quick_exit", "long_lived_imports"]
 
 
 @contextmanager
@@ -48,9 +48,11 @@ def long_lived_imports() -> Iterator[None]:
             gc.enable()
 
 
-def exit_code(code: int) -> int:
-    """`code`, once the process's objects are frozen: for `sys.exit(exit_code(main()))` in a
-    process's own entry point (the interpreter's exit then skips the scan of every object)."""
+def quick_exit(code: int) -> int:
+    """`code`, once the process's objects are frozen: for `sys.exit(quick_exit(main()))` in a
+    process's own entry point (the interpreter's exit then skips the scan of every object). When a
+    stop left a load or import running, which the interpreter's exit would wait for, the process
+    exits here, with `code`, its output flushed."""
     gc.freeze()
     if abandoned_work():  # a load or import a stop left running: the interpreter's exit would wait for it
         sys.stdout.flush()

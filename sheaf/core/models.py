@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sheaf.core.records import record_dict
+from sheaf.core.record_dict import record_dict
 
 if TYPE_CHECKING:
     from sheaf.core.parsed import Block, EmittedBlock, HeadingEvent, ParsedPaper, Render, RenderMap, SectionNode  # noqa: F401

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sheaf.core.records import record_dict
+from sheaf.core.record_dict import record_dict
 
 __all__ = ["NO_PAGE", "Block", "ParsedPaper", "HeadingEvent", "EmittedBlock", "RenderMap", "Render", "SectionNode"]
 

@@ -1,7 +1,7 @@
 """`python -m sheaf.paperforge --vault VAULT <command> ... --json`: the PaperForge plugin's entry
 (`sheaf.paperforge.commands`; docs/paperforge.md)."""
 from sheaf.paperforge.commands import main
-from sheaf.core.heap import exit_code
+from sheaf.core.heap import quick_exit
 
 if __name__ == "__main__":
-    raise SystemExit(exit_code(main()))
+    raise SystemExit(quick_exit(main()))

@@ -32,7 +32,7 @@ from sheaf.cli.parser import UsageError, Parser, positive_int
 from sheaf.cli.progress_view import event_line
 from sheaf.core.defaults import DEFAULT_LIMIT
 from sheaf.core.envelope import SheafError, emit, error, ok
-from sheaf.core.heap import exit_code
+from sheaf.core.heap import quick_exit
 from sheaf.core.progress import request_stop, stop_on_sigterm
 from sheaf.paperforge import shapes as pf
 from sheaf.serve.client import try_server
@@ -130,11 +130,11 @@ def _stdin_stop() -> None:
         threading.Thread(target=read, name="paperforge-stop", daemon=True).start()
 
 
-def _pipeline() -> Any:
-    """`sheaf.service.pipeline` (the Dagster side): only for the build and status commands."""
-    from sheaf.service import pipeline
+def _builds() -> Any:
+    """`sheaf.service.builds` (the Dagster side): only for the build and status commands."""
+    from sheaf.service import builds
 
-    return pipeline
+    return builds
 
 
 def _write_event(event: dict[str, Any]) -> None:
@@ -150,7 +150,7 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
     try:
         with stop_on_sigterm():  # from here on, a stop is kept (the build's own scope does not clear it)
             _stdin_stop()
-            out = _pipeline().build(settings, full=bool(args.force), events=stream.event, exact_progress=True)
+            out = _builds().build(settings, full=bool(args.force), events=stream.event, exact_progress=True)
         env, code = dict(out.envelope), out.exit_code
     except SheafError as e:
         env, code = error("embed build", e.code, e.message, e.details), 2
@@ -172,33 +172,33 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
 def _memory_build(settings: Any) -> Outcome:
     with stop_on_sigterm():
         _stdin_stop()
-        out = _pipeline().build(settings, exact_progress=False)
+        out = _builds().build(settings, exact_progress=False)
     env = dict(out.envelope)
     env["command"] = "memory build"
     return Outcome(env, out.exit_code, out.view)
 
 
 def _status(args: argparse.Namespace, settings: Any) -> Outcome:
-    pipeline = _pipeline()
+    builds = _builds()
     if args.sub == "stop":
-        out = pipeline.stop(settings, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        out = builds.stop(settings, progress=lambda m: print(m, file=sys.stderr, flush=True))
         d = out.envelope["data"]
         data = {**d, "state": "stopped" if d["stopped"] else "idle"}
         return Outcome(ok("embed stop", data, count=out.envelope["count"], next_actions=out.envelope["next_actions"]),
                        out.exit_code)
     if args.command == "embed":
-        data = pf.embed_status_data(settings, pipeline.index_probe(settings), pipeline.build_state(settings),
-                                    pipeline.recorded_unreadable(settings))
+        data = pf.embed_status_data(settings, builds.index_probe(settings), builds.build_state(settings),
+                                    builds.recorded_unreadable(settings))
         acts = [] if data["total_chunks"] else ["run `sheaf build`"]
         return Outcome(ok("embed status", data, count=data["total_chunks"], next_actions=acts))
-    st = pipeline.status(settings)
+    st = builds.status(settings)
     data = pf.memory_status_data(st.envelope["data"])
     return Outcome(ok("memory status", data, count=data["paper_count_db"], next_actions=st.envelope["next_actions"]))
 
 
 def _memory_probe(settings: Any, now: str) -> dict[str, Any]:
     try:
-        st = _pipeline().status(settings)
+        st = _builds().status(settings)
     except SheafError as e:
         return pf.memory_envelope(None, now, home=settings.home, failure=pf.plugin_text(e.message))
     return pf.memory_envelope(st.envelope["data"], now, home=settings.home)
@@ -217,11 +217,11 @@ def _probe(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
 
 
 def _doctor(args: argparse.Namespace, settings: Any) -> Outcome:
-    pipeline = _pipeline()
-    out = pipeline.doctor(settings)
+    builds = _builds()
+    out = builds.doctor(settings)
     env = dict(out.envelope)
     if env.get("ok"):
-        env["data"] = {**env["data"], "index": pipeline.index_probe(settings), "home": str(settings.home)}
+        env["data"] = {**env["data"], "index": builds.index_probe(settings), "home": str(settings.home)}
     return Outcome(env, out.exit_code)
 
 
@@ -433,4 +433,4 @@ def launcher(argv: list[str] | None = None) -> int:
 
 def console_launcher() -> None:
     """The console script's entry (`sheaf-paperforge-python`)."""
-    raise SystemExit(exit_code(launcher()))
+    raise SystemExit(quick_exit(launcher()))

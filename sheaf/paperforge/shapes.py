@@ -11,7 +11,7 @@ these functions, which only add or rename fields:
   chunk_count, total_chunks, build_state{status, current, total, paper_id, ...}`;
 - ``memory status``: `paper_count_db, fresh, needs_rebuild` (with the Sheaf status beside).
 
-Light: nothing here imports Dagster; `embed status` reaches it through `sheaf.service.pipeline`.
+Light: nothing here imports Dagster; `embed status` reaches it through `sheaf.service.builds`.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A transport beside the CLI and `sheaf serve`, on the same service layer: one pro
 the engines warm (`sheaf.serve.server.WarmEngines`: query encoder, in-memory matrix and
 full-text tables, a pool of open Retrievers), and every tool call is one typed service
 request (`sheaf.service.requests`) answered by the query service (`sheaf.service.queries`),
-or by `sheaf.service.pipeline` for `status` and `stop`. A rebuild of the index between two
+or by `sheaf.service.builds` for `status` and `stop`. A rebuild of the index between two
 calls is seen by the second (the pool reopens a replaced or changed index).
 
 Tools (inputs named as the CLI's options): `search`, `retrieve`, `get`, `timeline`, `grep`,
@@ -54,7 +54,7 @@ from sheaf.service.requests import (
 )
 from sheaf.serve.server import WarmEngines
 
-pipeline = lazy_module("sheaf.service.pipeline")  # the Dagster side: only when status, build or stop runs
+builds = lazy_module("sheaf.service.builds")  # the Dagster side: only when status, build or stop runs
 
 __all__ = ["FILTERS", "CHARS_PER_TOKEN", "DEFAULT_MAX_TOKENS", "estimate_tokens", "SheafTools", "make_server",
            "check_http_host", "mcp_command"]
@@ -515,7 +515,7 @@ class SheafTools:
             return Outcome(error(command, e.code, e.message, e.details), 2)
 
     def status(self) -> CallToolResult:
-        out = self._pipeline("status", lambda: pipeline.status(self.settings))
+        out = self._pipeline("status", lambda: builds.status(self.settings))
         env = out.envelope
         if not env["ok"]:
             return _tool_error(env)
@@ -575,7 +575,7 @@ class SheafTools:
         refused = self._refused("stop")
         if refused is not None:
             return refused
-        out = self._pipeline("stop", lambda: pipeline.stop(self.settings, timeout=timeout))
+        out = self._pipeline("stop", lambda: builds.stop(self.settings, timeout=timeout))
         env = out.envelope
         if not env["ok"]:
             return _tool_error(env)

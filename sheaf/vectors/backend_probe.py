@@ -1,4 +1,4 @@
-"""Measure this machine's embedding backends (`sheaf.vectors.backends`) with the real encoders:
+"""Measure this machine's embedding backends (`sheaf.vectors.backend_choice`) with the real encoders:
 sentence-transformers on torch in fp32 (the reference), bf16 / fp16 where the machine has them,
 and the ONNX export. Run by the build in a process of its own (`backends.measure_in_child`)::
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import SheafError
-from sheaf.vectors.backends import Measurement, machine_facts
+from sheaf.vectors.backend_choice import Measurement, machine_facts
 from sheaf.vectors.embedder import Embedder
 
 __all__ = ["encoders_of", "probe"]

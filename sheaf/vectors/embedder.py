@@ -41,7 +41,7 @@ from sheaf.vectors.identity import (
     resolve_model_path,
     word_local,
 )
-from sheaf.vectors.backends import (
+from sheaf.vectors.backend_choice import (
     FIRST_SWITCH_PASSAGES,
     MEASURE_MIN_PASSAGES,
     ONNX,
@@ -184,7 +184,7 @@ class Embedder(PassageBuilder):
     `encoded_count` counts passages (texts) actually run through the model, `model_calls`
     the calls to ``model.encode``: tests and benchmarks read them to prove the cache works.
 
-    The backend (`sheaf.vectors.backends`; ``SHEAF_EMBED_BACKEND``, ``SHEAF_EMBED_PRECISION``):
+    The backend (`sheaf.vectors.backend_choice`; ``SHEAF_EMBED_BACKEND``, ``SHEAF_EMBED_PRECISION``):
 
     - ``auto`` (the default) on a CPU, with `models_dir` set (`from_settings` sets
       ``<SHEAF_HOME>/models``): the ONNX export of the model there (onnxruntime + tokenizers, no
@@ -285,7 +285,7 @@ class Embedder(PassageBuilder):
                 self._loaded = ld
             return self._loaded
 
-    # --- the backend choice (sheaf.vectors.backends) ---------------------------------------
+    # --- the backend choice (sheaf.vectors.backend_choice) ---------------------------------------
 
     @property
     def record_path(self) -> Path | None:

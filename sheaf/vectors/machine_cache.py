@@ -4,7 +4,7 @@ per machine and shared by every home::
 
     <cache>/onnx/<key>/<identity.key>/model.onnx, tokenizer.json, export.json
                       /key.json          what the key was made from
-    <cache>/backends/<key>.json          a backend record (`sheaf.vectors.backends.Measurement`)
+    <cache>/backends/<key>.json          a backend record (`sheaf.vectors.backend_choice.Measurement`)
 
 ``<cache>`` is ``SHEAF_CACHE_DIR`` when set, else the platform's per-user cache folder
 (``platformdirs.user_cache_dir("sheaf")``: ``$XDG_CACHE_HOME/sheaf`` or ``~/.cache/sheaf`` on
@@ -37,7 +37,7 @@ from typing import Any
 from sheaf.core.files import write_atomic
 from sheaf.core.user_cache import cache_dir, default_cache_dir
 from sheaf.core.lazy import lazy_module
-from sheaf.vectors.backends import RECORD_FORMAT, MachineFacts, Measurement, load_record, save_record
+from sheaf.vectors.backend_choice import RECORD_FORMAT, MachineFacts, Measurement, load_record, save_record
 from sheaf.vectors.identity import model_version
 from sheaf.vectors.onnx import EXPORT_FORMAT, find_export, sweep_unfinished
 

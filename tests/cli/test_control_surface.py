@@ -168,7 +168,7 @@ def test_status_polled_while_building_then_stopped(place, envelope_schema):
 def test_stop_of_a_killed_build_settles(place, envelope_schema, monkeypatch):
     """kill -9 mid-build: `status` reads idle with the dead run reported; `sheaf stop` marks it failed."""
     from sheaf.core.settings import get_settings
-    from sheaf.service import pipeline
+    from sheaf.service import builds
 
     z = kit.zygote()
     log = place["root"] / "killed.log"
@@ -179,7 +179,7 @@ def test_stop_of_a_killed_build_settles(place, envelope_schema, monkeypatch):
     assert z.wait(pid, timeout=60) == -signal.SIGKILL
     monkeypatch.setenv("DAGSTER_HOME", str(place["home"] / "dagster_home"))
     settings = get_settings(home=place["home"], library=place["lib"])
-    bs = pipeline.build_state(settings)
+    bs = builds.build_state(settings)
     assert bs["status"] == "idle" and [d["pid"] for d in bs["dead_runs"]] == [pid], bs
     code, stop = sheaf(["stop", "--json"], place["env"], place["root"])
     assert code == 0 and not list(envelope_schema.iter_errors(stop))

@@ -28,12 +28,12 @@ def _run(code: str) -> dict:
 
 def test_the_dagster_side_is_imported_without_a_collection_and_left_out_of_later_ones():
     got = _run("""
-from sheaf.service import pipeline
+from sheaf.service import builds
 start = len(seen)
-pipeline._pipelines()
+builds._pipelines()
 during = seen[start:]
 frozen = gc.get_freeze_count()
-pipeline._pipelines()  # imports nothing new: freezes nothing more
+builds._pipelines()  # imports nothing new: freezes nothing more
 garbage = [[] for _ in range(1000)]
 for g in garbage: g.append(g)  # cycles made after the import
 del garbage, g

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.core.records import record_dict
+from sheaf.core.record_dict import record_dict
 from sheaf.library.metadata import export_files_metadata
 from sheaf.transform import chain
 

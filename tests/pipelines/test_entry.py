@@ -1,4 +1,4 @@
-"""`pipelines.entry.dagster_side`: the CLI's one way into the Dagster side."""
+"""`pipelines.entry.open_for_build`: the CLI's one way into the Dagster side."""
 from __future__ import annotations
 
 import os
@@ -8,12 +8,12 @@ import sys
 from tests.kits.pipeline import ROOT, new_home
 
 
-def test_dagster_side_is_quiet_and_makes_the_dagster_home(tmp_path):
+def test_open_for_build_is_quiet_and_makes_the_dagster_home(tmp_path):
     h = new_home(tmp_path / "h", ())
     probe = (
-        "import sys; from pipelines.entry import dagster_side; from sheaf.core.settings import get_settings\n"
+        "import sys; from pipelines.entry import open_for_build; from sheaf.core.settings import get_settings\n"
         "assert 'assets.index' not in sys.modules  # importing the entry defines no asset\n"
-        f"defs = dagster_side(get_settings(home={str(h.home)!r}, library={str(h.library)!r}))\n"
+        f"defs = open_for_build(get_settings(home={str(h.home)!r}, library={str(h.library)!r}))\n"
         "import os; print(os.environ['DAGSTER_HOME'], int('vector_collections' in "
         "{k.path[-1] for k in defs.resolve_all_asset_keys()}))\n"
     )

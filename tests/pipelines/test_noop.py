@@ -65,7 +65,7 @@ def test_the_files_answer_what_dagsters_api_answers(home):
     from pipelines.definitions import build_definitions
     from pipelines.partitions import papers_partitions
     from pipelines.planning.statuses import chain_of
-    from pipelines.planning.record import chain_cursor, observation_cursor
+    from pipelines.planning.recorded_plan import chain_cursor, observation_cursor
 
     inst = instance()
     chain = chain_of(build_definitions())
@@ -95,7 +95,7 @@ def test_the_chain_code_versions_are_the_ones_the_definitions_give(home):
     from pipelines.definitions import build_definitions
     from pipelines.partitions import papers_partitions
     from pipelines.planning.statuses import chain_of
-    from pipelines.planning.record import STATUS_ASSET
+    from pipelines.planning.recorded_plan import STATUS_ASSET
 
     from sheaf.formats.pdf.ocr import from_settings
 
@@ -124,11 +124,11 @@ def test_a_no_op_build_and_status_load_no_dagster_and_answer_as_the_dagster_way(
     assert st["data"]["build_state"]["status"] == "idle"
 
     # the same envelope as the Dagster way's no-op (apart from timings and how it was planned)
-    from sheaf.service import pipeline
+    from sheaf.service import builds
 
     settings = home.settings()
-    quick = pipeline.build(settings).envelope
-    full = pipeline.build(settings, pipeline.definitions(settings)).envelope
+    quick = builds.build(settings).envelope
+    full = builds.build(settings, builds.definitions(settings)).envelope
     assert quick["data"]["plan"]["dagster"] is False and full["data"]["plan"]["dagster"] is True
     for env in (quick, full):
         env["data"].pop("seconds"), env["data"].pop("plan"), env.pop("meta", None)
@@ -138,12 +138,12 @@ def test_a_no_op_build_and_status_load_no_dagster_and_answer_as_the_dagster_way(
 
 def test_status_without_dagster_is_the_status_the_dagster_way_gives(home, monkeypatch):
     from pipelines.planning import noop
-    from sheaf.service import pipeline
+    from sheaf.service import builds
 
     settings = home.settings()
-    quick = pipeline.status(settings).envelope
+    quick = builds.status(settings).envelope
     monkeypatch.setattr(noop, "quick_status", lambda s: noop.Proof.no("asked to go the Dagster way"))
-    full = pipeline.status(settings).envelope
+    full = builds.status(settings).envelope
     assert (quick["data"]["plan"]["dagster"], full["data"]["plan"]["dagster"]) == (False, True)
     for env in (quick, full):
         env["data"].pop("plan"), env.pop("meta", None)
@@ -155,8 +155,8 @@ def test_status_without_dagster_is_the_status_the_dagster_way_gives(home, monkey
 
 def test_a_program_polling_an_idle_home_loads_no_dagster(home):
     """`build_state` (what `embed status` and other pollers ask) answers idle without Dagster."""
-    code = ("import json, sys\nfrom sheaf.core.settings import get_settings\nfrom sheaf.service import pipeline\n"
-            "print(json.dumps([pipeline.build_state(get_settings()), 'dagster' in sys.modules]))")
+    code = ("import json, sys\nfrom sheaf.core.settings import get_settings\nfrom sheaf.service import builds\n"
+            "print(json.dumps([builds.build_state(get_settings()), 'dagster' in sys.modules]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=env_for_subprocess(home), timeout=120)
     state, loaded = json.loads(proc.stdout)
@@ -249,7 +249,7 @@ def _yaml(home: Home) -> None:
 def _work_left(home: Home) -> None:  # a build whose run failed whole recorded papers still to build
     from pipelines.definitions import build_definitions
     from pipelines.planning.statuses import chain_of
-    from pipelines.planning.record import chain_cursor, load_record, write_record
+    from pipelines.planning.recorded_plan import chain_cursor, load_record, write_record
 
     inst, chain = instance(), chain_of(build_definitions())
     rec = load_record(inst, chain)
@@ -311,9 +311,9 @@ def test_status_goes_the_dagster_way_while_a_build_holds_the_lock(home):
         assert proc.stdout.readline().strip() == "held"
         proof = quick_status(settings)
         assert not proof.unchanged and proof.why == "a build is running"
-        from sheaf.service import pipeline
+        from sheaf.service import builds
 
-        assert pipeline.build_state(settings)["status"] == "running"  # the Dagster way: its runs, its pid
+        assert builds.build_state(settings)["status"] == "running"  # the Dagster way: its runs, its pid
     finally:
         proc.kill()
         proc.wait()
@@ -328,11 +328,11 @@ def test_status_says_stale_for_what_the_next_build_would_rebuild(home, change):
     """An artifact or a paper's index rows gone: the proof goes the Dagster way, and `sheaf
     status` then says the paper is stale for index drift, as the build that follows plans it
     (it used to say every paper was fresh)."""
-    from sheaf.service import pipeline
+    from sheaf.service import builds
 
     key = BASE_PAPERS[0] if change == "artifact lost" else BASE_PAPERS[3]
     CHANGES[change][0](home)
-    env = pipeline.status(home.settings()).envelope
+    env = builds.status(home.settings()).envelope
     assert env["data"]["plan"]["dagster"] is True
     paper = next(p for p in env["data"]["papers"] if p["paper_id"] == key)
     assert paper["state"] == "stale" and any(r.startswith("index drift: ") for r in paper["reasons"]), paper
@@ -346,7 +346,7 @@ def test_a_build_after_a_change_scans_the_library_once(home, monkeypatch):
     then plans with, when the proof fails; so is `sheaf status`'s."""
     from pipelines.planning import noop
     from pipelines.build import sync
-    from sheaf.service import pipeline
+    from sheaf.service import builds
 
     calls = []
 
@@ -359,7 +359,7 @@ def test_a_build_after_a_change_scans_the_library_once(home, monkeypatch):
     for mod in (noop, sync):
         monkeypatch.setattr(mod, "scan_sources", counting(mod.scan_sources))
     _edit(home)
-    assert pipeline.status(home.settings()).envelope["data"]["plan"]["dagster"] is True
+    assert builds.status(home.settings()).envelope["data"]["plan"]["dagster"] is True
     assert len(calls) == 1
     code, env = run_cli(["build", "--json"])
     assert env["data"]["plan"]["no_op_proof"] == "a paper's OCR output changed"
@@ -373,7 +373,7 @@ def test_the_record_packs_its_papers_and_reads_the_older_form():
     import json
     import zlib
 
-    from pipelines.planning.model import PaperStatus, record_from_json, record_json
+    from pipelines.planning.plan import PaperStatus, record_from_json, record_json
 
     statuses = {f"P{i:04d}": PaperStatus(f"P{i:04d}", "built", [], None, {"passages": i, "model": "m"})
                 for i in range(2000)}
@@ -395,8 +395,8 @@ def test_statuses_compare_as_the_record_holds_them_and_stop_at_the_first_differe
     """`same_statuses`: the statuses read back from a record equal the ones it was written from
     (a tuple read back as a list); any paper added, removed or changed differs; a removal's
     statuses (one key fewer) are told apart without writing any paper's status out."""
-    import pipelines.planning.record as record
-    from pipelines.planning.model import PaperStatus, record_from_json, record_json
+    import pipelines.planning.recorded_plan as record
+    from pipelines.planning.plan import PaperStatus, record_from_json, record_json
 
     statuses = {f"P{i:04d}": PaperStatus(f"P{i:04d}", "built", [], None, {"passages": i, "model": "m"})
                 for i in range(500)}

@@ -110,7 +110,7 @@ def test_a_full_build_reads_each_papers_status_once_after_its_runs(home, monkeyp
     """`--full` rebuilds every paper whatever its status: the statuses are read after the runs
     only (they were also read before, for nothing), and the build reports and records them."""
     import pipelines.build.command as build
-    import pipelines.planning.record as record
+    import pipelines.planning.recorded_plan as record
 
     reads: list[list[str]] = []
     real = build.paper_statuses
@@ -192,17 +192,17 @@ def test_an_edit_unpacks_the_record_once(home, monkeypatch):
     """The no-op proof read and checked the record before it saw the edit: the Dagster way takes
     it from the proof (checked current again, not read and unpacked again)."""
     import pipelines.planning.noop
-    import pipelines.planning.record
+    import pipelines.planning.recorded_plan
 
     unpacked = []
-    real = pipelines.planning.record.record_from_json
+    real = pipelines.planning.recorded_plan.record_from_json
 
     def counted(raw):
         unpacked.append(1)
         return real(raw)
 
     monkeypatch.setattr(pipelines.planning.noop, "record_from_json", counted)
-    monkeypatch.setattr(pipelines.planning.record, "record_from_json", counted)
+    monkeypatch.setattr(pipelines.planning.recorded_plan, "record_from_json", counted)
     md = next((home.papers / BASE_PAPERS[0]).glob("*.md"), None) or next((home.papers / BASE_PAPERS[0]).iterdir())
     md.write_text(md.read_text(encoding="utf-8") + "\n\nAn added paragraph about wombats.\n", encoding="utf-8")
     code, env = run_cli(["build", "--json"])
@@ -236,7 +236,7 @@ def test_a_code_change_is_seen_through_the_record(home):
     settings = home.settings()
     from pipelines.build.command import get_instance
     from pipelines.planning.statuses import chain_of
-    from pipelines.planning.record import load_record
+    from pipelines.planning.recorded_plan import load_record
 
     assert load_record(get_instance(settings), chain_of(build_definitions())) is not None
     assert load_record(get_instance(settings), chain_of(defs)) is None

@@ -263,7 +263,7 @@ def test_library_status_table_shows_whole_titles_in_few_short_columns():
     Year)', the build time to the minute."""
     import re
 
-    from pipelines.planning.model import PaperStatus
+    from pipelines.planning.plan import PaperStatus
     from pipelines.planning.paper_view import status_table
 
     title = "A very long title about the microtubule capture sites of focal adhesions in migrating cells"

@@ -14,7 +14,7 @@ import pytest
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
 from sheaf.vectors.backend_probe import encoders_of
-from sheaf.vectors.backends import (
+from sheaf.vectors.backend_choice import (
     AGREE_MIN_COSINE,
     FIRST_SWITCH_PASSAGES,
     MEASURE_MIN_PASSAGES,
@@ -115,7 +115,7 @@ def rotated(encode: Callable, cosine: float = 0.99):
 
 
 def test_the_probe_set_is_fixed_short_and_long():
-    from sheaf.vectors.backends import _probe_texts
+    from sheaf.vectors.backend_choice import _probe_texts
 
     assert _probe_texts() == PROBE_TEXTS and len(PROBE_TEXTS) == 48
     lengths = sorted(len(t.split()) for t in PROBE_TEXTS)

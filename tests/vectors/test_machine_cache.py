@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.core.settings import get_settings
-from sheaf.vectors.backends import (
+from sheaf.vectors.backend_choice import (
     FIRST_SWITCH_PASSAGES,
     MEASURE_MIN_PASSAGES,
     ONNX,

@@ -1,12 +1,13 @@
 """Build the bundled sample library: papers/<KEY>/<one OCR/layout output> and library.json.
 
 Run from the project root:
-    /work/venv/bin/python data/sample-library/_build/make_samples.py [--check]
+    python data/sample-library/_build/make_samples.py [--check] [--out DIR]
 
 Every paper is written once as a format-neutral `Paper` (content/pNN_*.py, our own
 synthetic text) and rendered by the writer of the format it exercises. The output is
 deterministic: running the script twice gives byte-identical files. `--check` also parses
-every paper with `sheaf.formats.parse_paper` (when importable) and prints a summary.
+every paper with `sheaf.formats.parse_paper` (when importable) and prints a summary. `--out DIR`
+writes the library into DIR instead (a test compares that with the committed files).
 """
 from __future__ import annotations
 
@@ -19,25 +20,25 @@ HERE = Path(__file__).resolve().parent
 LIB = HERE.parent
 sys.path.insert(0, str(HERE))
 
-import w_bbt  # noqa: E402
-import w_docling  # noqa: E402
-import w_grobid  # noqa: E402
-import w_markdown  # noqa: E402
-import w_mineru  # noqa: E402
-import w_paddle  # noqa: E402
-import w_pdf  # noqa: E402
+import write_bbt  # noqa: E402
+import write_docling  # noqa: E402
+import write_grobid  # noqa: E402
+import write_markdown  # noqa: E402
+import write_mineru  # noqa: E402
+import write_paddle  # noqa: E402
+import write_pdf  # noqa: E402
 
 CONTENT = ["p01_alumina", "p02_cough_trial", "p03_subword_clinical", "p04_alpine_pollinators",
            "p05_theta_gamma", "p06_soil_moisture", "p07_polymer_electrolyte", "p08_solid_fuel",
            "p09_shrinkage", "p10_lichenometry"]
 
 WRITERS = {
-    "paddleocr-vl": (w_paddle.write, "result.json"),
-    "mineru": (w_mineru.write, "content_list.json"),
-    "grobid": (w_grobid.write, "paper.tei.xml"),
-    "docling": (w_docling.write, "paper.docling.json"),
-    "pdf": (w_pdf.write, "paper.pdf"),
-    "markdown": (w_markdown.write, "paper.md"),
+    "paddleocr-vl": (write_paddle.write, "result.json"),
+    "mineru": (write_mineru.write, "content_list.json"),
+    "grobid": (write_grobid.write, "paper.tei.xml"),
+    "docling": (write_docling.write, "paper.docling.json"),
+    "pdf": (write_pdf.write, "paper.pdf"),
+    "markdown": (write_markdown.write, "paper.md"),
 }
 
 
@@ -53,7 +54,7 @@ def build() -> dict[Path, bytes]:
     for p in ps:
         write, name = WRITERS[p.fmt]
         out[LIB / "papers" / p.key / name] = write(p)
-    out[LIB / "library.json"] = w_bbt.write(ps)
+    out[LIB / "library.json"] = write_bbt.write(ps)
     return out
 
 
@@ -61,6 +62,13 @@ def main() -> None:
     files = build()
     again = build()
     assert files == again, "output is not deterministic"
+    if "--out" in sys.argv:
+        out = Path(sys.argv[sys.argv.index("--out") + 1])
+        for path, data in sorted(files.items()):
+            target = out / path.relative_to(LIB)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        return
     papers_dir = LIB / "papers"
     expected = {path.parent.name for path in files if path.parent.parent == papers_dir}
     if papers_dir.exists():  # drop stale outputs (a paper whose format changed)

@@ -1,5 +1,5 @@
 """The plan's plain types, shared by the Dagster way of planning (`pipelines.planning.statuses`,
-`pipelines.planning.record`, `pipelines.build.command`) and the no-op proof that runs without Dagster
+`pipelines.planning.recorded_plan`, `pipelines.build.command`) and the no-op proof that runs without Dagster
 (`pipelines.planning.noop`): a paper's status, what discovery found, a build's report, the recorded
 plan and its JSON form. Nothing here imports Dagster.
 """
@@ -92,7 +92,7 @@ def code_digest(assets: Sequence[str], code_versions: Mapping[str, str | None]) 
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """The last recorded plan (see `pipelines.planning.record`)."""
+    """The last recorded plan (see `pipelines.planning.recorded_plan`)."""
 
     cursor: int  # the newest storage id among the chain assets' latest materializations
     observed: int  # the storage id of the newest ocr_result observation it saw

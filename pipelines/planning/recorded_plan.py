@@ -28,7 +28,7 @@ from typing import Any
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue
 
 from pipelines.planning.events import latest_events
-from pipelines.planning.model import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
+from pipelines.planning.plan import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
 from pipelines.planning.paper_view import identities, status_table, table_rows
 from pipelines.planning.statuses import Chain, paper_statuses
 
@@ -37,7 +37,7 @@ STATUS_ASSET = "library_status"
 TABLE_ROWS = 200
 
 def chain_digest(chain: Chain) -> str:
-    """`pipelines.planning.model.code_digest` of `chain`."""
+    """`pipelines.planning.plan.code_digest` of `chain`."""
     return code_digest(chain.assets, chain.code_versions)
 
 

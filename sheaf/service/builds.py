@@ -37,7 +37,7 @@ def _pipelines(poll: Callable[[], None] | None = None) -> Any:
     Dagster imports (seconds on a busy machine); what it raises ends the wait."""
     def load() -> Any:
         with long_lived_imports():
-            import pipelines.build.command, pipelines.build.doctor, pipelines.entry, pipelines.build.live, pipelines.planning.statuses, pipelines.planning.record, pipelines.planning.events, pipelines.build.sync  # noqa: E401,E501
+            import pipelines.build.command, pipelines.build.doctor, pipelines.entry, pipelines.build.live, pipelines.planning.statuses, pipelines.planning.recorded_plan, pipelines.planning.events, pipelines.build.sync  # noqa: E401,E501
 
         return pipelines
 
@@ -48,7 +48,7 @@ def _light() -> Any:
     """The Dagster-free part of the Dagster side: the no-op proof (`pipelines.planning.noop`) and the plain
     types and crash-safety helpers it uses, imported when build, status or build_state runs,
     before they know whether they need Dagster at all."""
-    import pipelines.planning.noop, pipelines.planning.model, pipelines.build_lock  # noqa: E401
+    import pipelines.planning.noop, pipelines.planning.plan, pipelines.build_lock  # noqa: E401
 
     return pipelines
 
@@ -61,7 +61,7 @@ def definitions(settings: Any) -> Definitions:
     """The Definitions of `settings`' home and library (Dagster's warnings quieted, its home made)."""
     pipelines = _pipelines()
 
-    return pipelines.entry.dagster_side(settings)
+    return pipelines.entry.open_for_build(settings)
 
 
 def status_dict(st: Any) -> dict[str, Any]:
@@ -106,12 +106,12 @@ def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, f
                                                     scan=proof.scan if proof else None,
                                                     record=proof.record if proof else None,
                                                     exact_progress=exact_progress,
-                                                    load_definitions=pipelines.entry.dagster_side)
+                                                    load_definitions=pipelines.entry.open_for_build)
                 if why:
                     rep.plan["no_op_proof"] = why
         except StopRequested:  # before the build took its lock: nothing written, no run started
             progress("interrupted before the build began: nothing was changed")
-            rep = _light().planning.model.BuildReport({}, {}, [], {}, interrupted=True, plan={"stopped": "before planning"})
+            rep = _light().planning.plan.BuildReport({}, {}, [], {}, interrupted=True, plan={"stopped": "before planning"})
     states: dict[str, int] = {}
     for st in rep.statuses.values():
         states[st.state] = states.get(st.state, 0) + 1
@@ -204,15 +204,15 @@ def status(settings: Any) -> Outcome:
         how = {"record": "current", "papers_read": 0, "dagster": False}
     else:
         pipelines = _pipelines()
-        defs, instance, built_before = pipelines.entry.read_side(settings)
+        defs, instance, built_before = pipelines.entry.open_read_only(settings)
         chain = pipelines.planning.statuses.chain_of(defs)
-        # The last build's record, while current (pipelines/planning/record.py): no paper's events are read
+        # The last build's record, while current (pipelines/planning/recorded_plan.py): no paper's events are read
         # for the papers whose OCR hash it holds; edited and new papers are read from their events.
-        record = pipelines.planning.record.load_record(instance, chain, proof.record) if built_before else None
+        record = pipelines.planning.recorded_plan.load_record(instance, chain, proof.record) if built_before else None
         plan = pipelines.build.sync.plan_sync(instance, settings, observed=record.versions if record is not None else None,
                                         write_cache=False, scan=proof.scan)
         present = [p.key for p in plan.scan.discovery.papers]
-        statuses, read = pipelines.planning.record.statuses_from(instance, chain, present, plan.versions, record)
+        statuses, read = pipelines.planning.recorded_plan.statuses_from(instance, chain, present, plan.versions, record)
         # Index rows or artifacts that disagree with the event log: stale, as the next build plans them.
         pipelines.planning.statuses.apply_index_drift(settings, instance, statuses, chain)
         live = pipelines.build.live.build_state(settings, instance)
@@ -226,7 +226,7 @@ def status(settings: Any) -> Outcome:
                 problem = problem.split("): ", 1)[1]
             st.reasons.append(f"cannot be read: {problem}")
     for key in plan.removed:
-        statuses[key] = light.planning.model.PaperStatus(
+        statuses[key] = light.planning.plan.PaperStatus(
             key, "removed", ["removed from the library (run `sheaf build` to drop it from the index)"])
     skipped = [{"folder": name, "reason": f"not a valid paper key: {paper_key_problem(name)}"}
                for name in plan.invalid_keys]
@@ -300,7 +300,7 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
         defs = definitions(settings)
         instance = pipelines.build.command.get_instance(settings)
     else:
-        defs, instance, _ = pipelines.entry.read_side(settings)
+        defs, instance, _ = pipelines.entry.open_read_only(settings)
     found = pipelines.build.doctor.diagnose(settings, defs, instance)
     data: dict[str, Any] = {"library": str(settings.library), "before": found.to_dict()}
     final = found
