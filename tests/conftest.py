@@ -11,8 +11,8 @@ from pipelines.dagster_internals.home_files import EVENT_BATCH_ENV, EVENT_BATCH_
 from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.core.settings import get_settings
 from sheaf.vectors.query_encoder import QueryEncoder
+from tests.kits.paths import SAMPLE_LIBRARY, SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -172,9 +172,6 @@ def embedder():
     return e
 
 
-SAMPLE_LIBRARY = Path(__file__).resolve().parents[1] / "data" / "sample-library"
-
-
 class SampleIndex:
     """A built index of the bundled sample library (no Dagster): `path` of the SQLite file,
     `library`, the model `identity`, `papers` (key → PaperOutputs of the transform), and the
@@ -276,13 +273,6 @@ def onnx_export(tmp_path_factory, embedder) -> Path:
 
     path, _ = ensure_onnx_export(embedder, get_settings(home=tmp_path_factory.mktemp("onnx-home")))
     return path
-
-
-def link_onnx_export(export: Path, home: Path) -> Path:
-    """Hard-link a session's ONNX export into `home`'s models folder (no 90 MB copy)."""
-    from sheaf.vectors.onnx_export import link_export
-
-    return link_export(export, home)
 
 
 @pytest.fixture()

@@ -157,13 +157,22 @@ def test_no_private_name_is_imported_from_another_module():
 
 
 def test_test_modules_import_kits_never_one_another():
-    """What tests share lives in tests/kits (and a package's own helper modules): no test module
-    and no benchmark imports a test module."""
+    """What tests share lives in tests/kits: no test module and no benchmark imports a test module
+    or a conftest."""
     found = []
     for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").glob("*.py")]:
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []
             found += [f"{p.relative_to(ROOT)}: {n}" for n in names
-                      if n.startswith("tests.") and n.rsplit(".", 1)[-1].startswith("test_")]
+                      if n.startswith("tests.") and n.rsplit(".", 1)[-1].startswith(("test_", "conftest"))]
     assert not found, found
+
+
+def test_helpers_of_tests_live_in_kits():
+    """Outside tests/kits every module under tests/ is a test module, a conftest or a package's
+    `__init__`: a helper found loose beside the tests belongs in the kits."""
+    loose = [p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("*.py")
+             if "kits" not in p.relative_to(ROOT / "tests").parts[:1]
+             and not p.name.startswith("test_") and p.name not in ("__init__.py", "conftest.py")]
+    assert loose == [], loose

@@ -52,7 +52,7 @@ def envelope_schema():
 def place(onnx_export):
     """The module's home and library; the session's ONNX export linked in (shared with the other
     tests of a session: the first build needs no torch and exports nothing)."""
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     root = kit.fast_root("sheaf-ctl-")
     lib = kit.make_library(root / "lib", KEYS)

@@ -2,7 +2,7 @@
 biographies, front-matter notes, classified as a careful reader would, each with its reason.
 
 One synthetic PaddleOCR-VL paper per class (`tests/formats/fixtures/edge_roles/`, built by
-`tests/formats/edge_fixtures.py`), then the real PaddleOCR-VL papers of ../shared/data
+`tests/kits/edge_fixtures.py`), then the real PaddleOCR-VL papers of ../shared/data
 (skipped with the reason when absent) and the no-regression check on every real paper.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from sheaf.core.models import BODY_ROLES, FURNITURE_ROLES, HEADING_ROLES
 from sheaf.formats import parse_paper
 from sheaf.transform.chain import process_paper
-from tests.formats import edge_fixtures
+from tests.kits import edge_fixtures
 
 FIXTURES = edge_fixtures.FIXTURES
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -240,7 +240,7 @@ def test_real_paddle_papers_keep_title_authors_and_give_reasons(key):
 # --- no regression: heading recall and caption anchoring on every real paper ----------------------
 
 #: (headings found, headings, captions anchored, captions) per real paper before the edge
-#: rules (tests/formats/edge_metrics.py at 447f96e); heading counts exclude nothing.
+#: rules (tests/kits/edge_metrics.py at 447f96e); heading counts exclude nothing.
 BEFORE = {
     "paddleocr-vl/37LK5T97": (12, 12, 9, 9), "paddleocr-vl/5MAW65YD": (7, 7, 5, 5),
     "paddleocr-vl/8CCATQE3": (14, 14, 5, 5), "paddleocr-vl/VAMSAZMG": (13, 13, 7, 7),
@@ -255,14 +255,14 @@ BEFORE = {
 def _real_papers() -> list:
     if not DATA.is_dir():
         return [pytest.param(None, marks=pytest.mark.skip(reason=NO_DATA), id="no-data")]
-    from tests.formats import edge_metrics
+    from tests.kits import edge_metrics
 
     return [pytest.param(p, id=f"{p[0]}/{p[1]}", marks=pytest.mark.realdata) for p in edge_metrics.papers()]
 
 
 @pytest.mark.parametrize("paper", _real_papers())
 def test_heading_recall_and_caption_anchoring_do_not_regress(paper):
-    from tests.formats import edge_metrics
+    from tests.kits import edge_metrics
 
     m = edge_metrics.measure(*paper)
     key = f"{m['format']}/{m['paper']}"

@@ -18,7 +18,7 @@ import pytest
 
 from sheaf.formats import parse_paper
 from sheaf.formats import pdf as pdf_adapter
-from tests.formats.pdf_writer import pdf_bytes
+from tests.kits.pdf_writer import pdf_bytes
 from sheaf.formats.common import numbering_depth
 from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
 from tests.kits.papers import alnum_key

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.formats import parse_paper
-from tests.formats.pdf_writer import raw_pdf
+from tests.kits.pdf_writer import raw_pdf
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 

@@ -1,7 +1,7 @@
 """The PDF adapter on what real PDFs of many publishers do: every word searchable, in reading
 order, under the right title and sections.
 
-Each failure class has a small PDF written here (tests/formats/pdf_writer.py) and, where one of
+Each failure class has a small PDF written here (tests/kits/pdf_writer.py) and, where one of
 the real PDFs of ../shared shows it, that PDF (skipped when ../shared is absent); the figures
 over all of them come from bench/pdf_quality.py.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from sheaf.formats import parse_paper
 from sheaf.transform.chain import process_paper
-from tests.formats.pdf_writer import lines_page, raw_pdf
+from tests.kits.pdf_writer import lines_page, raw_pdf
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 NO_DATA = f"real sample data not found at {DATA} (a clone without ../shared)"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.formats.pdf import text_layer_problem
-from tests.formats.pdf_writer import lines_page, raw_pdf
+from tests.kits.pdf_writer import lines_page, raw_pdf
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 ZOTERO_PDFS = sorted((DATA / "zotero_dirs").glob("*/storage/*/*.pdf")) if DATA.is_dir() else []

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.conftest import SHARED_DATA
+from tests.kits.paths import SHARED_DATA
 
 
 KEYS = ("37LK5T97", "5MAW65YD", "8CCATQE3", "VAMSAZMG")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SHARED_DATA
+from tests.kits.paths import SHARED_DATA
 from tests.kits.paperforge import KEYS, make_vault
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata, pytest.mark.heavy, pytest.mark.e2e]  # one build, read by the tests after it
@@ -33,7 +33,7 @@ def place(tmp_path_factory, onnx_export):
         pytest.skip("node is not installed (the plugin's code runs under node)")
     if not CLIENT.is_file():
         pytest.skip(f"the PaperForge plugin client is not at {CLIENT}")
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     root = tmp_path_factory.mktemp("pf-plugin")
     template = make_vault(root / "template")
@@ -136,7 +136,7 @@ def test_a_poll_while_no_build_runs_leaves_the_build_bar_alone(place):
 def test_a_stop_settles_within_the_grace_and_the_resume_finishes(place):
     vault = place["root"] / "stopped"
     shutil.copytree(place["template"], vault)
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     link_onnx_export(place["onnx"], vault / "System" / "PaperForge" / "sheaf")
     out = plugin(place, vault, "build", "force", "--stop-after-ms", "9000", name="stop")

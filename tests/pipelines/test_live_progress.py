@@ -117,7 +117,7 @@ def test_papers_embedded_together_are_reported_one_by_one_as_encoded(tmp_path, m
     import dataclasses
 
     from pipelines.build.command import build
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
     from tests.kits.pipeline import BASE_PAPERS, definitions, new_home
 
     home = new_home(tmp_path / "h").apply(monkeypatch)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.formats.pdf.ocr import models_dir
-from tests.formats.pdf_writer import quokka_pdf, scanned_pdf
+from tests.kits.pdf_writer import quokka_pdf, scanned_pdf
 from tests.kits.pipeline import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(models_dir() is None, reason="rapidocr is not installed")]

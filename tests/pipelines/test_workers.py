@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import link_onnx_export
+from tests.kits.paths import link_onnx_export
 from tests.kits.pipeline import CHAIN, ROOT, Home, materialization_counts, new_home
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.e2e]

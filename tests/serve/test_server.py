@@ -320,7 +320,7 @@ def _stop_server(proc: subprocess.Popen) -> None:
 def _home_with_index(sample_index, onnx_export, home: Path) -> dict[str, str]:
     """`home` holding a copy of the sample index and the session's ONNX export; the
     environment of a process using it (no other SHEAF_* variable leaks in)."""
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     sample_index.copy(home / "index" / "sheaf.db")
     link_onnx_export(onnx_export, home)

@@ -93,7 +93,7 @@ def forbid_child_measurement(monkeypatch, why: str) -> None:
 
 def home_embedder(onnx_export: Path, tmp_path: Path, backend: str) -> tuple[Path, Embedder]:
     """A home holding the session's ONNX export, and an embedder of it on SHEAF_EMBED_BACKEND=`backend`."""
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     home = tmp_path / "home"
     link_onnx_export(onnx_export, home)
@@ -184,7 +184,7 @@ def test_the_record_is_reused_and_measured_again_when_the_machine_changes(embedd
 
 
 def test_the_settings_win_over_the_measurement(embedder, onnx_export, tmp_path):
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     calls: list = []
     measurer = real_measurer(embedder, onnx_export.parent, calls)
@@ -219,7 +219,7 @@ def test_auto_starts_on_the_export_and_switches_once_it_pays(embedder, onnx_expo
     """SHEAF_EMBED_BACKEND=auto: a few passages stay on the export and measure nothing; a large
     encode measures once (the record lands in the home) and moves to the chosen backend, with the
     same identity and the same vectors; the next embedder of the home reuses the record."""
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     measurable_cpu(monkeypatch)
     home = tmp_path / "home"
@@ -281,7 +281,7 @@ def test_a_switch_closes_the_export_before_torch_loads(embedder, onnx_export, tm
     """The export's onnxruntime session and torch are never in memory together (together they were
     a build's peak: 1.2 GB against 0.9 GB); when torch then fails to load, the export opens again
     and the encoding goes on there, with the same vectors."""
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     measurable_cpu(monkeypatch)
     home = tmp_path / "home"
@@ -421,7 +421,7 @@ def test_a_build_whose_backend_changes_re_embeds_nothing(embedder, onnx_export, 
     vector step runs again on the other backend and finds all its vectors in the cache (one
     identity, one collection): nothing is encoded."""
     from pipelines.planning.events import latest_events
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
     from tests.kits.pipeline import instance, new_home, run_cli
 
     h = new_home(tmp_path, ("L2YSNC8V", "W6TB4YRS")).apply(monkeypatch)

@@ -276,7 +276,7 @@ def test_a_first_build_on_a_cpu_without_bf16_starts_no_measurement(onnx_export, 
     import subprocess
 
     import sheaf.vectors.embedder as embedder_module
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     on_cpu(monkeypatch, AVX2_CPU)
     link_onnx_export(onnx_export, tmp_path / "home")
@@ -294,7 +294,7 @@ def test_a_first_build_on_a_cpu_without_bf16_starts_no_measurement(onnx_export, 
 def test_fewer_passages_than_a_measurement_pays_back_measure_nothing(embedder, onnx_export, tmp_path, monkeypatch):
     """On a CPU with bf16 and no record yet: a build's passages below `MEASURE_MIN_PASSAGES` (counted,
     not timed) stay on the export without measuring; once they reach it, one measurement is made."""
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     on_cpu(monkeypatch, BF16_CPU)
     link_onnx_export(onnx_export, tmp_path / "home")

@@ -329,7 +329,7 @@ print(json.dumps({"code": code, "heavy": heavy}))
 
 def test_build_of_a_changed_paper_never_imports_torch(export, tmp_path):
     """A home whose model is exported: `sheaf build` embeds a changed paper without torch."""
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     _, path = export
     link_onnx_export(path, tmp_path / "home")
@@ -341,7 +341,7 @@ def _build_in_child(tmp_path: Path) -> dict:
     `tmp_path/home`): its exit code and which heavy modules it imported."""
     import shutil
 
-    from tests.conftest import SAMPLE_LIBRARY
+    from tests.kits.paths import SAMPLE_LIBRARY
 
     home, lib = tmp_path / "home", tmp_path / "lib"
     (lib / "papers").mkdir(parents=True)
@@ -409,7 +409,7 @@ def test_embed_threads_reach_the_onnx_session_and_change_no_vector(onnx_export, 
     the same either way."""
     from sheaf.core.envelope import SheafError
     from sheaf.vectors.embedder import Embedder
-    from tests.conftest import link_onnx_export
+    from tests.kits.paths import link_onnx_export
 
     link_onnx_export(onnx_export, tmp_path)
     one = Embedder.from_settings(get_settings(environ={"SHEAF_EMBED_THREADS": "1"}, home=tmp_path))

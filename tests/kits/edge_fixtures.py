@@ -3,7 +3,7 @@
 Each builder returns the `result.json` content (a list with one result line holding the
 pages); `write_all(folder)` writes them as `<folder>/<name>/result.json`. The committed copies
 under `tests/formats/fixtures/edge_roles/` are what the tests read; a test checks that they
-match these builders. Regenerate with `python -m tests.formats.edge_fixtures` from the root.
+match these builders. Regenerate with `python -m tests.kits.edge_fixtures` from the root.
 
 Pages are 1000 x 1400 pixels; boxes are given in pixels (x0, y0, x1, y1).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "edge_roles"
+FIXTURES = Path(__file__).resolve().parents[1] / "formats" / "fixtures" / "edge_roles"
 W, H = 1000, 1400
 
 _FILLER = (

@@ -7,7 +7,7 @@ PDFs of the MinerU papers, MinerU's headings) found among the blocks with a head
 blocks that end up in exactly one object unit under a real section (as
 `tests/transform/test_units_realdata.py` checks).
 
-Run from the project root: `python -m tests.formats.edge_metrics` (prints a Markdown table).
+Run from the project root: `python -m tests.kits.edge_metrics` (prints a Markdown table).
 """
 from __future__ import annotations
 
