@@ -4,14 +4,14 @@ Inputs (each optional; a plot whose data is missing is skipped with a message):
 
 | plot | file | written by |
 |---|---|---|
-| `build_time.png`: full build time vs papers, against bare embedding | `bench/results/pipeline.json` | `bench/pipeline.py --json bench/results/pipeline.json` |
+| `build_time.png`: full build time vs papers, against bare embedding | `bench/results/pipeline.json` | `bench/build/pipeline.py --json bench/results/pipeline.json` |
 | `incremental.png`: full vs one changed paper vs no-op build | `bench/results/pipeline.json` | same |
-| `query_latency.png`: query latency percentiles by corpus size | `bench/results/query.json`, else the Query table of docs/benchmarks.md | `bench/query.py --json bench/results/query.json` |
+| `query_latency.png`: query latency percentiles by corpus size | `bench/results/query.json`, else the Query table of docs/benchmarks.md | `bench/search/query.py --json bench/results/query.json` |
 | `quality.png`: nDCG@10, recall@10/@100, MRR@10 by mode | `bench/results/eval-scifact-train.json` | `sheaf eval beir ... --out bench/results/eval-scifact-train.json` |
-| `quality_levers.png`: hybrid nDCG@10 per lever | `bench/results/quality.json` | `bench/quality.py --json bench/results/quality.json` |
+| `quality_levers.png`: hybrid nDCG@10 per lever | `bench/results/quality.json` | `bench/search/quality.py --json bench/results/quality.json` |
 
 Run from the project root (matplotlib is in the `bench` extra: `pip install -e '.[bench]'`):
-    .venv/bin/python bench/report.py
+    .venv/bin/python -m bench.report
 """
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def plot_build_time(r: dict[str, Any], out: Path) -> Path | None:
     ax.set_ylim(0, max(full + load) * 1.2)
     ax.set_title("Full build time vs library size, against the embedding floor")
     ax.legend(loc="upper left", frameon=False)
-    _footnote(fig, f"bench/pipeline.py, {r.get('date', '')}; 2 shared cores")
+    _footnote(fig, f"bench/build/pipeline.py, {r.get('date', '')}; 2 shared cores")
     return _save(fig, "build_time.png", out)
 
 
@@ -126,7 +126,7 @@ def plot_incremental(r: dict[str, Any], out: Path) -> Path | None:
     ax.set_title("Incremental builds: only the changed paper is rebuilt")
     ax.legend(frameon=False)
     ax.set_ylim(0, max(res[str(n)]["full"]["wall_s"] for n in sizes) * 1.15)
-    _footnote(fig, f"bench/pipeline.py, {r.get('date', '')}; 2 shared cores")
+    _footnote(fig, f"bench/build/pipeline.py, {r.get('date', '')}; 2 shared cores")
     return _save(fig, "incremental.png", out)
 
 
@@ -146,7 +146,7 @@ QUERY_SERIES = [
 
 def query_from_docs(path: Path) -> dict[str, Any] | None:
     """The query benchmark's numbers parsed from its section of docs/benchmarks.md (its table
-    of "p50 / p95" cells per corpus size), in the shape of bench/query.py's JSON."""
+    of "p50 / p95" cells per corpus size), in the shape of bench/search/query.py's JSON."""
     import re
 
     if not path.exists():
@@ -217,7 +217,7 @@ def plot_query_latency(r: dict[str, Any], out: Path) -> Path | None:
     ax.set_ylabel("latency per query, ms (log scale)")
     ax.set_title("Query latency by corpus size\n(line: median; shaded up to the 95th percentile)", fontsize=10)
     ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
-    src = "bench/query.py" + (" (parsed from docs/benchmarks.md)" if r.get("source") else "")
+    src = "bench/search/query.py" + (" (parsed from docs/benchmarks.md)" if r.get("source") else "")
     _footnote(fig, f"{src}, {r.get('date', '')}; 2 shared cores")
     return _save(fig, "query_latency.png", out)
 
@@ -317,7 +317,7 @@ def plot_quality_levers(r: dict[str, Any], out: Path) -> Path | None:
         ("baseline", "before"), ("lexical", "lexical leg"), ("semantic", "passage prefix (semantic leg)"),
         ("fusion", "fusion"), ("kept", "kept in the product"))], fontsize=7, frameon=False,
         loc="center right", bbox_to_anchor=(1.0, 0.31))
-    _footnote(fig, f"bench/quality.py, {r.get('date', '')}; 809 train claims")
+    _footnote(fig, f"bench/search/quality.py, {r.get('date', '')}; 809 train claims")
     return _save(fig, "quality_levers.png", out)
 
 

@@ -160,7 +160,7 @@ def test_test_modules_import_kits_never_one_another():
     """What tests share lives in tests/kits: no test module and no benchmark imports a test module
     or a conftest."""
     found = []
-    for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").glob("*.py")]:
+    for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]:
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []

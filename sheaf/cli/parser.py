@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     ixs = ix.add_subparsers(dest="index_command", required=True)
     ic = ixs.add_parser("copy", help="copy the index (units, vectors, embedding cache) into Postgres or a "
                         "SQLite file; idempotent; nothing is re-embedded",
-                        epilog="then compare both (bench/parity.py) and set SHEAF_INDEX_URL to switch; copy back "
+                        epilog="then compare both (bench/index/parity.py) and set SHEAF_INDEX_URL to switch; copy back "
                                "with --to sqlite:PATH to switch back")
     ic.add_argument("--to", required=True, metavar="URL", help="postgresql://user@host:port/db or sqlite:PATH")
     ic.add_argument("--from", dest="source", default=None, metavar="URL",

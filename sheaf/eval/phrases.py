@@ -3,7 +3,7 @@ is known. Phrases of 5-10 plain words, 4 of them content words or more (what ide
 are read from the body text of the units (not titles, abstracts, captions or back matter), each
 held by exactly one unit, in three forms: `exact`, `dropped` (one
 content word left out) and `synonym` (one word replaced by a synonym from `SYNONYMS`). The answer is
-the unit holding the phrase (`bench/known_items.py` measures `retrieve` on them)."""
+the unit holding the phrase (`bench/search/known_items.py` measures `retrieve` on them)."""
 from __future__ import annotations
 
 import random

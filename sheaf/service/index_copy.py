@@ -16,7 +16,7 @@ __all__ = ["copy"]
 
 def copy(settings: Any, to: str, *, source: str | None = None, progress: Callable[[str], None] = lambda m: None) -> Outcome:
     """Copy the configured index (or `source`, a URL) into `to` (``postgresql://...`` or
-    ``sqlite:PATH``); idempotent. Then compare both (bench/parity.py) before switching."""
+    ``sqlite:PATH``); idempotent. Then compare both (bench/index/parity.py) before switching."""
     if not to.startswith(("postgresql://", "postgres://", "sqlite:")):
         raise SheafError("BAD_QUERY", f"--to must be postgresql://... or sqlite:PATH, not {redact_url(to)!r}",
                          {"to": redact_url(to)}, hint="sheaf index copy --to postgresql://user@host:5432/sheaf")
@@ -35,5 +35,5 @@ def copy(settings: Any, to: str, *, source: str | None = None, progress: Callabl
         src.close()
     data = {"from": src.location, "to": dst.location, "from_backend": src.kind, "to_backend": dst.kind, **stats}
     return Outcome(ok("index", data, count=stats["papers"], next_actions=[
-        "compare both before switching: python bench/parity.py (or query both)",
+        "compare both before switching: python -m bench.index.parity (or query both)",
         f"then set SHEAF_INDEX_URL={dst.location}" + (" (with its password)" if "***" in dst.location else "")]))

@@ -3,7 +3,7 @@ order, under the right title and sections.
 
 Each failure class has a small PDF written here (tests/kits/pdf_writer.py) and, where one of
 the real PDFs of ../shared shows it, that PDF (skipped when ../shared is absent); the figures
-over all of them come from bench/pdf_quality.py.
+over all of them come from bench/parse/pdf_quality.py.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _zotero_pdf(key: str) -> Path:
 
 
 def _ft_words(pdf: Path) -> Counter:
-    """Zotero's words (4+ letters) over 10-65% of its extracted text, as bench/pdf_quality.py."""
+    """Zotero's words (4+ letters) over 10-65% of its extracted text, as bench/parse/pdf_quality.py."""
     ref = (pdf.parent / ".zotero-ft-cache").read_text(encoding="utf-8", errors="replace")
     return Counter(re.findall(r"[^\W\d_]{4,}", ref[int(0.10 * len(ref)):int(0.65 * len(ref))].lower()))
 
@@ -90,7 +90,7 @@ def test_landscape_table_pages_searchable():
 
 def _order(pdf: Path, out) -> float:
     """The share of 4-word runs of Zotero's text (over 10-65% of it) found as runs in the blocks,
-    as bench/pdf_quality.py measures reading order."""
+    as bench/parse/pdf_quality.py measures reading order."""
     ref = (pdf.parent / ".zotero-ft-cache").read_text(encoding="utf-8", errors="replace")
     toks = re.findall(r"[^\W\d_]+", ref[int(0.10 * len(ref)):int(0.65 * len(ref))].lower())
     stream = "".join(re.findall(r"[^\W\d_]+", "\n".join(b.text for b in out.paper.blocks).lower()))

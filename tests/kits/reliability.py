@@ -697,7 +697,7 @@ def fill_disk(folder: Path, leave_bytes: int) -> Path:
 
 def report(name: str, data: Any) -> None:
     """Save a test's numbers as `<SHEAF_RELIABILITY_REPORT_DIR>/<name>.json` (for
-    bench/reliability.py, which writes the Reliability section of docs/benchmarks.md)."""
+    bench/build/reliability.py, which writes the Reliability section of docs/benchmarks.md)."""
     folder = os.environ.get("SHEAF_RELIABILITY_REPORT_DIR")
     if not folder:
         return

@@ -429,12 +429,8 @@ def test_a_damaged_pdf_falls_back_to_the_ft_cache(san7o, tmp_path):
 
 
 def test_the_benchmarks_synthetic_directory_reads_as_the_items_it_was_made_of(shared_data, tmp_path):
-    import importlib.util
+    from bench.build import zotero as bench
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("bench_zotero", root / "bench" / "zotero.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     made = bench.make_zotero_dir(tmp_path / "z", 401)
     assert (made["items"], made["real_pdfs"]) == (401, 3)
     d = _disc(tmp_path / "z", tmp_path / "m")

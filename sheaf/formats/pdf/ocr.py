@@ -30,7 +30,7 @@ from sheaf.core.progress import check_stop, phase
 from sheaf.core.user_cache import cache_dir
 
 OCR_MODES = ("auto", "off", "force")
-#: Rendering scale (72 dpi x 2 = 144 dpi): measured in `bench/ocr.py` against born-digital text
+#: Rendering scale (72 dpi x 2 = 144 dpi): measured in `bench/parse/ocr.py` against born-digital text
 #: layers; a higher scale costs detection time and finds no more words.
 SCALE = 2.0
 #: The longest side a page is rendered at, in pixels: a scan whose page claims a poster's size

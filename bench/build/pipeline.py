@@ -36,12 +36,12 @@ the assets) / papers; with 2 workers the runs overlap, so this is per worker-sec
 average before and after; then a projection to 16 cores and to a GPU from the measured per-paper
 costs (labelled a projection). Results: bench/results/parallel.json, docs/benchmarks.md (Parallel
 builds):
-    .venv/bin/python bench/pipeline.py --parallel 200 --write-docs
+    .venv/bin/python -m bench.build.pipeline --parallel 200 --write-docs
 
 Run from the project root (about 12 minutes on a quiet 2-core machine, 25-35 with other jobs on
 it; embedding ~4,800 passages twice, in the builds and bare, dominates):
-    .venv/bin/python bench/pipeline.py --write-docs
-    .venv/bin/python bench/pipeline.py --sizes 50 --no-alternatives      # quicker
+    .venv/bin/python -m bench.build.pipeline --write-docs
+    .venv/bin/python -m bench.build.pipeline --sizes 50 --no-alternatives      # quicker
 """
 from __future__ import annotations
 
@@ -61,8 +61,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 SAMPLE = ROOT / "data" / "sample-library"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -179,7 +178,7 @@ def sheaf_build(home: Path, lib: Path, *extra: str, url: str | None = None) -> d
 
 
 def child(mode: str, home: Path, lib: Path, *args: str, url: str | None = None) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, mode, "--home", str(home), "--library", str(lib), *args],
+    proc = subprocess.run([sys.executable, "-m", __spec__.name, mode, "--home", str(home), "--library", str(lib), *args],
                           env=_env(home, lib, url), capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         raise SystemExit(f"{mode} failed:\n{proc.stderr[-3000:]}")
@@ -288,7 +287,7 @@ def alternatives_main(home: Path, lib: Path, sizes: list[int], one_per_run: int)
     return {"alternatives": out}
 
 
-MP_DEFS = '''"""bench/pipeline.py: Sheaf's definitions with the multiprocess executor (benchmark only)."""
+MP_DEFS = '''"""bench/build/pipeline.py: Sheaf's definitions with the multiprocess executor (benchmark only)."""
 from dagster import Definitions, multiprocess_executor
 
 import pipelines.definitions as _pd
@@ -396,8 +395,7 @@ def changed_paper(home: Path, lib: Path, key: str) -> dict[str, Any]:
 # --- report -----------------------------------------------------------------------------------
 
 def machine() -> dict[str, Any]:
-    # bench/ is on sys.path when this runs as `python bench/pipeline.py`
-    from _common import machine as common_machine
+    from bench.common import machine as common_machine
 
     return common_machine(("dagster", "sentence-transformers", "torch"))
 
@@ -409,14 +407,14 @@ def _verdict(ok: bool) -> str:
 def render(r: dict[str, Any]) -> str:
     m = r["machine"]
     lines = [
-        BEGIN, "## Pipeline (`bench/pipeline.py`)", "",
+        BEGIN, "## Pipeline (`bench/build/pipeline.py`)", "",
         f"Measured {r['date']} on {m['cpu']} ({m['cores']} cores, {m['memory']}), Python {m['python']}, "
         f"dagster {m['dagster']}, sentence-transformers {m['sentence-transformers']}, torch {m['torch']}. "
         f"The 1-minute load average is shown per measurement (2 cores: above 2, the build competed with "
         f"other jobs for CPU). Total bench time {r['total_s'] / 60:.1f} min.",
         "", f"Rerun from the project root (this run took {r['total_s'] / 60:.0f} min; the embedding of ~4,800 "
         "passages dominates):", "", "```",
-        ".venv/bin/python bench/pipeline.py --write-docs", "```", "",
+        ".venv/bin/python -m bench.build.pipeline --write-docs", "```", "",
         "Corpus: copies of the 8 text-format sample papers (PaddleOCR-VL, MinerU, GROBID, Docling, Markdown; "
         "not the 2 PDFs) under new keys, each with a seeded variation of its text (~30% of lowercase words "
         "of 4+ letters swapped for other words of the same paper), so each copy has its own OCR hash and "
@@ -497,7 +495,7 @@ def render(r: dict[str, Any]) -> str:
 
 
 def write_docs(section: str) -> None:
-    from _common import write_docs_section
+    from bench.common import write_docs_section
 
     write_docs_section(section, BEGIN, END, DOCS)
 
@@ -750,7 +748,7 @@ def main() -> None:
         section = render_parallel(r)
         print(section)
         if args.write_docs:
-            from _common import write_docs_section
+            from bench.common import write_docs_section
 
             write_docs_section(section, PBEGIN, PEND, DOCS)
         return

@@ -11,7 +11,7 @@ unit holding the phrase first (top-1) and in the first three (top-3), and its pa
 Goals: top-1 >= 0.90 exact and >= 0.80 paraphrased (dropped, synonym), top-3 >= 0.97.
 
 Run from the project root (the first run builds the four homes: 6 min on 2 cores):
-    .venv/bin/python bench/known_items.py [--work /tmp/sheaf-known-items] [--write-docs]
+    .venv/bin/python -m bench.search.known_items [--work /tmp/sheaf-known-items] [--write-docs]
 Raw results: bench/results/known-items.json (ranks by unit id; the phrases only on the screen).
 """
 from __future__ import annotations
@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, machine, write_docs_section
+from bench.common import ROOT, machine, write_docs_section
 
-sys.path.insert(0, str(ROOT))
 
 from sheaf.core.settings import get_settings  # noqa: E402
 from sheaf.eval.phrases import FORMS, phrase_queries  # noqa: E402
@@ -118,13 +117,13 @@ def docs_section(r: dict[str, Any]) -> str:
     return f"""{BEGIN}
 ## Known items on real PDFs
 
-`bench/known_items.py` **measures** whether hybrid `retrieve` (default options) puts first the
+`bench/search/known_items.py` **measures** whether hybrid `retrieve` (default options) puts first the
 unit holding a phrase a researcher remembers. **Data**: the three real Zotero data directories and
 the real PDFs of the project's test data, each library built into its own home; up to 3 phrases of
 5-10 words a paper from body text (not titles, abstracts, captions or back matter), with 4 content
 words or more, each held by one unit alone; exact and paraphrased (one content word dropped; one
 word replaced by a synonym). The ranking's levers were chosen on the first draw of phrases (seed
-0); the second draw (seed 7) was not looked at while choosing them. Rerun: `.venv/bin/python bench/known_items.py
+0); the second draw (seed 7) was not looked at while choosing them. Rerun: `.venv/bin/python -m bench.search.known_items
 --write-docs` (the first run builds the homes: 6 min on 2 cores). {r['date']}, {m['cpu']}, {m['cores']} cores.
 
 {report(r)}

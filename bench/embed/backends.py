@@ -4,16 +4,16 @@
   AVX512-BF16), alternated in one process; their agreement with fp32 (min / mean cosine over SciFact
   abstracts) and the top-10 neighbour overlap of SciFact claims against those abstracts;
 - the first-time measurement as a build makes it (`measure_in_child`: a process of its own), timed;
-- full first builds of one library (`--builds N` papers, made as `bench/scale.py` makes them) with
+- full first builds of one library (`--builds N` papers, made as `bench/build/scale.py` makes them) with
   each backend: onnx, torch fp32, torch bf16, auto, and auto on a machine without bf16 (the record
   without the bf16 trial: torch fp32 vs the export); wall, peak RSS, the encode inside the build and
   the backends it ran on; then a no-op of each and one edited paper on onnx and auto. Every home gets
   the same ONNX export and the measurement's record, so no build pays for an export or a measurement;
-- with `--write-docs`, the section in docs/benchmarks.md, with `bench/embed_quality.py`'s nDCG@10.
+- with `--write-docs`, the section in docs/benchmarks.md, with `bench/embed/quality.py`'s nDCG@10.
 
-    python bench/embed_backends.py [--builds 300] [--only BUILD ...] [--record child|loaded] [--out JSON]
+    python -m bench.embed.backends [--builds 300] [--only BUILD ...] [--record child|loaded] [--out JSON]
                                    [--rate-docs 64] [--rounds 2] [--write-docs]
-    python bench/embed_backends.py --from-json bench/results/embed-backends.json \
+    python -m bench.embed.backends --from-json bench/results/embed-backends.json \
         --merge-builds bench/results/embed-backends-switch.json --write-docs   # the docs' table
 
 (`--record loaded`: the homes get the measurement made with torch loaded instead of the child's,
@@ -34,11 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, environment, machine, vector_step_readings, write_docs_section
+from bench.common import ROOT, environment, machine, vector_step_readings, write_docs_section
 
-sys.path.insert(0, str(ROOT))
 
-import scale  # noqa: E402  (bench/scale.py: the library, the timed `sheaf build`, the edit)
+from bench.build import scale  # noqa: E402  (bench/build/scale.py: the library, the timed `sheaf build`, the edit)
 
 from sheaf.vectors.backend_probe import encoders_of  # noqa: E402
 from sheaf.vectors.backend_choice import (  # noqa: E402
@@ -133,7 +132,7 @@ def builds(a: argparse.Namespace, work: Path, export: Path, record: Measurement,
         with settings_env(backend, precision):
             r = scale.build(home, lib)
         r["in_build"] = json.loads(subprocess.run(
-            [sys.executable, __file__, "_in_build"], env=scale._env(home, lib), capture_output=True, text=True,
+            [sys.executable, "-m", __spec__.name, "_in_build"], env=scale.home_env(home, lib), capture_output=True, text=True,
             cwd=ROOT, check=True).stdout.strip().splitlines()[-1])
         r.pop("states", None)
         homes[name] = home
@@ -183,7 +182,7 @@ def render(out: dict, quality: dict | None) -> str:
             used = "+".join(f"{x} {c}" for x, c in b[k]["full"]["in_build"]["by_backend"].items())
             rows.append(f"| {k} ({used}) | | | {build_cells(k)} |")
     text = [BEGIN, "## Embedding backends", "",
-            f"`bench/embed_backends.py{f' --builds {n}' if n else ''}`, `bench/embed_quality.py`; {out['date']}, {m['cpu']}, "
+            f"`bench/embed/backends.py{f' --builds {n}' if n else ''}`, `bench/embed/quality.py`; {out['date']}, {m['cpu']}, "
             f"{m['cores']} cores, bf16 by {'/'.join(out.get('bf16_flags') or ['AMX'])}, torch {m['torch']}. Rate: {out['rate_docs']} SciFact abstracts, best of {out['rounds']}. "
             f"Cosine, top-10 vs fp32: {out['corpus_docs']} abstracts, {out['claims']} claims."
             + (f" Builds: {n} papers ({next(v['full']['embeddings_computed'] for v in b.values() if isinstance(v, dict))}"
@@ -206,7 +205,7 @@ def render(out: dict, quality: dict | None) -> str:
     notes.append(f"First measurement: {out['measure_s']} s in a child (torch load {out['torch_load_s']} s), "
                  f"{out.get('measure_loaded_s', '?')} s with torch loaded. GPU path unmeasured.")
     text.append(" ".join(notes))
-    text += ["", "Rerun: `bench/embed_quality.py`, then `bench/embed_backends.py --write-docs`.", END]
+    text += ["", "Rerun: `bench/embed/quality.py`, then `bench/embed/backends.py --write-docs`.", END]
     return "\n".join(text) + "\n"
 
 

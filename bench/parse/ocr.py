@@ -11,8 +11,8 @@
    phrase read by eye on one of their page images must be in the text.
 
 Run from the project root:
-    .venv/bin/python bench/ocr.py                      # the table on stdout
-    .venv/bin/python bench/ocr.py --json bench/results/ocr.json
+    .venv/bin/python -m bench.parse.ocr                      # the table on stdout
+    .venv/bin/python -m bench.parse.ocr --json bench/results/ocr.json
 """
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from sheaf.formats import parse_paper  # noqa: E402
 from sheaf.formats.pdf.ocr import PageOcr, page_ocr  # noqa: E402

@@ -29,9 +29,9 @@ Sheaf's layout analysis starts from) and pdfminer.six's `extract_text` (its layo
 dependency: `pip install pdfminer.six`). pdftotext is the reference itself, so it is not compared.
 
 Run from the project root:
-    .venv/bin/python bench/pdf_quality.py                  # table on stdout
-    .venv/bin/python bench/pdf_quality.py --json out.json  # and every row
-    .venv/bin/python bench/pdf_quality.py --others pdfium,pdfminer
+    .venv/bin/python -m bench.parse.pdf_quality                  # table on stdout
+    .venv/bin/python -m bench.parse.pdf_quality --json out.json  # and every row
+    .venv/bin/python -m bench.parse.pdf_quality --others pdfium,pdfminer
 """
 from __future__ import annotations
 
@@ -45,8 +45,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from sheaf.core.models import HEADING_ROLES, IngestError  # noqa: E402
 from sheaf.formats.common import caption_label  # noqa: E402

@@ -15,7 +15,7 @@ Measures
   disk size, KNN latency and recall@10 against the exact sqlite-vec answer.
 
 Run from the project root:
-    .venv/bin/python bench/index.py --units 2000 --write-docs
+    .venv/bin/python -m bench.index.throughput --units 2000 --write-docs
 """
 from __future__ import annotations
 
@@ -28,21 +28,19 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+ROOT = Path(__file__).resolve().parents[2]
 
 import numpy as np  # noqa: E402
 
 from sheaf.store.sqlite.backend import SqliteEmbeddingCache  # noqa: E402
-from sheaf.store.sqlite import index as ix  # noqa: E402
+from sheaf.store.sqlite import schema as ix  # noqa: E402
 from sheaf.store.sqlite import reader as rd, writer as wr  # noqa: E402
 from sheaf.store.sqlite.db import connect, sqlite3  # noqa: E402
-from sheaf.vectors.identity import Embedder  # noqa: E402
+from sheaf.vectors.embedder import Embedder  # noqa: E402
 from sheaf.core.models import BodyUnit  # noqa: E402
 
-from _common import machine as _machine  # noqa: E402
-from _common import write_docs_section  # noqa: E402
+from bench.common import machine as _machine  # noqa: E402
+from bench.common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -298,7 +296,7 @@ def markdown(r: dict) -> str:
     ch = r.get("chroma") or {}
     lines = [
         BEGIN,
-        "## Index and embeddings (`bench/index.py`)",
+        "## Index and embeddings (`bench/index/throughput.py`)",
         "",
         f"Measured {r['date']} on {m['cpu']}, {m['cores']} cores, {m['memory']} RAM; Python {m['python']}, "
         f"torch {m['torch']} ({m['torch_threads']} threads), SQLite {m['sqlite']} (pysqlite3), "
@@ -307,7 +305,7 @@ def markdown(r: dict) -> str:
         "Rerun from the project root (a few minutes; chromadb is the optional `bench` extra):",
         "",
         "```",
-        f".venv/bin/python bench/index.py --units {r['args']['units']} --per-paper {r['args']['per_paper']} "
+        f".venv/bin/python -m bench.index.throughput --units {r['args']['units']} --per-paper {r['args']['per_paper']} "
         f"--batch-size {r['args']['batch_size']} --write-docs",
         "```",
         "",

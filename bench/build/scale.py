@@ -17,8 +17,8 @@ Measured per size, each command a fresh process, one at a time:
 - storage: the Dagster home, the index and the artifacts, per paper.
 
 Run from the project root (1,000 papers: ~15 minutes on a quiet 2-core machine; 10,000: hours):
-    .venv/bin/python bench/scale.py --sizes 1000 --write-docs
-    .venv/bin/python bench/scale.py --sizes 300               # quicker, prints only
+    .venv/bin/python -m bench.build.scale --sizes 1000 --write-docs
+    .venv/bin/python -m bench.build.scale --sizes 300               # quicker, prints only
 """
 from __future__ import annotations
 
@@ -35,9 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+ROOT = Path(__file__).resolve().parents[2]
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -63,7 +61,7 @@ def make_library(dest: Path, n: int) -> int:
     return n
 
 
-def _env(home: Path, lib: Path) -> dict[str, str]:
+def home_env(home: Path, lib: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SHEAF_INDEX_FILE", "PYTHONDONTWRITEBYTECODE")}
     env.update(SHEAF_HOME=str(home), SHEAF_LIBRARY=str(lib), DAGSTER_HOME=str(home / "dagster_home"),
                PYTHONWARNINGS="ignore")
@@ -74,7 +72,7 @@ def timed(home: Path, lib: Path, *argv: str) -> dict[str, Any]:
     """`sheaf <argv> --json` in a fresh process: wall, user CPU, peak RSS and the envelope."""
     out = Path(tempfile.mktemp(prefix="sheaf-time-"))
     t0 = time.perf_counter()
-    proc = subprocess.run([TIME, "-f", "%U %M", "-o", str(out), SHEAF, *argv, "--json"], env=_env(home, lib),
+    proc = subprocess.run([TIME, "-f", "%U %M", "-o", str(out), SHEAF, *argv, "--json"], env=home_env(home, lib),
                           capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     user, rss = out.read_text().split()[-2:]
@@ -100,7 +98,7 @@ def build(home: Path, lib: Path, *extra: str) -> dict[str, Any]:
 
 def bare_main(home: Path, fraction: float) -> dict[str, Any]:
     """Child: the build's embedder loaded, then the bare encode of the build's passages."""
-    import pipeline as P  # bench/pipeline.py: the passages as the build composed them
+    from bench.build import pipeline as P  # bench/build/pipeline.py: the passages as the build composed them
 
     from pipelines.resources import SheafConfig
 
@@ -123,7 +121,7 @@ def in_build_encode_main() -> dict[str, Any]:
     (every materialization that computed embeddings): the build's time over its own encode
     needs no second reading of the model, so the machine's speed drifting between two
     readings (17.3 to 25.6 passages a second within one run here) does not enter the ratio."""
-    from _common import vector_step_readings
+    from bench.common import vector_step_readings
 
     ms, papers, computed = 0.0, 0, 0
     runs: dict[str, list[float]] = {}  # run id -> [encode ms, passages computed]
@@ -162,8 +160,8 @@ def dagster_way_main(command: str) -> dict[str, Any]:
 def dagster_way(home: Path, lib: Path, command: str) -> dict[str, Any]:
     out = Path(tempfile.mktemp(prefix="sheaf-time-"))
     t0 = time.perf_counter()
-    proc = subprocess.run([TIME, "-f", "%U %M", "-o", str(out), sys.executable, __file__, "_dagster_way",
-                           "--command", command], env=_env(home, lib), capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([TIME, "-f", "%U %M", "-o", str(out), sys.executable, "-m", __spec__.name, "_dagster_way",
+                           "--command", command], env=home_env(home, lib), capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     user, rss = out.read_text().split()[-2:]
     out.unlink()
@@ -173,7 +171,7 @@ def dagster_way(home: Path, lib: Path, command: str) -> dict[str, Any]:
 
 
 def in_build_encode(home: Path, lib: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "_in_build_encode"], env=_env(home, lib), capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", __spec__.name, "_in_build_encode"], env=home_env(home, lib), capture_output=True,
                           text=True, cwd=ROOT, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -212,8 +210,8 @@ def run_size(work: Path, n: int, fraction: float, say, s: dict[str, Any] | None 
     s["storage_mb"] = {"dagster_home": _size_mb(home / "dagster_home"), "index": _size_mb(home / "index"),
                        "artifacts": _size_mb(home / "artifacts")}
     s["bare"] = json.loads(subprocess.run(
-        [sys.executable, __file__, "_bare", "--home", str(home), "--fraction", str(fraction)],
-        env=_env(home, lib), capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip().splitlines()[-1])
+        [sys.executable, "-m", __spec__.name, "_bare", "--home", str(home), "--fraction", str(fraction)],
+        env=home_env(home, lib), capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip().splitlines()[-1])
     say(f"bare {s['bare']}")
     save()
     s["noop"] = [build(home, lib) for _ in range(3)]
@@ -252,7 +250,7 @@ def render(r: dict[str, Any]) -> str:
     m = r["machine"]
     where = (f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores, {m.get('memory', '?')}), Python {m.get('python', '?')}, "
              f"dagster {m.get('dagster', '?')}, torch {m.get('torch', '?')}") if isinstance(m, dict) else str(m)
-    lines = [BEGIN, f"Measured {r['date']} on {where} with `bench/scale.py --sizes {' '.join(map(str, r['sizes']))}` "
+    lines = [BEGIN, f"Measured {r['date']} on {where} with `bench/build/scale.py --sizes {' '.join(map(str, r['sizes']))}` "
              "(SciFact plain library, three abstracts a paper; every command a fresh process, one at a time; "
              "load average at each step in the raw JSON).", "",
              "| | " + " | ".join(f"{n} papers" for n in r["sizes"]) + " |", "|---|" + "---|" * len(r["sizes"])]
@@ -347,7 +345,7 @@ def main() -> None:
         if not SCIFACT.exists():
             print(f"skipped: {SCIFACT} not found (the SciFact corpus of ../shared/data)", file=sys.stderr)
             return
-        from pipeline import machine
+        from bench.build.pipeline import machine
 
         work = args.work or Path(tempfile.mkdtemp(prefix="sheaf-bench-scale-"))
         r = {"date": dt.date.today().isoformat(), "machine": machine(), "sizes": args.sizes, "results": {}}
@@ -373,7 +371,7 @@ def main() -> None:
     text = render(r)
     print(text)
     if args.write_docs:
-        from _common import write_docs_section
+        from bench.common import write_docs_section
 
         write_docs_section(text, BEGIN, END, DOCS)
 

@@ -2,7 +2,7 @@
 and index (SQLite's `dbstat`), the events' text by kind, the share of it that is Sheaf's own
 metadata, and what would be left with none (the floor of 13 Dagster events a paper).
 
-    .venv/bin/python bench/event_storage.py HOME [--papers N]
+    .venv/bin/python -m bench.build.event_storage HOME [--papers N]
 
 HOME is a Sheaf home (its `dagster_home/history/event_log.db` is read, read-only); N defaults to
 the papers' partitions it holds. Results: docs/benchmarks.md, "Dagster's event storage".

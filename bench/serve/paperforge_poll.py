@@ -4,10 +4,11 @@ Builds a vault of the four real PaddleOCR-VL outputs (../shared/data) from scrat
 `python -m sheaf.paperforge embed build --force` and polls `embed status --json` back to back
 from fresh processes until it ends; prints the polls' p50 / p95 / max. Needs ../shared.
 
-    python bench/paperforge_poll.py [WORKDIR]
+    python -m bench.serve.paperforge_poll [WORKDIR]
 """
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -16,14 +17,16 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from tests.kits.paperforge import make_vault  # noqa: E402
 
 
 def main() -> None:
-    work = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="pf-poll-"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("workdir", nargs="?", type=Path, help="where the vault is made (default: a new temp folder)")
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="pf-poll-"))
     vault = make_vault(work / "vault")
     pf = [sys.executable, "-m", "sheaf.paperforge", "--vault", str(vault)]
     build = subprocess.Popen([*pf, "embed", "build", "--force"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

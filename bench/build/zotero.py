@@ -17,8 +17,8 @@ Measured per size, each a fresh process, one at a time:
   3 times), timed inside the process and as the whole process;
 - the library side of a no-op build (discovery + the source scan + the metadata export's hash,
   what `pipelines.planning.noop` reads besides Dagster's files and the index), warm, side by side with
-  the same on a plain library of N papers (`bench/scale.py`'s corpus): their difference is what
-  a Zotero library adds to the no-op `bench/scale.py` measured on a plain one;
+  the same on a plain library of N papers (`bench/build/scale.py`'s corpus): their difference is what
+  a Zotero library adds to the no-op `bench/build/scale.py` measured on a plain one;
 - with `--build` sizes (default 1000): a full `sheaf build`, then the no-op `sheaf build` (5
   times), one new item with a stored PDF holding a unique word until `sheaf search` finds it,
   that item moved to the trash until `sheaf search` no longer does; last, discovery after a
@@ -32,9 +32,9 @@ build of 10,000 items affordable (about 6 minutes on 2 quiet cores); `SHEAF_EMBE
 keeps the built libraries and homes; `--resume` (same sizes and DIR) measures them again.
 
 Run from the project root:
-    SHEAF_EMBED_BACKEND=torch SHEAF_EMBED_PRECISION=bf16 .venv/bin/python bench/zotero.py \
+    SHEAF_EMBED_BACKEND=torch SHEAF_EMBED_PRECISION=bf16 .venv/bin/python -m bench.build.zotero \
         --sizes 1000 10000 --build 1000 10000 --plain-edit 1000 --text-chars 250 --write-docs
-    .venv/bin/python bench/zotero.py --sizes 1000 --build            # discovery only, prints only
+    .venv/bin/python -m bench.build.zotero --sizes 1000 --build            # discovery only, prints only
 """
 from __future__ import annotations
 
@@ -52,11 +52,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+ROOT = Path(__file__).resolve().parents[2]
 
-from _common import machine, write_docs_section  # noqa: E402
+from bench.common import machine, write_docs_section  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 SOURCE_DIR = SHARED / "zotero_dirs" / "San7o__research-papers-collection"
@@ -167,7 +165,7 @@ def _env(home: Path, lib: Path, full_build: bool = False) -> dict[str, str]:
 def child(home: Path, lib: Path, what: str) -> dict[str, Any]:
     """This script's `_<what>` in a fresh process: its own timings, and the whole process's wall."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, f"_{what}"], env=_env(home, lib), capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", __spec__.name, f"_{what}"], env=_env(home, lib), capture_output=True,
                           text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
     if proc.returncode:
@@ -300,8 +298,8 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save, *, te
         return s
     s["discovery_warm"] = [child(home, lib, "discover") for _ in range(3)]
     s["library_side_noop"] = [child(home, lib, "library_side") for _ in range(3)]
-    # side by side: the same library side of a no-op on a plain library of N papers (bench/scale.py's)
-    import scale
+    # side by side: the same library side of a no-op on a plain library of N papers (bench/build/scale.py's)
+    from bench.build import scale
 
     plain, plain_home = work / f"plain-{n}", work / f"plain-home-{n}"
     shutil.rmtree(plain, ignore_errors=True)
@@ -348,9 +346,9 @@ def run_size(work: Path, n: int, full: bool, say, s: dict[str, Any], save, *, te
 
 
 def plain_edit_until_searchable(work: Path, n: int) -> dict[str, Any]:
-    """Side by side with the Zotero rows: a plain library of `n` papers (`bench/scale.py`'s) built
+    """Side by side with the Zotero rows: a plain library of `n` papers (`bench/build/scale.py`'s) built
     in full, then one paper edited until `sheaf search` finds its new word."""
-    import scale
+    from bench.build import scale
 
     lib, home = work / f"plain-edit-{n}", work / f"plain-edit-home-{n}"
     for p in (lib, home):
@@ -389,11 +387,11 @@ def render(r: dict[str, Any], out_name: str) -> str:
         return f"{w[0]} / {statistics.median(w)} s"
 
     lines = [BEGIN, "## Zotero library", "",
-             "`bench/zotero.py`: the real Zotero 6 database of `../shared` plus N items made through its schema "
+             "`bench/build/zotero.py`: the real Zotero 6 database of `../shared` plus N items made through its schema "
              f"(one in {PDF_EVERY} with a real PDF, the others a `.zotero-ft-cache` of one SciFact abstract"
              + (f", {chars} characters" if chars else "") + "); each figure a fresh process. Rerun: "
              + (f"`{embed} " if embed else "`")
-             + f"python bench/zotero.py --sizes {' '.join(map(str, sizes))} --build {' '.join(map(str, r['build']))}"
+             + f"python -m bench.build.zotero --sizes {' '.join(map(str, sizes))} --build {' '.join(map(str, r['build']))}"
              + (f" --plain-edit {' '.join(map(str, r['plain_edit']))}" if r.get("plain_edit") else "")
              + (f" --text-chars {chars}" if chars else "") + " --write-docs` (`--work W --until full`, then "
              f"`--resume`: build once, measure again; raw: `bench/results/{out_name}`).", "",

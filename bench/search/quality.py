@@ -19,7 +19,7 @@ product's setting:
 
 Run from the project root (the first run embeds ~10k passages per prefix variant: 5-30 min on 2
 cores depending on load; later runs take ~2 minutes):
-    .venv/bin/python bench/quality.py --json bench/results/quality.json --write-docs
+    .venv/bin/python -m bench.search.quality --json bench/results/quality.json --write-docs
 """
 from __future__ import annotations
 
@@ -33,16 +33,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+ROOT = Path(__file__).resolve().parents[2]
 
 import numpy as np  # noqa: E402
 
 from sheaf.eval import beir, metrics  # noqa: E402
 from sheaf.store.sqlite.backend import SqliteEmbeddingCache  # noqa: E402
 
-from _common import write_docs_section  # noqa: E402
+from bench.common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 METRICS = metrics.METRICS
@@ -206,7 +204,7 @@ class Study:
         return runs
 
     def _seed(self, cache: Any) -> None:
-        """Copy vectors already computed elsewhere (the eval index; bench/query.py's cache of
+        """Copy vectors already computed elsewhere (the eval index; bench/search/query.py's cache of
         title-prefixed abstracts) into the study's cache: content-addressed, so any match is valid."""
         from sheaf.store.sqlite.db import connect, transaction
 
@@ -390,8 +388,8 @@ def render(q: dict[str, Any], ev: dict[str, Any] | None, lib: dict[str, Any] | N
           ".venv/bin/sheaf eval beir --corpus ../shared/data/scifact/corpus.jsonl \\",
           "    --queries ../shared/data/scifact/queries.jsonl --qrels ../shared/data/scifact/qrels/train.tsv \\",
           "    --cache-dir /tmp/sheaf-eval --out bench/results/eval-scifact-train.json",
-          ".venv/bin/python bench/quality.py --cache-dir /tmp/sheaf-eval --json bench/results/quality.json --write-docs",
-          ".venv/bin/python bench/report.py                      # the plots below",
+          ".venv/bin/python -m bench.search.quality --cache-dir /tmp/sheaf-eval --json bench/results/quality.json --write-docs",
+          ".venv/bin/python -m bench.report                      # the plots below",
           "```", ""]
     if d:
         M, lat = d["metrics"], d.get("latency_ms", {})
@@ -413,7 +411,7 @@ def render(q: dict[str, Any], ev: dict[str, Any] | None, lib: dict[str, Any] | N
               "SciFact's *test* split (300 claims; not the same queries): BM25 0.665, all-MiniLM-L6-v2 0.645.", ""]
     b = T["baseline"][0]
     L += ["### Levers", "",
-          "Measured by `bench/quality.py` on the legs directly (the lexical leg in an in-memory FTS5 copy of the "
+          "Measured by `bench/search/quality.py` on the legs directly (the lexical leg in an in-memory FTS5 copy of the "
           "units, checked against `Retriever.retrieve`: "
           f"replica {q['replica_check']['replica']['ndcg@10']:.4f} = product "
           f"{q['replica_check']['product_retrieve']['ndcg@10']:.4f}; the semantic leg as exact cosine over the "

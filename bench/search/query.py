@@ -30,7 +30,7 @@ output against `--full`, in characters and ~tokens (chars / 4), JSON and text.
 
 Run from the project root (about 10-15 minutes the first time, the embedding of the 5,183
 abstracts being most of it; reruns reuse bench/.cache):
-    .venv/bin/python bench/query.py --write-docs
+    .venv/bin/python -m bench.search.query --write-docs
 """
 from __future__ import annotations
 
@@ -49,14 +49,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+ROOT = Path(__file__).resolve().parents[2]
 
 import numpy as np  # noqa: E402
 
-from _common import machine as _machine  # noqa: E402
-from _common import environment, splice_section  # noqa: E402
+from bench.common import machine as _machine  # noqa: E402
+from bench.common import environment, splice_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -513,7 +511,7 @@ def section(r: dict[str, Any]) -> str:
         BEGIN,
         "## Query",
         "",
-        f"`bench/query.py`, measured {r['date']} on {m['cpu']} ({m['cores']} cores, {m['memory']}), "
+        f"`bench/search/query.py`, measured {r['date']} on {m['cpu']} ({m['cores']} cores, {m['memory']}), "
         f"Python {m['python']}, onnxruntime {m['onnxruntime']}, tokenizers {m['tokenizers']}, numpy "
         f"{m['numpy']}, SQLite {m['sqlite']}, sqlite-vec {m['sqlite_vec']}. "
         + ("Only this benchmark was running" if max(max(S[n]['load_before'], S[n]['load_after']) for n in sizes) < 1.5
@@ -526,7 +524,7 @@ def section(r: dict[str, Any]) -> str:
         "abstracts once; reruns reuse `bench/.cache`):",
         "",
         "```",
-        ".venv/bin/python bench/query.py --write-docs",
+        ".venv/bin/python -m bench.search.query --write-docs",
         "```",
         "",
         "Corpus: SciFact abstracts as body units, one unit per abstract, 30 units a paper; past the "
@@ -648,9 +646,9 @@ def verdicts(S: dict[str, Any]) -> list[str]:
 def write_docs(r: dict[str, Any]) -> None:
     text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
     text = splice_section(text, section(r) + "\n", BEGIN, END)
-    line = "scripts/dev python bench/query.py --write-docs     # Query: CLI latency cold / warm server, output economy"
-    if "bench/query.py --write-docs" not in text.split(BEGIN)[0]:
-        marker = "scripts/dev python bench/index.py --write-docs"
+    line = "scripts/dev python -m bench.search.query --write-docs     # Query: CLI latency cold / warm server, output economy"
+    if "bench/search/query.py --write-docs" not in text.split(BEGIN)[0]:
+        marker = "scripts/dev python -m bench.index.throughput --write-docs"
         i = text.find(marker)
         if i >= 0:
             j = text.index("\n", i)

@@ -4,9 +4,9 @@ share the model identity, so one cache would hand the second run the first one's
 passages and the claims both encoded on the backend under test. Passes when every mode's nDCG@10 is
 within `--tolerance` (0.002) of torch fp32's.
 
-    python bench/embed_quality.py [--backends torch-fp32 torch-bf16] [--work DIR [--reuse]]
+    python -m bench.embed.quality [--backends torch-fp32 torch-bf16] [--work DIR [--reuse]]
 
-Writes bench/results/embed-quality.json (docs: `bench/embed_backends.py --write-docs`). About 5 minutes
+Writes bench/results/embed-quality.json (docs: `bench/embed/backends.py --write-docs`). About 5 minutes
 for fp32 and 2 for bf16 on a quiet 2-core machine with AMX (the encode of ~10,000 passages).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine
+from bench.common import ROOT, machine
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 SHEAF = str(Path(sys.executable).parent / "sheaf")

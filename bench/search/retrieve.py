@@ -15,7 +15,7 @@ Measures
   hybrid retrieval (stand-in query vectors: KNN + dedupe + RRF + snippets, no encoder).
 
 Run from the project root:
-    .venv/bin/python bench/retrieve.py --write-docs
+    .venv/bin/python -m bench.search.retrieve --write-docs
 """
 from __future__ import annotations
 
@@ -32,11 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "bench"))  # for _common (already on sys.path when run as a script)
+ROOT = Path(__file__).resolve().parents[2]
 
-from _common import write_docs_section  # noqa: E402
+from bench.common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -200,12 +198,12 @@ def run(args: argparse.Namespace) -> dict:
 def markdown(r: dict) -> str:
     c = r["corpus"]
     lines = [BEGIN, "## Retrieval", "",
-             f"`bench/retrieve.py`, measured {r['date']} ({r['cores']} cores, Python {r['python']}, SQLite "
+             f"`bench/search/retrieve.py`, measured {r['date']} ({r['cores']} cores, Python {r['python']}, SQLite "
              f"{r['sqlite']}). Index: {c['units']:,} body units in {c['papers']:,} papers (SciFact abstracts, "
              f"two units each, five to a paper) with metadata and one 384-d vector per unit; "
              f"{c['bytes'] / 1e6:.0f} MB. Built in {c['build_s']} s.", "",
              "Rerun from the project root (about a minute):", "",
-             "```", ".venv/bin/python bench/retrieve.py --write-docs", "```", "",
+             "```", ".venv/bin/python -m bench.search.retrieve --write-docs", "```", "",
              f"**Cold process** (the `sheaf` console script, `--json`, p50 / p90 of {r['runs']} runs, ms). "
              "*bytecode cached* is an installed package; *no bytecode cache* is this repository's dev "
              "shell (`PYTHONDONTWRITEBYTECODE=1`: every module is compiled at each start).", "",

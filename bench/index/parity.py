@@ -39,9 +39,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import ROOT, write_docs_section  # noqa: E402
+from bench.common import ROOT, write_docs_section  # noqa: E402
 
 from sheaf.core.models import PaperMeta, ParsedPaper  # noqa: E402
 from sheaf.core.settings import get_settings  # noqa: E402
@@ -450,7 +449,7 @@ def render(res: dict[str, Any], out: str = "bench/results/parity.json") -> str:
     c = res["corpus"]
     d = c.get("distractors")
     if not d:
-        lines = [begin, "## Backends: Postgres + pgvector against the SQLite default (`bench/parity.py`)", ""]
+        lines = [begin, "## Backends: Postgres + pgvector against the SQLite default (`bench/index/parity.py`)", ""]
         lines.append(f"A SciFact subset ({c['documents']} of the 5,183 abstracts: every abstract judged for the first "
                      f"{c['claims']} train claims, then the corpus in order → {c['units']} units, {c['passages']} "
                      "MiniLM passages), indexed into SQLite as `sheaf eval beir` does, copied into PostgreSQL 18.6 + "
@@ -462,7 +461,7 @@ def render(res: dict[str, Any], out: str = "bench/results/parity.json") -> str:
                "machine), so the semantic and hybrid answers and their "
                "nDCG mean little beyond the backends' agreement" if d["vectors"] == "mixed"
                else "their vectors the model's")
-        lines = [begin, f"## Backends at {c['passages']:,} passages (`bench/parity.py --distractors "
+        lines = [begin, f"## Backends at {c['passages']:,} passages (`bench/index/parity.py --distractors "
                  f"{d['distractor_texts']} --vectors {d['vectors']} --ask {c['claims']}`)", ""]
         lines.append(f"The parity run's SciFact subset grown to {c['units']:,} units and {c['passages']:,} passages: "
                      f"{d['distractor_texts']:,} distractor passages (every sentence of the whole corpus, pairs and "

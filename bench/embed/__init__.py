@@ -1,0 +1,1 @@
+"""Benchmarks of the embedding backends: speed and retrieval quality."""

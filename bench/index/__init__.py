@@ -1,0 +1,1 @@
+"""Benchmarks of the index: writing it, and the Postgres backend against SQLite."""

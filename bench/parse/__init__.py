@@ -1,0 +1,1 @@
+"""Benchmarks of reading papers: the per-paper transform, the PDF reader, OCR."""

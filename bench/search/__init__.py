@@ -1,0 +1,1 @@
+"""Benchmarks of the queries: speed, retrieval quality, known items."""
