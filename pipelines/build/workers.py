@@ -1,7 +1,7 @@
 """`sheaf build --workers N`: the planned papers built by N worker processes at once.
 
 Why our own processes, not Dagster's run queue or its multiprocess executor (measured and
-reasoned in docs/architecture.md, Parallel builds):
+reasoned in docs/dagster.md, Parallel builds):
 
 - the multiprocess executor runs the *steps* of one run in processes; the chain of a paper is a
   line of steps, so it parallelises almost nothing, and every step process imports Dagster and

@@ -1,4 +1,4 @@
-"""The one way to open the SQLite index: pysqlite3 + sqlite-vec + pragmas (docs/index.md, "One file").
+"""The one way to open the SQLite index: pysqlite3 + sqlite-vec + pragmas (docs/index-and-embeddings.md, "One file").
 
 The stdlib `sqlite3` of these machines is built without extension loading, so every
 connection goes through `connect()`, which uses `pysqlite3` (bundled SQLite with FTS5),

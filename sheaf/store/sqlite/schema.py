@@ -1,4 +1,4 @@
-"""The SQLite index (docs/index.md): schema and migrations, atomic per-paper writes, reads.
+"""The SQLite index (docs/index-and-embeddings.md): schema and migrations, atomic per-paper writes, reads.
 
 One file (``data/index/sheaf.db`` unless configured) opened only through `sheaf.store.sqlite.db.connect`.
 
