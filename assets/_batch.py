@@ -6,9 +6,9 @@ from typing import Any
 
 from dagster import AssetExecutionContext, MetadataValue
 
+from pipelines.dagster_internals.steps import add_partitions_metadata, deferred_interrupts
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError, unreadable_reason
-from pipelines.dagster_internals.steps import add_partitions_metadata, deferred_interrupts
 from sheaf.core.progress import check_stop, notify, request_stop
 
 

@@ -13,21 +13,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagster import (
-    AssetCheckEvaluation, AssetCheckExecutionContext, AssetCheckKey, AssetCheckResult, AssetCheckSpec, AssetKey,
-    MetadataValue, ResourceParam, multi_asset_check,
+    AssetCheckEvaluation,
+    AssetCheckExecutionContext,
+    AssetCheckKey,
+    AssetCheckResult,
+    AssetCheckSpec,
+    AssetKey,
+    MetadataValue,
+    ResourceParam,
+    multi_asset_check,
 )
 
-from pipelines.resources import SheafConfig
 from io_managers import PaperArtifactIOManager
 from pipelines.dagster_internals.steps import check_target, log_check_evaluations
-from pipelines.planning.paper_view import titles_of, verdict
 from pipelines.partitions import papers_partitions
-from pipelines.planning.statuses import Chain, chain_events, statuses_of
 from pipelines.planning.events import latest_events
+from pipelines.planning.paper_view import titles_of, verdict
+from pipelines.planning.statuses import Chain, chain_events, statuses_of
+from pipelines.resources import SheafConfig
 from sheaf.store.artifacts import render_map_from_dict, table_to_body_units, table_to_object_units, table_to_paper
 from sheaf.store.select import open_backend
 from sheaf.transform.checks import (
-    CheckOutcome, check_index_rows, check_no_furniture, check_units_cover_blocks, check_vectors,
+    CheckOutcome,
+    check_index_rows,
+    check_no_furniture,
+    check_units_cover_blocks,
+    check_vectors,
 )
 from sheaf.vectors.embedder import Embedder
 

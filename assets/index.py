@@ -10,8 +10,8 @@ from dagster import AssetExecutionContext, AssetIn, MaterializeResult, MetadataV
 
 from assets._batch import run_per_paper
 from assets.paper import COMMON
-from pipelines.resources import SheafConfig
 from pipelines.planning.versions import CODE_VERSIONS
+from pipelines.resources import SheafConfig
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import IngestError
 from sheaf.core.progress import check_stop, phase

@@ -3,15 +3,15 @@ library's status (every paper's state and why, as a table, plus the build's reco
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ResourceParam, asset
 
 from assets.checks import UP_TO_DATE_CHECK, paper_evaluations
-from pipelines.resources import SheafConfig
-from pipelines.planning.policy import REPORT_CONDITION, STATUS_CONDITION
 from pipelines.dagster_internals.event_reads import check_partition_statuses
 from pipelines.dagster_internals.steps import log_check_evaluations
-from pipelines.planning.paper_view import identities, verdict
 from pipelines.partitions import papers_partitions
-from pipelines.planning.statuses import Chain
-from pipelines.planning.recorded_plan import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
 from pipelines.planning.events import latest_observed_versions
+from pipelines.planning.paper_view import identities, verdict
+from pipelines.planning.policy import REPORT_CONDITION, STATUS_CONDITION
+from pipelines.planning.recorded_plan import STATUS_ASSET, chain_cursor, load_record, record_metadata, statuses_from
+from pipelines.planning.statuses import Chain
+from pipelines.resources import SheafConfig
 from sheaf.library.discover import discover_library
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.library_report import library_report_data, report_markdown

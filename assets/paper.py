@@ -14,19 +14,26 @@ from typing import Any
 from dagster import AssetExecutionContext, AssetIn, AssetOut, asset, multi_asset
 
 from assets._batch import run_per_paper
-from pipelines.resources import SheafConfig
-from pipelines.planning.versions import CODE_VERSIONS
-from pipelines.planning.policy import BACKFILL_POLICY, CHAIN_CONDITION
-from pipelines.planning.paper_view import identities, identity_metadata
 from pipelines.partitions import papers_partitions
+from pipelines.planning.paper_view import identities, identity_metadata
+from pipelines.planning.policy import BACKFILL_POLICY, CHAIN_CONDITION
 from pipelines.planning.statuses import ARTIFACT_METADATA
+from pipelines.planning.versions import CODE_VERSIONS
+from pipelines.resources import SheafConfig
 from sheaf.core.models import IngestError
 from sheaf.formats import source_hash
-from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings, ocr_metadata
+from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
+from sheaf.formats.pdf.ocr import ocr_metadata
 from sheaf.library.discover import discover_library
 from sheaf.store.artifacts import (
-    body_units_to_table, dict_hash, object_units_to_table, paper_to_table, render_map_from_dict, table_hash,
-    table_to_paper, tree_from_dict,
+    body_units_to_table,
+    dict_hash,
+    object_units_to_table,
+    paper_to_table,
+    render_map_from_dict,
+    table_hash,
+    table_to_paper,
+    tree_from_dict,
 )
 from sheaf.transform import chain
 

@@ -2,11 +2,11 @@
 
 from dagster import DataVersion, DataVersionsByPartition, observable_source_asset
 
-from pipelines.resources import SheafConfig
 from pipelines.partitions import papers_partitions
+from pipelines.resources import SheafConfig
+from sheaf.core.models import IngestError
 from sheaf.formats import source_hash
 from sheaf.library.discover import discover_library
-from sheaf.core.models import IngestError
 
 
 @observable_source_asset(partitions_def=papers_partitions, group_name="source",

@@ -4,7 +4,11 @@
 from typing import Any
 
 from pipelines.dagster_internals import postgres_storage
-from pipelines.dagster_internals.sqlite_storage import SheafEventLogStorage, SheafRunStorage, SheafShardedEventLogStorage
+from pipelines.dagster_internals.sqlite_storage import (
+    SheafEventLogStorage,
+    SheafRunStorage,
+    SheafShardedEventLogStorage,
+)
 
 __all__ = ["SheafEventLogStorage", "SheafRunStorage", "SheafShardedEventLogStorage"]
 

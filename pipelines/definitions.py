@@ -11,24 +11,34 @@ quiet_beta_warnings()  # before the asset modules below: their decorators warn a
 from collections.abc import Mapping  # noqa: E402 - after the warnings filter, as every import below
 
 from dagster import (
-    AssetsDefinition, AssetSelection, Definitions, ExecutorDefinition, ResourceDefinition, define_asset_job,
+    AssetsDefinition,
+    AssetSelection,
+    Definitions,
+    ExecutorDefinition,
+    ResourceDefinition,
+    define_asset_job,
     in_process_executor,
 )
 
 from assets.checks import ALL_CHECKS
 from assets.index import fts_tables, library_metadata, vector_collections
-from assets.paper import body_units_and_object_units, fulltext_markdown_and_render_map, ocr_blocks, structure_tree
 from assets.library import library_report, library_status
-from pipelines.resources import SheafConfig, embedder_resource
+from assets.paper import body_units_and_object_units, fulltext_markdown_and_render_map, ocr_blocks, structure_tree
 from assets.source import ocr_result
-from pipelines.planning.versions import chain_code_versions
-from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 from io_managers import PaperArtifactIOManager
-from pipelines.planning.statuses import chain_of
 from pipelines.automation.rebuild import OwnDefinitions, rebuild_stale
 from pipelines.automation.schedules import nightly_rebuild
-from pipelines.automation.sensors import STATUS_JOB, automation_sensor, library_discovery_sensor, library_status_refresh_sensor
+from pipelines.automation.sensors import (
+    STATUS_JOB,
+    automation_sensor,
+    library_discovery_sensor,
+    library_status_refresh_sensor,
+)
+from pipelines.planning.statuses import chain_of
+from pipelines.planning.versions import chain_code_versions
+from pipelines.resources import SheafConfig, embedder_resource
 from sheaf.core.settings import get_settings
+from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 
 PAPER_ASSETS = AssetSelection.groups("render", "structure", "units", "index") - AssetSelection.assets("library_metadata")
 

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from pipelines.dagster_internals.home_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE
-from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.core.settings import get_settings
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.vectors.query_encoder import QueryEncoder
 from tests.kits.paths import SAMPLE_LIBRARY, SHARED_DATA
-
 
 
 def pytest_collection_modifyitems(config, items):
@@ -229,10 +228,10 @@ def sample_index(tmp_path_factory, embedder, request) -> SampleIndex:
     `replace_paper` → `Embedder.embed` → `replace_paper_vectors`, and library metadata →
     `upsert_papers`. Vectors of unchanged passages are reused from earlier sessions
     (pytest's cache folder), so only the model load is paid once the cache is warm."""
-    from sheaf.store.sqlite.schema import open_index
-    from sheaf.store.sqlite.writer import cache_put, replace_paper, replace_paper_vectors, upsert_papers
     from sheaf.library.discover import discover
     from sheaf.library.metadata import load_library_metadata
+    from sheaf.store.sqlite.schema import open_index
+    from sheaf.store.sqlite.writer import cache_put, replace_paper, replace_paper_vectors, upsert_papers
     from sheaf.transform.chain import process_paper
 
     path = tmp_path_factory.mktemp("sample-index") / "sheaf.db"
@@ -268,8 +267,8 @@ def onnx_export(tmp_path_factory, embedder) -> Path:
     """The default model exported to ONNX once per session (`sheaf.vectors.query_encoder`): the
     export folder (model.onnx, tokenizer.json, export.json). Link it into a home with
     `link_onnx_export`."""
-    from sheaf.vectors.onnx_export import ensure_onnx_export
     from sheaf.core.settings import get_settings
+    from sheaf.vectors.onnx_export import ensure_onnx_export
 
     path, _ = ensure_onnx_export(embedder, get_settings(home=tmp_path_factory.mktemp("onnx-home")))
     return path

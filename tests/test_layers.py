@@ -65,11 +65,19 @@ def test_import_contracts_hold():
 
 def test_ruff_finds_no_mistake():
     """`ruff check` with the project's rules (pyproject.toml: unused, undefined or shadowed names,
-    syntax errors) finds nothing in the code, the tests or the benchmarks."""
+    syntax errors, the rules `noqa` comments name, sorted imports) finds nothing in the code, the
+    tests or the benchmarks."""
     ruff = Path(sys.executable).with_name("ruff")
     proc = subprocess.run([str(ruff), "check", "--no-cache", *PACKAGES, "tests", "bench"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_finds_no_error():
+    """`mypy` with the project's settings (pyproject.toml: strict on `sheaf.core`) finds nothing."""
+    mypy = Path(sys.executable).with_name("mypy")
+    proc = subprocess.run([str(mypy), "--no-incremental"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
 def test_no_import_circles_between_our_modules():

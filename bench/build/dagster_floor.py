@@ -32,24 +32,37 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-
-from dagster import (  # noqa: E402
-    AssetCheckExecutionContext, AssetCheckKey, AssetCheckResult, AssetExecutionContext, AssetIn, AssetOut,
-    AssetSelection, DagsterInstance, Definitions, IOManager, asset, define_asset_job, in_process_executor,
-    io_manager, multi_asset, multi_asset_check,
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckKey,
+    AssetCheckResult,
+    AssetExecutionContext,
+    AssetIn,
+    AssetOut,
+    AssetSelection,
+    DagsterInstance,
+    Definitions,
+    IOManager,
+    asset,
+    define_asset_job,
+    in_process_executor,
+    io_manager,
+    multi_asset,
+    multi_asset_check,
 )
 
-from assets._batch import run_per_paper  # noqa: E402
-from assets.checks import SPECS, _evaluations  # noqa: E402
-from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN  # noqa: E402
-from pipelines.dagster_internals.home_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE, dagster_yaml  # noqa: E402
-from pipelines.dagster_internals.steps import log_check_evaluations  # noqa: E402
-from pipelines.dagster_internals.storage_base import partitions_snapshot  # noqa: E402
-from pipelines.partitions import papers_partitions  # noqa: E402
-from pipelines.build.runs import QUIET_RUN_CONFIG  # noqa: E402
-from pipelines.planning.events import latest_events  # noqa: E402
-from sheaf.transform.checks import CheckOutcome  # noqa: E402
+from assets._batch import run_per_paper
+from assets.checks import SPECS, _evaluations
+from pipelines.build.runs import QUIET_RUN_CONFIG
+from pipelines.dagster_internals.home_files import EVENT_BATCH_ENV, EVENT_BATCH_SIZE, dagster_yaml
+from pipelines.dagster_internals.steps import log_check_evaluations
+from pipelines.dagster_internals.storage_base import partitions_snapshot
+from pipelines.partitions import papers_partitions
+from pipelines.planning.events import latest_events
+from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
+from sheaf.transform.checks import CheckOutcome
+
+ROOT = Path(__file__).resolve().parents[2]
 
 HASH = "adf44f083c3de38b5b74ce3067ef3493b2a1c0d9e8f7a6b5c4d3e2f1a0b9c8d7"
 # Each step's per-paper metadata: the keys Sheaf records, values of the same kinds and sizes

@@ -187,8 +187,8 @@ def child(mode: str, home: Path, lib: Path, *args: str, url: str | None = None) 
 
 def _passage_texts(home: Path) -> tuple[list[str], int]:
     """The distinct passage texts of every built paper, as the build composed them."""
-    from pipelines.resources import SheafConfig
     from io_managers.parquet import read_artifact
+    from pipelines.resources import SheafConfig
     from sheaf.store.artifacts import table_to_body_units, table_to_object_units, table_to_paper
 
     emb = SheafConfig().embedder()
@@ -378,9 +378,9 @@ def changed_paper(home: Path, lib: Path, key: str) -> dict[str, Any]:
     at = text.index("## Acknowledgements")
     f.write_text(text[:at] + para + "\n\n" + text[at:], encoding="utf-8")
     r = sheaf_build(home, lib)
-    from sheaf.store.sqlite.schema import open_index
-    from sheaf.store.sqlite.reader import search_text
     from sheaf.core.settings import get_settings
+    from sheaf.store.sqlite.reader import search_text
+    from sheaf.store.sqlite.schema import open_index
 
     t0 = time.perf_counter()
     conn = open_index(settings=get_settings(home=home, library=lib), readonly=True)

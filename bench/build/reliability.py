@@ -25,9 +25,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.common import write_docs_section
 
-from bench.common import write_docs_section  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:reliability:begin -->", "<!-- bench:reliability:end -->"

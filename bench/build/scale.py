@@ -99,7 +99,6 @@ def build(home: Path, lib: Path, *extra: str) -> dict[str, Any]:
 def bare_main(home: Path, fraction: float) -> dict[str, Any]:
     """Child: the build's embedder loaded, then the bare encode of the build's passages."""
     from bench.build import pipeline as P  # bench/build/pipeline.py: the passages as the build composed them
-
     from pipelines.resources import SheafConfig
 
     t0 = time.perf_counter()

@@ -52,9 +52,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.common import machine, write_docs_section
 
-from bench.common import machine, write_docs_section  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SHARED = ROOT.parent / "shared" / "data"
 SOURCE_DIR = SHARED / "zotero_dirs" / "San7o__research-papers-collection"

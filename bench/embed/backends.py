@@ -34,13 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.build import scale  # (bench/build/scale.py: the library, the timed `sheaf build`, the edit)
 from bench.common import ROOT, environment, machine, vector_step_readings, write_docs_section
-
-
-from bench.build import scale  # noqa: E402  (bench/build/scale.py: the library, the timed `sheaf build`, the edit)
-
-from sheaf.vectors.backend_probe import encoders_of  # noqa: E402
-from sheaf.vectors.backend_choice import (  # noqa: E402
+from sheaf.vectors.backend_choice import (
     BF16_FLAGS,
     ONNX,
     RECORD_FILE,
@@ -54,8 +50,9 @@ from sheaf.vectors.backend_choice import (  # noqa: E402
     measure_in_child,
     save_record,
 )
-from sheaf.vectors.embedder import Embedder  # noqa: E402
-from sheaf.vectors.onnx_export import export_to_models_dir, link_export  # noqa: E402
+from sheaf.vectors.backend_probe import encoders_of
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.onnx_export import export_to_models_dir, link_export
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 RESULTS = ROOT / "bench" / "results"

@@ -39,24 +39,22 @@ from typing import Any
 
 import numpy as np
 
-
-from bench.common import ROOT, write_docs_section  # noqa: E402
-
-from sheaf.core.models import PaperMeta, ParsedPaper  # noqa: E402
-from sheaf.core.settings import get_settings  # noqa: E402
-from sheaf.eval.beir import build_beir_index, load_beir  # noqa: E402
-from sheaf.eval.metrics import per_query_metrics  # noqa: E402
-from sheaf.eval.runs import QueryVectors, paper_ranking  # noqa: E402
-from sheaf.formats.common import RawBlock, finalize  # noqa: E402
-from sheaf.search.retriever import Retriever  # noqa: E402
-from sheaf.store.copy import copy_index  # noqa: E402
-from sheaf.store.postgres.schema import EXACT_BELOW, HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
-from sheaf.store.select import open_url  # noqa: E402
-from sheaf.store.sqlite.backend import SqliteIndex  # noqa: E402
-from sheaf.transform.chain import units_from_paper  # noqa: E402
-from sheaf.transform.units import DEFAULT_TOKEN_CAP  # noqa: E402
-from sheaf.vectors.embedder import Embedder  # noqa: E402
-from sheaf.vectors.identity import EmbeddedPassages  # noqa: E402
+from bench.common import ROOT, write_docs_section
+from sheaf.core.models import PaperMeta, ParsedPaper
+from sheaf.core.settings import get_settings
+from sheaf.eval.beir import build_beir_index, load_beir
+from sheaf.eval.metrics import per_query_metrics
+from sheaf.eval.runs import QueryVectors, paper_ranking
+from sheaf.formats.common import RawBlock, finalize
+from sheaf.search.retriever import Retriever
+from sheaf.store.copy import copy_index
+from sheaf.store.postgres.schema import EXACT_BELOW, HNSW_EF_CONSTRUCTION, HNSW_M
+from sheaf.store.select import open_url
+from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.transform.chain import units_from_paper
+from sheaf.transform.units import DEFAULT_TOKEN_CAP
+from sheaf.vectors.embedder import Embedder
+from sheaf.vectors.identity import EmbeddedPassages
 
 DATA = ROOT.parent / "shared" / "data" / "scifact"
 CACHE = ROOT / "bench" / ".cache" / "parity"

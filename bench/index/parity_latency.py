@@ -23,16 +23,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-
-from bench.index import parity as P  # noqa: E402
-
-from bench.common import ROOT  # noqa: E402
-from sheaf.core.settings import get_settings  # noqa: E402
-from sheaf.eval.beir import load_beir  # noqa: E402
-from sheaf.eval.runs import QueryVectors  # noqa: E402
-from sheaf.search.retriever import Retriever  # noqa: E402
-from sheaf.store.select import open_url  # noqa: E402
-from sheaf.vectors.embedder import Embedder  # noqa: E402
+from bench.common import ROOT
+from bench.index import parity as P
+from sheaf.core.settings import get_settings
+from sheaf.eval.beir import load_beir
+from sheaf.eval.runs import QueryVectors
+from sheaf.search.retriever import Retriever
+from sheaf.store.select import open_url
+from sheaf.vectors.embedder import Embedder
 
 
 def baseline_backend(rev: str) -> Any:

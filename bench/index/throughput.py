@@ -28,19 +28,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from bench.common import machine as _machine
+from bench.common import write_docs_section
+from sheaf.core.models import BodyUnit
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
+from sheaf.store.sqlite.db import connect, sqlite3
+from sheaf.vectors.embedder import Embedder
+
 ROOT = Path(__file__).resolve().parents[2]
-
-import numpy as np  # noqa: E402
-
-from sheaf.store.sqlite.backend import SqliteEmbeddingCache  # noqa: E402
-from sheaf.store.sqlite import schema as ix  # noqa: E402
-from sheaf.store.sqlite import reader as rd, writer as wr  # noqa: E402
-from sheaf.store.sqlite.db import connect, sqlite3  # noqa: E402
-from sheaf.vectors.embedder import Embedder  # noqa: E402
-from sheaf.core.models import BodyUnit  # noqa: E402
-
-from bench.common import machine as _machine  # noqa: E402
-from bench.common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -95,7 +95,7 @@ def machine() -> dict:
     try:
         import chromadb
         chroma = chromadb.__version__
-    except Exception:
+    except Exception:  # noqa: BLE001 - chromadb absent or broken: measured without it
         chroma = None
     return {**_machine(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "sqlite": sqlite3.sqlite_version, "sqlite_vec": sqlite_vec.__version__, "chromadb": chroma}
@@ -281,7 +281,7 @@ def run_chroma(work: Path, papers, all_eps, qvecs, exact, sheaf_insert_s: float,
     del col
     try:
         client._system.stop()  # flush and release files before measuring
-    except Exception:
+    except Exception:  # noqa: BLE001 - a private call of chromadb's: best effort
         pass
     size = dir_size(path)
     return {"version": chromadb.__version__, "insert_s": round(insert_s, 2),

@@ -26,10 +26,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from sheaf.formats import parse_paper
+from sheaf.formats.pdf.ocr import PageOcr, page_ocr
 
-from sheaf.formats import parse_paper  # noqa: E402
-from sheaf.formats.pdf.ocr import PageOcr, page_ocr  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SHARED = ROOT.parent / "shared" / "data"
 BORN_DIGITAL = ["pdfs/zoo.pdf", "pdfs/sandwich-CL.pdf", "formats/grobid_tei/N18-3011.pdf",

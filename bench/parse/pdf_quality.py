@@ -45,11 +45,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from sheaf.core.models import HEADING_ROLES, IngestError
+from sheaf.formats.common import caption_label
+from sheaf.transform.chain import process_paper
 
-from sheaf.core.models import HEADING_ROLES, IngestError  # noqa: E402
-from sheaf.formats.common import caption_label  # noqa: E402
-from sheaf.transform.chain import process_paper  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 DATA = ROOT.parent / "shared" / "data"
 _WORDS4 = re.compile(r"[^\W\d_]{4,}")

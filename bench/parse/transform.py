@@ -23,30 +23,28 @@ Run from the project root:
 """
 from __future__ import annotations
 
+import argparse
+import datetime as dt
+import gc
+import json
 import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine as _machine
+from bench.common import splice_section
 
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
              "VECLIB_MAXIMUM_THREADS", "TOKENIZERS_PARALLELISM"):
     os.environ[_var] = "false" if _var == "TOKENIZERS_PARALLELISM" else "1"
-
-import argparse  # noqa: E402
-import datetime as dt  # noqa: E402
-import gc  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import resource  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[2]
-
-from bench.common import machine as _machine  # noqa: E402
-from bench.common import splice_section  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 SAMPLE = ROOT / "data" / "sample-library" / "papers"
@@ -101,7 +99,7 @@ def pdf_pages(path: str) -> int | None:
             return len(doc)
         finally:
             doc.close()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a PDF pdfium cannot open: no page count
         return None
 
 
@@ -171,7 +169,7 @@ def run_embed(papers: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
         torch.set_num_threads(1)
         torch.set_num_interop_threads(1)
         from sheaf.vectors.embedder import Embedder
-    except Exception as e:  # torch or the model not installed: no comparison
+    except Exception as e:  # noqa: BLE001 - torch or the model not installed: no comparison
         return {"error": f"{type(e).__name__}: {e}"}
     from sheaf.formats import parse_paper
     from sheaf.transform.chain import units_from_paper
@@ -180,7 +178,7 @@ def run_embed(papers: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
     emb = Embedder(batch_size=32)
     try:
         emb.load()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the model cannot load: reported, not raised
         return {"error": f"{type(e).__name__}: {e}"}
     load_s = time.perf_counter() - t0
     emb.encode(["warm up the model"])

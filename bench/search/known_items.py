@@ -28,11 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, machine, write_docs_section
-
-
-from sheaf.core.settings import get_settings  # noqa: E402
-from sheaf.eval.phrases import FORMS, phrase_queries  # noqa: E402
-from sheaf.search.retriever import Retriever  # noqa: E402
+from sheaf.core.settings import get_settings
+from sheaf.eval.phrases import FORMS, phrase_queries
+from sheaf.search.retriever import Retriever
 
 DATA = ROOT.parent / "shared" / "data"
 GOALS = {"exact": 0.90, "dropped": 0.80, "synonym": 0.80, "top3": 0.97}

@@ -33,14 +33,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from bench.common import write_docs_section
+from sheaf.eval import beir, metrics
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
+
 ROOT = Path(__file__).resolve().parents[2]
-
-import numpy as np  # noqa: E402
-
-from sheaf.eval import beir, metrics  # noqa: E402
-from sheaf.store.sqlite.backend import SqliteEmbeddingCache  # noqa: E402
-
-from bench.common import write_docs_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 METRICS = metrics.METRICS
@@ -99,8 +98,8 @@ class Study:
                      weights: tuple[float, float, float] = (0.0, 2.0, 1.0), staging: bool = True,
                      stopwords: bool = False, depth: int = DEPTH) -> dict[str, list[str]]:
         """Unit rankings per query. weights = (title, heading, text) bm25 column weights."""
-        from sheaf.store.sqlite.db import connect
         from sheaf.store.fulltext import build_match_query, fts_text
+        from sheaf.store.sqlite.db import connect
 
         mem = connect(":memory:")
         mem.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, heading, text, tokenize='{tokenizer}')")
@@ -133,8 +132,8 @@ class Study:
 
     def product_lexical_runs(self, depth: int = 100) -> dict[str, list[str]]:
         """`Retriever.retrieve(mode="lexical")` itself (the check on the replica above)."""
-        from sheaf.search.retriever import Retriever
         from sheaf.core.settings import get_settings
+        from sheaf.search.retriever import Retriever
 
         r = Retriever(self.conn, get_settings(index_file=self.path))
         return {q: [m["unit_id"] for m in r.retrieve(self.ds.queries[q], mode="lexical", limit=depth,
@@ -267,8 +266,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # the legs before this study, and the product's current lexical setting (checked against
     # `Retriever.retrieve` itself: the replica must give the same numbers)
-    from sheaf.store.fulltext import FTS_TOKENIZER
     from sheaf.search.retriever import BODY_WEIGHTS
+    from sheaf.store.fulltext import FTS_TOKENIZER
 
     before = {"tokenizer": "unicode61 remove_diacritics 2", "title": False, "weights": (0.0, 2.0, 1.0)}
     now = {"tokenizer": FTS_TOKENIZER, "title": len(BODY_WEIGHTS) > 2,

@@ -49,12 +49,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from bench.common import environment, splice_section
+from bench.common import machine as _machine
+
 ROOT = Path(__file__).resolve().parents[2]
-
-import numpy as np  # noqa: E402
-
-from bench.common import machine as _machine  # noqa: E402
-from bench.common import environment, splice_section  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -131,9 +131,9 @@ def variant(text: str, r: int) -> str:
 def base_vectors(embedder: Any, docs: list[dict[str, str]]) -> tuple[list[list[Any]], list[np.ndarray]]:
     """Passages (no paper title in the context: the section path is the abstract's title) and
     vectors of every distinct abstract, embedded once (content-addressed cache on disk)."""
+    from sheaf.core.models import BodyUnit
     from sheaf.store.sqlite.backend import SqliteEmbeddingCache
     from sheaf.store.sqlite.schema import open_index
-    from sheaf.core.models import BodyUnit
 
     CACHE.mkdir(parents=True, exist_ok=True)
     conn = open_index(CACHE / "embeddings.db")
@@ -164,11 +164,10 @@ def build_index(path: Path, n_units: int, docs: list[dict[str, str]], passages: 
                 vectors: list[np.ndarray], identity: Any) -> dict[str, Any]:
     from dataclasses import replace
 
-    from sheaf.vectors.identity import EmbeddedPassages
+    from sheaf.core.models import BodyUnit, PaperMeta
     from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.writer import replace_paper, upsert_papers
-    from sheaf.core.models import PaperMeta
-    from sheaf.core.models import BodyUnit
+    from sheaf.vectors.identity import EmbeddedPassages
 
     rng = np.random.default_rng(n_units)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -249,15 +248,15 @@ def in_process(home: Path, claims: list[str], kws: list[str]) -> dict[str, Any]:
     goes: query encoding (ONNX), vector search (sqlite-vec, and the server's in-memory
     matrix), the lexical leg, the "papers without vectors" check. The last two call
     Retriever internals (bench only)."""
-    from sheaf.store.sqlite import schema as ix
-    from sheaf.store.sqlite import reader as rd
+    from sheaf.core.settings import get_settings
     from sheaf.search.retriever import Retriever
-    from sheaf.store.sqlite.memory_vectors import MatrixAccelerator
-    from sheaf.store.sqlite.backend import SqliteIndex
-    from sheaf.vectors.query_encoder import QueryEncoder
     from sheaf.serve.server import WARM_WEIGHTS
     from sheaf.store.select import memory_engines
-    from sheaf.core.settings import get_settings
+    from sheaf.store.sqlite import reader as rd
+    from sheaf.store.sqlite import schema as ix
+    from sheaf.store.sqlite.backend import SqliteIndex
+    from sheaf.store.sqlite.memory_vectors import MatrixAccelerator
+    from sheaf.vectors.query_encoder import QueryEncoder
 
     out: dict[str, list[float]] = {}
 
@@ -398,9 +397,9 @@ def machine() -> dict[str, Any]:
 # --- main -------------------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from sheaf.core.settings import get_settings
     from sheaf.vectors.embedder import Embedder
     from sheaf.vectors.onnx_export import ensure_onnx_export, link_export
-    from sheaf.core.settings import get_settings
 
     t_start = time.perf_counter()
     sizes = [int(s) for s in args.sizes.split(",")]

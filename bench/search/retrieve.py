@@ -32,9 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.common import write_docs_section
 
-from bench.common import write_docs_section  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -47,15 +47,15 @@ DOMAINS = ("Neuroscience", "Oncology", "Immunology", "Cardiology")
 def build(path: Path, n_abstracts: int, per_paper: int, seed: int = 7) -> dict:
     import numpy as np
 
+    from sheaf.core.models import BodyUnit, PaperMeta
     from sheaf.store.sqlite import schema as ix
     from sheaf.store.sqlite import writer as wr
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage
-    from sheaf.core.models import PaperMeta
-    from sheaf.core.models import BodyUnit
 
     ident = ModelIdentity(FAKE_MODEL, "0" * 64, 384, True, 256, "bench")
     rng = np.random.default_rng(seed)
-    rows = [json.loads(line) for _, line in zip(range(n_abstracts), open(SCIFACT, encoding="utf-8"))]
+    with open(SCIFACT, encoding="utf-8") as f:
+        rows = [json.loads(line) for _, line in zip(range(n_abstracts), f)]
     conn = ix.open_index(path)
     metas, n_units = [], 0
     codes = ["QLN-482", "QLN482", "QLN 482"]
@@ -157,9 +157,9 @@ def run(args: argparse.Namespace) -> dict:
 
     import numpy as np
 
-    from sheaf.vectors.identity import QueryVector
-    from sheaf.search.retriever import Retriever, register_query_embedder
     from sheaf.core.settings import get_settings
+    from sheaf.search.retriever import Retriever, register_query_embedder
+    from sheaf.vectors.identity import QueryVector
 
     class StandIn:  # query vectors of the stand-in model (no encoder in the timing)
         model_name = FAKE_MODEL

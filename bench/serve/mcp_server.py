@@ -31,13 +31,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+
+from bench.common import write_docs_section
+from bench.search import query as qb  # the query bench's library builder and helpers
+
 ROOT = Path(__file__).resolve().parents[2]
-
-import anyio  # noqa: E402
-
-from bench.search import query as qb  # noqa: E402 - the query bench's library builder and helpers
-from bench.common import write_docs_section  # noqa: E402
-
 
 BEGIN, END = "<!-- bench:mcp:begin -->", "<!-- bench:mcp:end -->"
 

@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.kits.paperforge import make_vault
 
-from tests.kits.paperforge import make_vault  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

@@ -6,13 +6,13 @@ The chain and its code versions come from the code location the schedule is eval
 
 from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
-from pipelines.planning.events import latest_events
-from pipelines.resources import SheafConfig
-from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
-from pipelines.planning.paper_view import titles_of, verdict
 from pipelines.partitions import papers_partitions
+from pipelines.planning.events import latest_events
+from pipelines.planning.paper_view import titles_of, verdict
 from pipelines.planning.plan import needs_build
+from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN, NIGHTLY_CRON
 from pipelines.planning.statuses import Chain, chain_of, chunk_targets, paper_statuses, selection_from
+from pipelines.resources import SheafConfig
 
 
 def _describe(why: dict[str, str], limit: int = 250, sep: str = "") -> str:

@@ -3,16 +3,25 @@
 import datetime as dt
 
 from dagster import (
-    AssetKey, AssetSelection, AutomationConditionSensorDefinition, DagsterRunStatus, DefaultSensorStatus,
-    RunRequest, RunsFilter, SensorEvaluationContext, SensorResult, SkipReason, sensor,
+    AssetKey,
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunsFilter,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
 )
 
-from pipelines.resources import SheafConfig
+from pipelines.build.sync import observations, plan_sync, remove_paper_everywhere
 from pipelines.partitions import papers_partitions
 from pipelines.planning.events import latest_observed_versions
 from pipelines.planning.plan import SyncPlan
 from pipelines.planning.recorded_plan import STATUS_ASSET
-from pipelines.build.sync import observations, plan_sync, remove_paper_everywhere
+from pipelines.resources import SheafConfig
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import get_settings
 

@@ -12,21 +12,40 @@ from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions
 
-from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
-from pipelines.planning.drift import metadata_missing
 from pipelines.build.live import Events, LiveProgress, reap_dead_runs
-from pipelines.partitions import papers_partitions
-from pipelines.planning.plan import BuildReport, Record, needs_build, with_warning_events
-from pipelines.planning.statuses import (
-    Chain, PaperStatus, apply_index_drift, chain_of, chunk_targets, paper_statuses,
+from pipelines.build.runs import (
+    QUIET_RUN_CONFIG,
+    cancel_running,
+    ensure_dagster_home,
+    get_instance,
+    run_chain,
+    with_embedder,
 )
-from pipelines.planning.recorded_plan import chain_cursor, load_record, same_statuses, statuses_from, write_record
-from pipelines.build_lock import (
-    build_lock, check_workers, check_writable, index_lock, prepare_index, run_tags, storage_error, sweep_leftovers,
-)
-from pipelines.build.runs import QUIET_RUN_CONFIG, cancel_running, ensure_dagster_home, get_instance, run_chain, with_embedder
 from pipelines.build.sync import SyncPlan, apply_sync, plan_sync
 from pipelines.build.workers import chunks_for_workers, run_parallel
+from pipelines.build_lock import (
+    build_lock,
+    check_workers,
+    check_writable,
+    index_lock,
+    prepare_index,
+    run_tags,
+    storage_error,
+    sweep_leftovers,
+)
+from pipelines.partitions import papers_partitions
+from pipelines.planning.drift import metadata_missing
+from pipelines.planning.plan import BuildReport, Record, needs_build, with_warning_events
+from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
+from pipelines.planning.recorded_plan import chain_cursor, load_record, same_statuses, statuses_from, write_record
+from pipelines.planning.statuses import (
+    Chain,
+    PaperStatus,
+    apply_index_drift,
+    chain_of,
+    chunk_targets,
+    paper_statuses,
+)
 from sheaf.core.envelope import SheafError
 from sheaf.core.progress import interactive_build, phase, stop_reason, stop_requested
 from sheaf.core.settings import Settings

@@ -20,19 +20,19 @@ import pyarrow as pa
 from dagster import AssetKey, DagsterInstance, Definitions
 
 from pipelines.build.command import build
-from pipelines.planning.drift import metadata_missing, open_index_readonly
 from pipelines.build.live import dead_runs, reap_dead_runs
-from pipelines.partitions import papers_partitions
-from pipelines.planning.statuses import chain_of, paper_statuses
-from pipelines.build_lock import build_lock, lock_holder, prepare_index, sweep_leftovers
-from pipelines.planning.events import latest_events, latest_observed_versions
 from pipelines.build.sync import remove_paper_everywhere
+from pipelines.build_lock import build_lock, lock_holder, prepare_index, sweep_leftovers
+from pipelines.partitions import papers_partitions
+from pipelines.planning.drift import metadata_missing, open_index_readonly
+from pipelines.planning.events import latest_events, latest_observed_versions
+from pipelines.planning.statuses import chain_of, paper_statuses
 from sheaf.core.models import paper_key_problem, valid_paper_key
 from sheaf.library.discover import discover_library
 from sheaf.store.artifact_store import SUFFIXES, ArtifactStore, open_artifacts
 from sheaf.store.artifacts import dict_hash, table_hash
-from sheaf.store.select import check_backend, open_backend
 from sheaf.store.health import artifact_unit_digest
+from sheaf.store.select import check_backend, open_backend
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import resolve_model_path
 

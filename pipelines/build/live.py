@@ -34,9 +34,9 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from pipelines.dagster_internals.steps import free_pool_slots
-from pipelines.build_lock import STOP_TAG, proc_start, idle_state, lock_holder, process_alive, running_state
+from pipelines.build_lock import STOP_TAG, idle_state, lock_holder, proc_start, process_alive, running_state
 from pipelines.build_lock import build_holder as _holder
+from pipelines.dagster_internals.steps import free_pool_slots
 
 __all__ = ["BUILD_PID_TAG", "LiveProgress", "PAPER_TAG", "PROGRESS_TAGS", "build_state", "dead_runs", "reap_dead_runs",
            "stop_build"]

@@ -11,18 +11,18 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, RunsFilter
 
+from pipelines.build_lock import run_tags
 from pipelines.dagster_internals.home_files import (
     EVENT_BATCH_ENV,
     EVENT_BATCH_SIZE,
     POSTGRES_URL_ENV,
     YAML_HEADER,
     dagster_yaml,
-    stock_dagster_yaml,
     postgres_dagster_yaml,
+    stock_dagster_yaml,
 )
 from pipelines.dagster_internals.storage_base import partitions_snapshot
 from pipelines.planning.statuses import Chain, chain_of, selection_from
-from pipelines.build_lock import run_tags
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import Settings
 from sheaf.vectors.embedder import Embedder

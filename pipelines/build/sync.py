@@ -12,8 +12,8 @@ from dagster import AssetObservation, DagsterInstance
 
 from pipelines.dagster_internals.steps import report_runless_observations
 from pipelines.partitions import papers_partitions
-from pipelines.planning.plan import SyncPlan, current_versions
 from pipelines.planning.events import latest_observed_versions
+from pipelines.planning.plan import SyncPlan, current_versions
 from sheaf.core.settings import Settings
 from sheaf.library.sources import SourceScan, scan_sources
 from sheaf.store.artifact_store import open_artifacts

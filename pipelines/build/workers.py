@@ -41,10 +41,10 @@ from typing import Any
 
 from dagster import DagsterInstance, Definitions
 
-from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
 from pipelines.build.live import BUILD_PID_TAG, LiveProgress, reap_dead_runs
-from pipelines.planning.statuses import Chain, chain_of
 from pipelines.build.runs import cancel_running, run_chain, with_embedder
+from pipelines.planning.policy import MAX_PARTITIONS_PER_RUN
+from pipelines.planning.statuses import Chain, chain_of
 from sheaf.core.progress import interactive_build, stop_reason, stop_requested
 from sheaf.core.settings import Settings
 from sheaf.vectors.embedder import Embedder

@@ -121,9 +121,7 @@ def stale_causes(instance: Any, asset_graph: Any, asset: str, partitions: Iterab
 def check_partition_statuses(instance: Any, asset: str, check: str, partitions_def: Any) -> dict[str, list[str]]:
     """{resolved status ("SUCCEEDED", "FAILED", "IN_PROGRESS", ...): partitions} of one
     partitioned asset check, as the UI's check Partitions tab computes it (`AssetCheckState`)."""
-    from dagster import AssetCheckKey, AssetKey
-
-    from dagster import partition_loading_context
+    from dagster import AssetCheckKey, AssetKey, partition_loading_context
 
     key = AssetCheckKey(AssetKey(asset), check)
     with partition_loading_context(dynamic_partitions_store=instance):

@@ -3,7 +3,11 @@ Sheaf wrote is rewritten on its next command; a file the user keeps still finds 
 from typing import Any
 
 from pipelines.dagster_internals import postgres_storage
-from pipelines.dagster_internals.sqlite_storage import SheafEventLogStorage, SheafRunStorage, SheafShardedEventLogStorage
+from pipelines.dagster_internals.sqlite_storage import (
+    SheafEventLogStorage,
+    SheafRunStorage,
+    SheafShardedEventLogStorage,
+)
 
 __all__ = ["SheafEventLogStorage", "SheafRunStorage", "SheafShardedEventLogStorage"]
 

@@ -30,7 +30,6 @@ from pipelines.dagster_internals.storage_base import (
     partition_evaluations,
 )
 
-
 #: Engines kept per database file: the index (or the one consolidated file) and recent run shards.
 _ENGINES_KEPT = 8
 

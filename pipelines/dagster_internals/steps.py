@@ -95,7 +95,10 @@ def report_runless_observations(instance: Any, observations: Sequence[Any]) -> N
     the public call's: run-less, of Dagster's run-less job."""
     from dagster import DagsterEventType
     from dagster._core.events import (
-        AssetObservationData, DagsterEvent, DagsterEventBatchMetadata, generate_event_batch_id,
+        AssetObservationData,
+        DagsterEvent,
+        DagsterEventBatchMetadata,
+        generate_event_batch_id,
     )
     from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
 

@@ -31,17 +31,25 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipelines.planning.versions import chain_code_versions
-from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
+from pipelines.build_lock import build_holder, build_lock, check_writable, lock_holder, running_state, sweep_leftovers
 from pipelines.dagster_internals.home_files import CannotTell, DagsterFiles
 from pipelines.planning.drift import artifact_index_drift, metadata_missing
 from pipelines.planning.plan import (
-    BuildReport, Events, PaperStatus, Record, SyncPlan, code_digest, current_versions, needs_build,
-    record_from_json, with_warning_events,
+    BuildReport,
+    Events,
+    PaperStatus,
+    Record,
+    SyncPlan,
+    code_digest,
+    current_versions,
+    needs_build,
+    record_from_json,
+    with_warning_events,
 )
-from pipelines.build_lock import build_holder, build_lock, check_writable, lock_holder, running_state, sweep_leftovers
+from pipelines.planning.versions import chain_code_versions
 from sheaf.core.progress import phase
 from sheaf.core.settings import Settings
+from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 from sheaf.library.metadata import export_hash
 from sheaf.library.sources import SourceScan, scan_sources
 from sheaf.store.select import check_backend

@@ -28,8 +28,8 @@ from typing import Any
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, MetadataValue
 
 from pipelines.planning.events import latest_events
-from pipelines.planning.plan import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
 from pipelines.planning.paper_view import identities, status_table, table_rows
+from pipelines.planning.plan import PaperStatus, Record, code_digest, record_from_json, record_json, status_counts
 from pipelines.planning.statuses import Chain, paper_statuses
 
 STATUS_ASSET = "library_status"

@@ -23,10 +23,10 @@ from typing import Any
 
 from dagster import AssetKey, DagsterInstance, Definitions, RepositoryDefinition
 
-from pipelines.planning.drift import artifact_index_drift
 from pipelines.partitions import papers_partitions
-from pipelines.planning.plan import PaperStatus
+from pipelines.planning.drift import artifact_index_drift
 from pipelines.planning.events import EventInfo, latest_events, latest_observed_versions
+from pipelines.planning.plan import PaperStatus
 from sheaf.vectors.identity import model_name, split_model
 
 #: Definition metadata of an asset stored as one file per paper: the file's suffix.

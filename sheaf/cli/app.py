@@ -16,16 +16,22 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from sheaf.cli import tables
-from sheaf.cli.parser import FORMATS, STAGES, UsageError, build_parser, request_from_args
+from sheaf.cli.parser import (
+    FORMATS,
+    STAGES,
+    Parser,  # noqa: F401 - importable from here (the help-width test)
+    UsageError,
+    build_parser,
+    request_from_args,
+)
 from sheaf.cli.progress_view import BuildView, event_line
-from sheaf.cli.parser import Parser  # noqa: F401 - importable from here (the help-width test)
 from sheaf.cli.terminal import terminal_columns as _terminal_columns  # noqa: F401 - as Parser
 from sheaf.core.envelope import SheafError, emit, error
 from sheaf.core.heap import quick_exit
 from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import VAULT_HOME, check_home_library, get_settings
-from sheaf.service import report
 from sheaf.serve.client import try_server
+from sheaf.service import report
 from sheaf.service.queries import RetrieverSource, run_query
 from sheaf.service.requests import SERVED_COMMANDS, Outcome
 

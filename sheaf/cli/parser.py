@@ -6,7 +6,13 @@ import argparse
 from sheaf.cli.terminal import terminal_columns
 from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW, KIND_HELP, KINDS, MODES
 from sheaf.service.requests import (
-    SERVED_COMMANDS, GetRequest, GrepRequest, QueryRequest, RetrieveRequest, SearchRequest, TimelineRequest,
+    SERVED_COMMANDS,
+    GetRequest,
+    GrepRequest,
+    QueryRequest,
+    RetrieveRequest,
+    SearchRequest,
+    TimelineRequest,
 )
 
 __all__ = ["STAGES", "FORMATS", "EXIT_CODES", "UsageError", "build_parser", "request_from_args"]

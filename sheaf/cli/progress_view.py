@@ -111,7 +111,12 @@ class BuildView:
     def _start(self, total: int) -> None:
         from rich.console import Console  # only for a person's terminal: not in a program's process
         from rich.progress import (
-            BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            ProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
             TimeRemainingColumn,
         )
         from rich.text import Text

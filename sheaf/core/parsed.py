@@ -7,6 +7,7 @@ Field names are the data contract: the artifacts and the JSON output use them as
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +114,8 @@ class SectionNode:
     page_span: tuple[int, int] | None = None
     children: list["SectionNode"] = field(default_factory=list)
 
-    def walk(self):
+    def walk(self) -> Iterator["SectionNode"]:
+        """This section, then every section below it, depth first."""
         yield self
         for c in self.children:
             yield from c.walk()

@@ -202,7 +202,7 @@ class Settings:
     @property
     def index_location(self) -> str:
         """Where the index is, fit to show (a Postgres URL without its password)."""
-        return redact_url(self.index_url) if self.index_backend == "postgres" else str(self.index_path)
+        return redact_url(self.index_url) if self.index_url and self.index_backend == "postgres" else str(self.index_path)
 
     @property
     def dagster_home(self) -> Path:

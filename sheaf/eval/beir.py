@@ -14,22 +14,21 @@ import numpy as np
 
 from sheaf import __version__
 from sheaf.core.envelope import SheafError
-from sheaf.core.models import ParsedPaper, valid_paper_key
+from sheaf.core.models import PaperMeta, ParsedPaper, valid_paper_key
 from sheaf.eval.metrics import METRICS, latency_stats, per_query_metrics
 from sheaf.eval.runs import (
     BEIR_DEPTH,
     MODES,
     Progress,
     QueryVectors,
+    Ticker,
     check_modes,
+    paper_ranking,
     quiet,
     run_modes,
     settings_for,
-    Ticker,
-    paper_ranking,
 )
 from sheaf.formats.common import RawBlock, finalize
-from sheaf.core.models import PaperMeta
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever
 from sheaf.store.fulltext import FTS_TEXT_VERSION, FTS_TOKENIZER
 from sheaf.store.select import SQLITE_SCHEMA_VERSION, fresh_index_file, open_url

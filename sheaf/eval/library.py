@@ -17,9 +17,9 @@ from sheaf.eval.runs import (
     Progress,
     QueryVectors,
     check_modes,
+    paper_ranking,
     quiet,
     run_modes,
-    paper_ranking,
 )
 from sheaf.search.retriever import Retriever
 from sheaf.vectors.embedder import Embedder

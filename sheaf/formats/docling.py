@@ -19,11 +19,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sheaf.formats.common import (
-    file_head,
-    RawBlock, caption_kind, clean_text, heading_role, load_json, norm_key, numbering_depth,
-)
 from sheaf.core.models import IngestError
+from sheaf.formats.common import (
+    RawBlock,
+    caption_kind,
+    clean_text,
+    file_head,
+    heading_role,
+    load_json,
+    norm_key,
+    numbering_depth,
+)
 
 VERSION = "2"  # 2: running headers merged into page-spanning paragraphs dropped
 

@@ -19,8 +19,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from sheaf.formats.common import RawBlock, caption_kind, decode_text, heading_role, numbering_depth, file_head
 from sheaf.core.models import IngestError
+from sheaf.formats.common import RawBlock, caption_kind, decode_text, file_head, heading_role, numbering_depth
 
 VERSION = "1"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sheaf.core.models import IngestError
 from sheaf.formats.common import CAPTION_RE, MAX_PAGES, RawBlock, heading_role, load_json, norm_key, numbering_depth
 from sheaf.formats.paddleocr_vl import (
     assign_unnumbered_levels,
@@ -32,7 +33,6 @@ from sheaf.formats.paddleocr_vl import (
     split_table_caption,
     strip_tags,
 )
-from sheaf.core.models import IngestError
 
 VERSION = "2"  # 2: no empty caption block for panel-label-only captions
 

@@ -34,22 +34,26 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from sheaf.core.models import IngestError
 from sheaf.formats.common import (
-    MATH_MARK, SUP, SYMBOLS, is_name, name_parts,
-    file_head,
     CAPTION_RE,
+    MATH_MARK,
     MAX_PAGES,
+    SUP,
+    SYMBOLS,
     RawBlock,
     caption_kind,
     caption_label,
     decode_text,
+    file_head,
     heading_role,
-    mark_cover_page,
+    is_name,
     load_json,
+    mark_cover_page,
+    name_parts,
     norm_key,
     numbering_depth,
 )
-from sheaf.core.models import IngestError
 
 VERSION = "1"
 SNIFF_BYTES = 64 * 1024
@@ -167,7 +171,7 @@ def html_table_rows(markup: str) -> list[list[str]]:
     try:
         p.feed(markup)
         p.close()
-    except Exception:  # malformed markup: fall back to the text without tags
+    except Exception:  # noqa: BLE001 - malformed markup: fall back to the text without tags
         return [[strip_tags(markup)]] if strip_tags(markup) else []
     rows = p.rows
     if p.loose:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sheaf.core.models import valid_paper_key
 from sheaf.core.files import write_atomic
+from sheaf.core.models import valid_paper_key
 from sheaf.library.mirror import file_hash, read_json, scratch_dir
 
 #: Bump when the same folder would give other keys or metadata.
@@ -247,7 +247,7 @@ def _bib_entries(bibs: list[Path], notes: list[str]) -> list[dict[str, Any]]:
                 if k in f:
                     try:
                         f[k] = " ".join(latex.latex_to_text(f[k]).split())
-                    except Exception:  # a field pylatexenc cannot read stays as written
+                    except Exception:  # noqa: BLE001 - a field pylatexenc cannot read stays as written
                         f[k] = " ".join(f[k].replace("{", "").replace("}", "").split())
             files = [p for k in ("file", "pdf", "local-url") if k in f for p in file_field_paths(f[k])]
             item = {"title": f.get("title", ""), "itemType": _TYPES.get(e.entry_type.lower(), e.entry_type.lower()),
@@ -321,7 +321,7 @@ def _pdf_info(pdf: Path, sha: str, cache: dict[str, dict[str, Any]]) -> dict[str
             meta = doc.get_metadata_dict()
         finally:
             doc.close()
-    except Exception:  # a damaged PDF: its parse says why; its metadata is empty
+    except Exception:  # noqa: BLE001 - a damaged PDF: its parse says why; its metadata is empty
         return info
     title = " ".join((meta.get("Title") or "").split())
     if len(title) >= 6 and " " in title and not _JUNK_TITLE.search(title) and title != pdf.stem:

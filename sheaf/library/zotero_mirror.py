@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sheaf.core.files import write_atomic
+from sheaf.core.models import IngestError
 from sheaf.formats import find_input
 from sheaf.formats.common import content_hash
-from sheaf.core.files import write_atomic
+from sheaf.formats.zotero_source import FT_CACHE, MANIFEST_FORMAT, SUFFIX, VERSION
 from sheaf.library.mirror import file_hash, read_json, scratch_dir
 from sheaf.library.zotero import Catalog, ZoteroPaper, db_stamp, read_catalog
-from sheaf.formats.zotero_source import FT_CACHE, MANIFEST_FORMAT, SUFFIX, VERSION
-from sheaf.core.models import IngestError
 
 #: Bump when the catalog or manifests would be made differently from the same database.
 MIRROR_RULES = "1"

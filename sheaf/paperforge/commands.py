@@ -28,7 +28,7 @@ from typing import Any
 
 from sheaf import __version__
 from sheaf.cli.app import local_retrievers
-from sheaf.cli.parser import UsageError, Parser, positive_int
+from sheaf.cli.parser import Parser, UsageError, positive_int
 from sheaf.cli.progress_view import event_line
 from sheaf.core.defaults import DEFAULT_LIMIT
 from sheaf.core.envelope import SheafError, emit, error, ok

@@ -6,12 +6,15 @@ import re
 import unicodedata
 
 from sheaf.core.envelope import SheafError
-from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
-    CJK_RE, CODE_RE, DIGITS_RE, LETTERS_RE, WORD_RE, is_code,
-)
 from sheaf.core.models import BodyUnit
-
-
+from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
+    CJK_RE,
+    CODE_RE,
+    DIGITS_RE,
+    LETTERS_RE,
+    WORD_RE,
+    is_code,
+)
 
 #: Dashes a code may be written with: hyphen-minus, soft hyphen, hyphen, non-breaking hyphen,
 #: figure dash, en dash, em dash, horizontal bar, minus, small/full-width hyphen-minus.

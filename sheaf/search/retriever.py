@@ -44,15 +44,15 @@ from sheaf.core.defaults import (
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.core.settings import get_settings
-from sheaf.search.grep import find_spans, page_at, term_pattern
-from sheaf.search.snippets import (
-    SUMMARY_CHARS,
-    one_line,
-    make_snippet,
-)
 from sheaf.search.evidence import EVIDENCE_DEPTH, NONE, Evidence
 from sheaf.search.fusion import RankFusion
+from sheaf.search.grep import find_spans, page_at, term_pattern
 from sheaf.search.paper_search import PaperSearch
+from sheaf.search.snippets import (
+    SUMMARY_CHARS,
+    make_snippet,
+    one_line,
+)
 from sheaf.search.units import (  # the constants and Result are also this module's (its callers import them here)
     BODY_WEIGHTS,
     HYBRID_RRF_K,
@@ -65,21 +65,21 @@ from sheaf.search.units import (  # the constants and Result are also this modul
     Result,
     Unit,
     kinds_of,
-    scopes_of,
     positive,
     reading_order,
+    scopes_of,
     unit_heading,
     unit_page_span,
     unit_source,
     unit_text,
 )
 from sheaf.store.artifact_store import open_artifacts
-from sheaf.store.records import FtsHit
-from sheaf.store.select import open_backend
+from sheaf.store.backend import MAX_KNN_K, LexicalEngine, VectorEngine
 from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
     WORD_RE,
 )
-from sheaf.store.backend import MAX_KNN_K, LexicalEngine, VectorEngine
+from sheaf.store.records import FtsHit
+from sheaf.store.select import open_backend
 from sheaf.vectors.identity import (
     ModelChangedError,
     ModelIdentity,

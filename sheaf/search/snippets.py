@@ -7,10 +7,10 @@ import unicodedata
 from collections.abc import Sequence
 
 from sheaf.store.fulltext import (  # the query builder's own rules, so grep and search agree on codes
-    CJK_RE, WORD_RE, QUERY_STOPWORDS,
+    CJK_RE,
+    QUERY_STOPWORDS,
+    WORD_RE,
 )
-
-
 
 SNIPPET_CHARS = 240
 

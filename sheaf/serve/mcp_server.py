@@ -49,10 +49,16 @@ from sheaf.core.envelope import SheafError, error, ok
 from sheaf.core.lazy import lazy_module
 from sheaf.search.snippets import clip, make_snippet
 from sheaf.serve.client import LOOPBACK_HOSTS
-from sheaf.service.requests import (
-    GetRequest, GrepRequest, Outcome, PaperRequest, RetrieveRequest, SearchRequest, TimelineRequest,
-)
 from sheaf.serve.server import WarmEngines
+from sheaf.service.requests import (
+    GetRequest,
+    GrepRequest,
+    Outcome,
+    PaperRequest,
+    RetrieveRequest,
+    SearchRequest,
+    TimelineRequest,
+)
 
 builds = lazy_module("sheaf.service.builds")  # the Dagster side: only when status, build or stop runs
 

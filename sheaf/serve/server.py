@@ -50,14 +50,19 @@ from sheaf import __version__
 from sheaf.core.envelope import SheafError, error, ok
 from sheaf.search.retriever import BODY_WEIGHTS, OBJECT_WEIGHTS, PAPER_WEIGHTS, Retriever
 from sheaf.serve.client import (
-    DISCOVERY_FILE, LOOPBACK_HOSTS, SERVED_COMMANDS, discovery_path, read_discovery, remove_discovery,
+    DISCOVERY_FILE,
+    LOOPBACK_HOSTS,
+    SERVED_COMMANDS,
+    discovery_path,
+    read_discovery,
+    remove_discovery,
     server_signature,
 )
 from sheaf.service.queries import run_query
 from sheaf.service.requests import Outcome, QueryRequest, request_from_dict
 from sheaf.store.select import memory_engines, open_backend
-from sheaf.vectors.query_encoder import QueryEncoder
 from sheaf.vectors.identity import resolve_model_path
+from sheaf.vectors.query_encoder import QueryEncoder
 
 __all__ = [
     "SERVED_COMMANDS", "DISCOVERY_FILE", "discovery_path", "server_signature", "read_discovery",

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sheaf.core import home_record
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.heap import long_lived_imports
 from sheaf.core.models import UNREADABLE_FIX, paper_key_problem
 from sheaf.core.progress import StopRequested, check_stop, stop_on_sigterm, while_polled
-from sheaf.core import home_record
 from sheaf.core.settings import check_home_library, record_home_library, where
 from sheaf.library.discover import layout_of
 from sheaf.service.build_state import verdict
@@ -37,7 +37,7 @@ def _pipelines(poll: Callable[[], None] | None = None) -> Any:
     Dagster imports (seconds on a busy machine); what it raises ends the wait."""
     def load() -> Any:
         with long_lived_imports():
-            import pipelines.build.command, pipelines.build.doctor, pipelines.entry, pipelines.build.live, pipelines.planning.statuses, pipelines.planning.recorded_plan, pipelines.planning.events, pipelines.build.sync  # noqa: E401,E501
+            import pipelines.build.command, pipelines.build.doctor, pipelines.entry, pipelines.build.live, pipelines.planning.statuses, pipelines.planning.recorded_plan, pipelines.planning.events, pipelines.build.sync  # noqa: E401,E501,I001
 
         return pipelines
 
@@ -48,7 +48,7 @@ def _light() -> Any:
     """The Dagster-free part of the Dagster side: the no-op proof (`pipelines.planning.noop`) and the plain
     types and crash-safety helpers it uses, imported when build, status or build_state runs,
     before they know whether they need Dagster at all."""
-    import pipelines.planning.noop, pipelines.planning.plan, pipelines.build_lock  # noqa: E401
+    import pipelines.planning.noop, pipelines.planning.plan, pipelines.build_lock  # noqa: E401,I001
 
     return pipelines
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.envelope import ok
-from sheaf.eval import beir as beir_suite, library as library_suite
+from sheaf.eval import beir as beir_suite
+from sheaf.eval import library as library_suite
 from sheaf.eval.metrics import METRICS
 from sheaf.service.requests import Outcome
 

@@ -7,9 +7,10 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.models import IngestError, paper_key_problem
+from sheaf.formats.pdf.ocr import PageOcr, ocr_metadata
+from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 from sheaf.library.discover import discover
 from sheaf.service.requests import Outcome
-from sheaf.formats.pdf.ocr import PageOcr, from_settings as ocr_from_settings, ocr_metadata
 from sheaf.transform.chain import process_paper
 
 __all__ = ["page_ocr", "paper_summary", "parse"]

@@ -13,7 +13,14 @@ from typing import Any
 
 from sheaf.core.envelope import SheafError, error, ok
 from sheaf.service.requests import (
-    GetRequest, GrepRequest, Outcome, PaperRequest, QueryRequest, RetrieveRequest, SearchRequest, TimelineRequest,
+    GetRequest,
+    GrepRequest,
+    Outcome,
+    PaperRequest,
+    QueryRequest,
+    RetrieveRequest,
+    SearchRequest,
+    TimelineRequest,
 )
 
 __all__ = ["RetrieverSource", "SERVED_BY", "search", "retrieve", "get", "timeline", "grep", "paper", "QUERIES",

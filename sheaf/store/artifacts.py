@@ -14,7 +14,14 @@ from typing import Any
 import pyarrow as pa
 
 from sheaf.core.models import (
-    Block, BodyUnit, EmittedBlock, HeadingEvent, ObjectUnit, ParsedPaper, RenderMap, SectionNode,
+    Block,
+    BodyUnit,
+    EmittedBlock,
+    HeadingEvent,
+    ObjectUnit,
+    ParsedPaper,
+    RenderMap,
+    SectionNode,
 )
 
 

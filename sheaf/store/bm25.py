@@ -21,8 +21,8 @@ backend builds one per query) as sorted int64 codes ``rowid << 36 | column << 28
 """
 from __future__ import annotations
 
-import functools
 import bisect
+import functools
 import math
 import re
 import threading
@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from sheaf.store.tokens import FtsTokenizer  # noqa: F401 - part of this module's interface
 
 __all__ = ["K1", "B", "ROW_SHIFT", "COL_SHIFT", "OFFSET_MASK", "parse_match", "column_weights", "Bm25Table",

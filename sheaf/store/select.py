@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
 from sheaf.core.settings import where
+from sheaf.store.health import IndexHealth, StorageFailure
 from sheaf.store.sqlite.backend import SqliteIndex
 from sheaf.store.sqlite.db import sqlite3
 from sheaf.store.sqlite.integrity import check_index, drop_collection, probe_file, quarantine_index, salvage_cache
 from sheaf.store.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from sheaf.store.sqlite.schema import open_index
-from sheaf.store.health import IndexHealth, StorageFailure
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.settings import Settings

@@ -4,7 +4,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sheaf.core.models import BACKMATTER_ROLES, BODY_ROLES, FURNITURE_ROLES, BodyUnit, ObjectUnit, ParsedPaper, RenderMap
+from sheaf.core.models import (
+    BACKMATTER_ROLES,
+    BODY_ROLES,
+    FURNITURE_ROLES,
+    BodyUnit,
+    ObjectUnit,
+    ParsedPaper,
+    RenderMap,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ their own get a synthetic "References" heading so that they form their own secti
 """
 from __future__ import annotations
 
-from sheaf.core.parsed import NO_PAGE
 from sheaf.core.models import (
     FURNITURE_ROLES,
     HEADING_ROLES,
@@ -19,7 +18,7 @@ from sheaf.core.models import (
     Render,
     RenderMap,
 )
-
+from sheaf.core.parsed import NO_PAGE
 
 _EMITTED_AS = {
     "title": "title",

@@ -13,17 +13,17 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from sheaf.formats.common import caption_kind, caption_label
-from sheaf.core.parsed import NO_PAGE
 from sheaf.core.models import (
     BACKMATTER_ROLES,
     BODY_ROLES,
+    READER_ROLES,
     Block,
     BodyUnit,
-    READER_ROLES,
     ObjectUnit,
     SectionNode,
 )
+from sheaf.core.parsed import NO_PAGE
+from sheaf.formats.common import caption_kind, caption_label
 
 DEFAULT_TOKEN_CAP = 1000
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)

@@ -25,9 +25,31 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sheaf.core.allocator import release_freed_memory
 from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
 from sheaf.core.progress import StopRequested, while_polled
+from sheaf.core.settings import get_settings
+from sheaf.vectors.backend_choice import (
+    FIRST_SWITCH_PASSAGES,
+    MEASURE_MIN_PASSAGES,
+    ONNX,
+    PRECISION,
+    RECORD_FILE,
+    Choice,
+    MachineFacts,
+    Measurement,
+    break_even_passages,
+    candidates_for,
+    choose,
+    load_record,
+    machine_facts,
+    measure,
+    measure_in_child,
+    needs_measurement,
+    resolve,
+    save_record,
+)
 from sheaf.vectors.identity import (
     CONTEXT_CAP,
     CONTEXT_SEP,
@@ -41,31 +63,9 @@ from sheaf.vectors.identity import (
     resolve_model_path,
     word_local,
 )
-from sheaf.vectors.backend_choice import (
-    FIRST_SWITCH_PASSAGES,
-    MEASURE_MIN_PASSAGES,
-    ONNX,
-    PRECISION,
-    RECORD_FILE,
-    Choice,
-    Measurement,
-    MachineFacts,
-    break_even_passages,
-    candidates_for,
-    choose,
-    load_record,
-    machine_facts,
-    measure,
-    measure_in_child,
-    needs_measurement,
-    resolve,
-    save_record,
-)
+from sheaf.vectors.machine_cache import MachineCache, cache_dir, open_cache
 from sheaf.vectors.onnx import OnnxQueryEncoder, export_in_child, find_export
 from sheaf.vectors.passages import PassageBuilder
-from sheaf.vectors.machine_cache import MachineCache, cache_dir, open_cache
-from sheaf.core.allocator import release_freed_memory
-from sheaf.core.settings import get_settings
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from sheaf.core.files import write_atomic
-from sheaf.core.user_cache import cache_dir, default_cache_dir
 from sheaf.core.lazy import lazy_module
+from sheaf.core.user_cache import cache_dir, default_cache_dir
 from sheaf.vectors.backend_choice import RECORD_FORMAT, MachineFacts, Measurement, load_record, save_record
 from sheaf.vectors.identity import model_version
 from sheaf.vectors.onnx import EXPORT_FORMAT, find_export, sweep_unfinished

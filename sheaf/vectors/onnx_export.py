@@ -27,8 +27,8 @@ from sheaf.vectors.onnx import (
     MODEL_FILE,
     TOKENIZER_FILE,
     OnnxQueryEncoder,
-    model_source_files,
     export_status,
+    model_source_files,
     models_dir,
     sweep_unfinished,
 )

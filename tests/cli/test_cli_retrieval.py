@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from sheaf import __version__
-from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
 from tests.kits.papers import one_envelope
 
 pytestmark = pytest.mark.slow

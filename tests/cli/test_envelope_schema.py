@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
 from sheaf.cli.app import main
 from sheaf.core import home_record
 from sheaf.core.envelope import ERROR_CODES, error
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from sheaf.core.settings import Settings, variable
-from tests.kits.pipeline import Home, built_base, clone, edit_markdown, env_for_subprocess, make_library
 from tests.kits.papers import one_envelope
+from tests.kits.pipeline import Home, built_base, clone, edit_markdown, env_for_subprocess, make_library
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from sheaf.core.models import BODY_ROLES, CAPTION_ROLES, FURNITURE_ROLES, HEADING_ROLES, OBJECT_ROLES, IngestError
 from sheaf.formats import docling, grobid, parse_paper
 from sheaf.formats.common import clean_text, norm_key
-from sheaf.core.models import BODY_ROLES, CAPTION_ROLES, FURNITURE_ROLES, HEADING_ROLES, OBJECT_ROLES, IngestError
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 TEI_DIR = DATA / "formats" / "grobid_tei"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
 from sheaf.formats import find_input, parse_paper
 from sheaf.formats.common import caption_label, clean_text
-from sheaf.formats.paddleocr_vl import clean_inline, classify_front, html_table_text
-from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
+from sheaf.formats.paddleocr_vl import classify_front, clean_inline, html_table_text
 from tests.kits.papers import cleaned
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
 from sheaf.formats import parse_paper
 from sheaf.formats import pdf as pdf_adapter
-from tests.kits.pdf_writer import pdf_bytes
 from sheaf.formats.common import numbering_depth
-from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
 from tests.kits.papers import alnum_key
+from tests.kits.pdf_writer import pdf_bytes
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 NO_DATA = f"real sample data not found at {DATA} (a clone without ../shared)"

@@ -12,7 +12,9 @@ from sheaf.core.models import IngestError
 from sheaf.formats import parse_paper
 from sheaf.formats.pdf.ocr import PageOcr, models_dir, page_ocr
 from sheaf.transform.chain import units_from_paper
-from tests.kits.pdf_writer import QUOKKA_TITLE as TITLE, quokka_pdf as _text_pdf, scanned_pdf
+from tests.kits.pdf_writer import QUOKKA_TITLE as TITLE
+from tests.kits.pdf_writer import quokka_pdf as _text_pdf
+from tests.kits.pdf_writer import scanned_pdf
 
 pytestmark = pytest.mark.skipif(models_dir() is None, reason="rapidocr is not installed")
 

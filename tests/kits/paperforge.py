@@ -8,7 +8,6 @@ from pathlib import Path
 
 from tests.kits.paths import SHARED_DATA
 
-
 KEYS = ("37LK5T97", "5MAW65YD", "8CCATQE3", "VAMSAZMG")
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 import re
+from pathlib import Path
 from typing import Any
 
 from sheaf.core.models import Block, BodyUnit, EmittedBlock, HeadingEvent, ObjectUnit, ParsedPaper, RenderMap

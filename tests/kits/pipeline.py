@@ -175,8 +175,8 @@ def check_results(inst, partition: str) -> dict[str, str]:
 
 
 def index_counts(home: Home, key: str) -> dict[str, int]:
-    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import counts
+    from sheaf.store.sqlite.schema import open_index
 
     conn = open_index(settings=home.settings())
     try:
@@ -187,8 +187,8 @@ def index_counts(home: Home, key: str) -> dict[str, int]:
 
 def search(home: Home, query: str) -> list[str]:
     """Paper ids (sorted, once each) of lexical matches for `query` in body units."""
-    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import search_text
+    from sheaf.store.sqlite.schema import open_index
 
     conn = open_index(settings=home.settings())
     try:
@@ -213,8 +213,8 @@ def shared_embedder(home: Home):
 
 def vector_search(home: Home, query: str, k: int = 3) -> list[str]:
     """Paper ids of the `k` nearest passages to `query`."""
-    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import vector_search as knn
+    from sheaf.store.sqlite.schema import open_index
 
     emb = shared_embedder(home)
     conn = open_index(settings=home.settings())

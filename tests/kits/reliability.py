@@ -342,8 +342,8 @@ def snapshot(db: Path) -> dict[str, Any]:
     different batch can differ in the last bits); everything else exactly."""
     import numpy as np
 
-    from sheaf.store.sqlite.schema import collections, open_index
     from sheaf.store.sqlite.integrity import global_orphans
+    from sheaf.store.sqlite.schema import collections, open_index
 
     conn = open_index(db, readonly=True)
     try:
@@ -482,6 +482,7 @@ def _stage(inst: Any, run_ids: set[str]) -> str:
 
 def _instance(dagster_home: Path) -> Any:
     from dagster import DagsterInstance
+
     from tests.kits.dagster_private import InstanceRef
 
     return DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home)))

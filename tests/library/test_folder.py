@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from sheaf.core.models import valid_paper_key
-from sheaf.library.folder import file_field_paths, path_key
 from sheaf.library.discover import discover
+from sheaf.library.folder import file_field_paths, path_key
 from sheaf.library.metadata import export_files_metadata
 from tests.kits.papers import shared_pdfs
 

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
-from sheaf.library.metadata import load_library_metadata, load_metadata_file, load_metadata_files
 from sheaf.core.models import valid_paper_key
+from sheaf.library.metadata import load_library_metadata, load_metadata_file, load_metadata_files
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
 
 BULK = "zotero/bbt_zotero_library_bulk_1241items.json"
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.kits.paths import SHARED_DATA
 from tests.kits.paperforge import KEYS, make_vault
+from tests.kits.paths import SHARED_DATA
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata, pytest.mark.heavy, pytest.mark.e2e]  # one build, read by the tests after it
 

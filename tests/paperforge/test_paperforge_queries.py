@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.paperforge.commands import _parse, main
 from sheaf.cli.parser import build_parser
+from sheaf.paperforge.commands import _parse, main
 
 ROOT = Path(__file__).resolve().parents[2]
 

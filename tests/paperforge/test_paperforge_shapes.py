@@ -66,8 +66,8 @@ def test_messages_name_the_vaults_index_home(tmp_path, monkeypatch):
 def test_embed_status_of_a_planning_build_or_of_none_gives_the_plugin_no_count():
     """A build still planning, or none running, has no total: a count of 0 there made the plugin,
     which takes a poll's total (0 → 1) over its build stream's, end a 4-paper build on "1/1"."""
-    from sheaf.paperforge.shapes import embed_status_data
     from sheaf.core.settings import get_settings
+    from sheaf.paperforge.shapes import embed_status_data
 
     planning = {"status": "running", "pid": 1, "run_ids": [], "started_at": "t", "current": 0, "total": 0,
                 "paper_id": None, "dead_runs": []}

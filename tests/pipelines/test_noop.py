@@ -14,7 +14,16 @@ import sys
 import pytest
 
 from tests.kits.pipeline import (
-    BASE_PAPERS, CHAIN, ROOT, Home, built_base, clone, edit_markdown, env_for_subprocess, instance, run_cli,
+    BASE_PAPERS,
+    CHAIN,
+    ROOT,
+    Home,
+    built_base,
+    clone,
+    edit_markdown,
+    env_for_subprocess,
+    instance,
+    run_cli,
 )
 
 
@@ -64,8 +73,8 @@ def test_the_files_answer_what_dagsters_api_answers(home):
     from pipelines.dagster_internals.home_files import DagsterFiles
     from pipelines.definitions import build_definitions
     from pipelines.partitions import papers_partitions
-    from pipelines.planning.statuses import chain_of
     from pipelines.planning.recorded_plan import chain_cursor, observation_cursor
+    from pipelines.planning.statuses import chain_of
 
     inst = instance()
     chain = chain_of(build_definitions())
@@ -90,13 +99,12 @@ def test_the_files_answer_what_dagsters_api_answers(home):
 def test_the_chain_code_versions_are_the_ones_the_definitions_give(home):
     """`pipelines.planning.versions` is where every chain asset's code version comes from: the chain Dagster
     sees has exactly these assets and versions (the model's fingerprint in vector_collections')."""
-    from pipelines.planning.versions import chain_code_versions
-    from pipelines.planning import noop
     from pipelines.definitions import build_definitions
     from pipelines.partitions import papers_partitions
-    from pipelines.planning.statuses import chain_of
+    from pipelines.planning import noop
     from pipelines.planning.recorded_plan import STATUS_ASSET
-
+    from pipelines.planning.statuses import chain_of
+    from pipelines.planning.versions import chain_code_versions
     from sheaf.formats.pdf.ocr import from_settings
 
     chain = chain_of(build_definitions())
@@ -248,8 +256,8 @@ def _yaml(home: Home) -> None:
 
 def _work_left(home: Home) -> None:  # a build whose run failed whole recorded papers still to build
     from pipelines.definitions import build_definitions
-    from pipelines.planning.statuses import chain_of
     from pipelines.planning.recorded_plan import chain_cursor, load_record, write_record
+    from pipelines.planning.statuses import chain_of
 
     inst, chain = instance(), chain_of(build_definitions())
     rec = load_record(inst, chain)
@@ -299,8 +307,8 @@ def test_the_dagster_way_then_builds_what_changed_and_records_again(home):
 
 
 def test_status_goes_the_dagster_way_while_a_build_holds_the_lock(home):
-    from pipelines.planning.noop import quick_status
     from pipelines.build_lock import build_lock
+    from pipelines.planning.noop import quick_status
 
     settings = home.settings()
     assert quick_status(settings).unchanged
@@ -344,8 +352,8 @@ def test_status_says_stale_for_what_the_next_build_would_rebuild(home, change):
 def test_a_build_after_a_change_scans_the_library_once(home, monkeypatch):
     """The no-op proof's scan (a stat per OCR file: ~1.4 s at 10,000 papers) is the one the build
     then plans with, when the proof fails; so is `sheaf status`'s."""
-    from pipelines.planning import noop
     from pipelines.build import sync
+    from pipelines.planning import noop
     from sheaf.service import builds
 
     calls = []

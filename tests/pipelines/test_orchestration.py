@@ -235,8 +235,8 @@ def test_a_code_change_is_seen_through_the_record(home):
     defs = build_definitions(code_versions={"structure_tree": "2"})
     settings = home.settings()
     from pipelines.build.command import get_instance
-    from pipelines.planning.statuses import chain_of
     from pipelines.planning.recorded_plan import load_record
+    from pipelines.planning.statuses import chain_of
 
     assert load_record(get_instance(settings), chain_of(build_definitions())) is not None
     assert load_record(get_instance(settings), chain_of(defs)) is None
@@ -433,8 +433,8 @@ def test_a_syncs_observations_of_many_papers_are_stored_as_one_batch(home, monke
     from dagster import AssetKey, DagsterEventType
 
     import pipelines.dagster_internals.sqlite_storage as sqlite_storage
-    from pipelines.planning.events import latest_observed_versions
     from pipelines.build.sync import apply_sync, plan_sync
+    from pipelines.planning.events import latest_observed_versions
 
     changed = ("D2LPA7XK", "F7RZ4JDB", "QX7HK2MA")  # papers new to the library: an observation each
     for key in changed:
@@ -480,9 +480,8 @@ def test_a_run_reads_the_papers_partitions_once(home, monkeypatch):
     at each step, input and output (68 reads of the whole library for one run of the chain: a
     cost per paper that grew with the library, ~22 ms a paper at 10,000 papers); a run now
     resolves its range against one read (`dagster_internals.storage_base.partitions_snapshot`)."""
-    from tests.kits.dagster_private import SqlEventLogStorage
-
     from pipelines.build.runs import run_chain
+    from tests.kits.dagster_private import SqlEventLogStorage
 
     reads: list[str] = []
     real = SqlEventLogStorage.get_dynamic_partitions
@@ -555,11 +554,11 @@ def test_a_runs_planned_check_rows_are_dagsters_rows_written_in_one_statement(ho
     partitions (the row names its own), so a row's size does not grow with the run's papers
     (with them, the evaluation that overwrites the row later left its pages ~40% empty)."""
     from dagster import DagsterEventType, EventRecordsFilter, deserialize_value
-    from tests.kits.dagster_private import SqlEventLogStorage
     from dagster_shared import serdes
     from sqlalchemy import select
 
     import pipelines.dagster_internals.sqlite_storage as sqlite_storage
+    from tests.kits.dagster_private import SqlEventLogStorage
 
     serialised: list[int] = []
     real = serdes.serialize_value
@@ -752,8 +751,8 @@ def test_the_check_step_reads_each_assets_latest_events_once(home, monkeypatch):
     (a paper's status); the evaluations' targets are the same events, no longer read again."""
     from collections import Counter
 
-    import pipelines.planning.statuses as planner
     import pipelines.planning.events as state
+    import pipelines.planning.statuses as planner
     from pipelines.build.runs import run_chain
 
     reads: Counter[tuple[str, str]] = Counter()
@@ -812,9 +811,8 @@ def test_the_chains_latest_events_read_as_stored_equal_dagsters_read(home):
 def test_the_chains_events_are_read_without_dagsters_deserializer(home, monkeypatch):
     """What makes the read cheap: Sheaf's own events are plain JSON to it. Dagster's deserializer
     built every object of each event (~2 ms a paper for a status read)."""
-    from tests.kits.dagster_private import sql_event_log
-
     import pipelines.planning.events as state
+    from tests.kits.dagster_private import sql_event_log
 
     def refuse(*a, **kw):
         raise AssertionError("an event went through Dagster's deserializer")
@@ -833,8 +831,14 @@ def test_every_kind_of_metadata_value_reads_as_dagster_reads_it(home):
     path) and values it does not (a table, a null, a timestamp, an asset key): every event reads
     as Dagster reads it, the unknown ones through its deserializer."""
     from dagster import (
-        AssetKey, DynamicPartitionsDefinition, MetadataValue, TableColumn, TableRecord,
-        TableSchema, asset, materialize,
+        AssetKey,
+        DynamicPartitionsDefinition,
+        MetadataValue,
+        TableColumn,
+        TableRecord,
+        TableSchema,
+        asset,
+        materialize,
     )
 
     from pipelines.dagster_internals.event_reads import plain_asset_event, stored_events

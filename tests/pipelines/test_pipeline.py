@@ -17,9 +17,26 @@ from pathlib import Path
 import pytest
 
 from tests.kits.pipeline import (
-    BASE_PAPERS, CHAIN, ROOT, Home, artifacts_of, built_base, check_results, clone, definitions,
-    edit_markdown, env_for_subprocess, index_counts, instance, materialization_counts, new_runs,
-    run_cli, run_ids, run_partitions, search, vector_search,
+    BASE_PAPERS,
+    CHAIN,
+    ROOT,
+    Home,
+    artifacts_of,
+    built_base,
+    check_results,
+    clone,
+    definitions,
+    edit_markdown,
+    env_for_subprocess,
+    index_counts,
+    instance,
+    materialization_counts,
+    new_runs,
+    run_cli,
+    run_ids,
+    run_partitions,
+    search,
+    vector_search,
 )
 
 pytestmark = pytest.mark.slow
@@ -119,8 +136,8 @@ def test_second_build_launches_nothing_and_embeds_nothing(home):
 def test_changed_ocr_rebuilds_exactly_that_paper(home, monkeypatch):
     import dagster
 
-    from pipelines.planning.statuses import paper_statuses
     from pipelines.build.sync import apply_sync, plan_sync
+    from pipelines.planning.statuses import paper_statuses
 
     inst, defs, settings = instance(), definitions(), home.settings()
     tick0 = dagster.evaluate_automation_conditions(defs, inst)
@@ -226,8 +243,8 @@ def test_paper_dropped_from_the_export_loses_its_metadata(home):
     """The export no longer lists a paper still in the library: its metadata goes from the
     index (a stub row stays for its units: found by its text, no longer by its title)."""
     from sheaf.store.fulltext import build_match_query
-    from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.reader import fts_search
+    from sheaf.store.sqlite.schema import open_index
 
     key = "W6TB4YRS"
 

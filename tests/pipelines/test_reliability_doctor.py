@@ -29,12 +29,12 @@ pytestmark = [pytest.mark.slow,
 def _plant(home: Path, lib: Path) -> None:
     import numpy as np
     from dagster import DagsterInstance, DagsterRunStatus
-    from tests.kits.dagster_private import InstanceRef, create_run_for_test
 
-    from sheaf.store.sqlite.db import connect, transaction
-    from sheaf.store.sqlite.schema import fts_delete, fts_rows, collections
-    from sheaf.store.sqlite.writer import replace_paper
     from sheaf.core.models import BodyUnit
+    from sheaf.store.sqlite.db import connect, transaction
+    from sheaf.store.sqlite.schema import collections, fts_delete, fts_rows
+    from sheaf.store.sqlite.writer import replace_paper
+    from tests.kits.dagster_private import InstanceRef, create_run_for_test
 
     art = home / "artifacts"
     (art / "structure_tree" / "M3FJ9PLC.json").unlink()

@@ -33,8 +33,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sheaf.formats import parse_paper
 from sheaf.core.models import ROLES, IngestError
+from sheaf.formats import parse_paper
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-library" / "papers"
 EXAMPLES_FLOOR = 200
@@ -291,13 +291,13 @@ def _mutate_pdf(cls: str, raw: bytes, data: st.DataObject, rnd: random.Random) -
 # --- what every outcome must satisfy ------------------------------------------------------------
 
 def _check_parsed(paper: Any, fmt: str) -> None:
+    from sheaf.formats.common import MAX_PAGES
     from sheaf.store.artifacts import (
         body_units_to_table,
         object_units_to_table,
         paper_to_table,
     )
     from sheaf.store.sqlite.writer import replace_paper
-    from sheaf.formats.common import MAX_PAGES
     from sheaf.transform.chain import units_from_paper
 
     assert paper.paper_id == PAPER
@@ -395,9 +395,8 @@ HOSTILE_KEYS = ["../x", "..", ".", "...", "..x", "x..", "a/../b", "/etc/passwd",
 def test_hostile_paper_keys_are_refused_everywhere(key: str) -> None:
     from io_managers.parquet import artifact_path, delete_artifacts, write_artifact
     from pipelines.partitions import split_valid_keys
+    from sheaf.core.models import PaperMeta, valid_paper_key
     from sheaf.store.sqlite.writer import replace_paper, upsert_papers
-    from sheaf.core.models import PaperMeta
-    from sheaf.core.models import valid_paper_key
 
     assert not valid_paper_key(key), key
     root = Path(tempfile.gettempdir()) / "sheaf-keys-root"

@@ -9,11 +9,25 @@ import time
 
 import pytest
 from dagster import (
-    AssetKey, DagsterInstance, RunRequest, SensorResult, SkipReason, build_schedule_context,
+    AssetKey,
+    DagsterInstance,
+    RunRequest,
+    SensorResult,
+    SkipReason,
+    build_schedule_context,
 )
 
 from tests.kits.pipeline import (
-    BASE_PAPERS, CHAIN, SAMPLE, Home, built_base, clone, definitions, edit_markdown, instance, new_home,
+    BASE_PAPERS,
+    CHAIN,
+    SAMPLE,
+    Home,
+    built_base,
+    clone,
+    definitions,
+    edit_markdown,
+    instance,
+    new_home,
 )
 from tests.kits.sensors import apply_sensor_result, sense, sheaf_config
 

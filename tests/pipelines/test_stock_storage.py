@@ -8,7 +8,18 @@ import shutil
 
 import pytest
 
-from tests.kits.pipeline import BASE_PAPERS, Home, artifacts_of, built_base, clone, edit_markdown, index_counts, instance, run_cli, search
+from tests.kits.pipeline import (
+    BASE_PAPERS,
+    Home,
+    artifacts_of,
+    built_base,
+    clone,
+    edit_markdown,
+    index_counts,
+    instance,
+    run_cli,
+    search,
+)
 
 
 @pytest.fixture

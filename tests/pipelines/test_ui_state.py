@@ -263,8 +263,8 @@ def test_library_status_table_shows_whole_titles_in_few_short_columns():
     Year)', the build time to the minute."""
     import re
 
-    from pipelines.planning.plan import PaperStatus
     from pipelines.planning.paper_view import status_table
+    from pipelines.planning.plan import PaperStatus
 
     title = "A very long title about the microtubule capture sites of focal adhesions in migrating cells"
     statuses = {"AAAA1111": PaperStatus("AAAA1111", "built"),
@@ -290,9 +290,9 @@ def test_titles_shown_where_dagster_lets_a_paper_carry_one(built):
     nightly schedule's requests (and the runs they launch) carry `sheaf/titles`."""
     from dagster import AssetCheckKey
 
-    from tests.kits.dagster_private import PartitionKeyFilter
     from pipelines.planning.events import latest_events
     from pipelines.planning.paper_view import titles_of
+    from tests.kits.dagster_private import PartitionKeyFilter
 
     inst = instance()
     defs = definitions()

@@ -50,8 +50,8 @@ def test_a_truncated_pdf_is_unreadable_the_build_exits_0_and_does_not_retry(tmp_
         assert any("unreadable" in r for r in st["data"]["verdict_reasons"])
         # PaperForge's `embed status` (polled every 2 s: the last build's record, no scan) and
         # `memory status` say the same
-        from sheaf.service import builds
         from sheaf.paperforge.shapes import embed_status_data, memory_status_data
+        from sheaf.service import builds
 
         s = h.settings()
         rows = embed_status_data(s, builds.index_probe(s), builds.build_state(s),

@@ -273,9 +273,10 @@ def test_the_postgres_dagster_yaml_names_no_url_and_loads_in_dagster(tmp_path, m
     """The file holds `env: SHEAF_INDEX_URL`, never the URL or a password; Dagster's own config
     validation loads it into our pooled psycopg2 storages; a postgres:// URL is given to Dagster
     as postgresql://; without dagster-postgres the build says what to install."""
-    import pipelines.build.runs
     import sqlalchemy
     from dagster import DagsterInstance
+
+    import pipelines.build.runs
     from sheaf.core.envelope import SheafError
     from sheaf.core.settings import get_settings
 

@@ -81,8 +81,8 @@ def test_the_discovery_sensor_watches_the_zotero_database(shared_data, tmp_path,
     when the database did not move, and sees a PDF attached in Zotero on its next tick."""
     from dagster import SensorResult, SkipReason
 
-    from tests.kits.sensors import apply_sensor_result, sense
     from tests.kits.pipeline import Home
+    from tests.kits.sensors import apply_sensor_result, sense
 
     h = Home(tmp_path / "z")
     copy_zotero_dir(shared_data, ZOTERO_DIRS[1], h.library)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
-from sheaf.store.sqlite.memory_bm25 import Bm25Accelerator, RankedRows, parse_match
-from sheaf.store.sqlite.db import connect
 from sheaf.store.fulltext import FTS_TOKENIZER, build_match_query, fts_text
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
+from sheaf.store.sqlite.db import connect
+from sheaf.store.sqlite.memory_bm25 import Bm25Accelerator, RankedRows, parse_match
 from tests.kits.fts import ref_best, ref_search
 from tests.kits.papers import body_unit, object_unit
 

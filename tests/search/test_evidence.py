@@ -121,9 +121,9 @@ TAM_BODY = ("Technology acceptance among older adults depends on perceived usefu
 
 
 def _library(tmp_path: Path, embedder) -> Path:
+    from sheaf.store.sqlite.backend import SqliteEmbeddingCache
     from sheaf.store.sqlite.schema import open_index
     from sheaf.store.sqlite.writer import replace_paper, replace_paper_vectors
-    from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 
     papers = {"EXACT001": [body_unit("EXACT001", "s1", BROCKETT, ("3 Control design",)),
                            body_unit("EXACT001", "s2", PULSES, ("2 Methods",))],

@@ -9,10 +9,17 @@ import sys
 import numpy as np
 import pytest
 
-from sheaf.store.sqlite import schema as ix
 from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite.memory_vectors import (
+    MatrixAccelerator,
+    _f32_sums,
+    _Int8Scan,
+    _kth_largest,
+    _Matrix,
+    _vec0_cosine,
+)
 from sheaf.vectors.identity import ModelIdentity, QueryVector
-from sheaf.store.sqlite.memory_vectors import MatrixAccelerator, _f32_sums, _Int8Scan, _kth_largest, _Matrix, _vec0_cosine
 
 DIM = 48
 IDENT = ModelIdentity("test/int8-prefilter", "e" * 64, DIM, True, 128, "{text}")

@@ -13,17 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
-from sheaf.vectors.identity import ModelIdentity
 from sheaf.core.envelope import SheafError
-from sheaf.store.fulltext import QUERY_STOPWORDS, build_match_query
-from sheaf.search.retriever import Retriever
-from sheaf.store.sqlite.backend import SqliteIndex
-from sheaf.vectors.query_encoder import QueryEncoder
 from sheaf.core.settings import get_settings
-from tests.kits.papers import body_unit, object_unit
+from sheaf.search.retriever import Retriever
+from sheaf.store.fulltext import QUERY_STOPWORDS, build_match_query
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
+from sheaf.store.sqlite.backend import SqliteIndex
+from sheaf.vectors.identity import ModelIdentity
+from sheaf.vectors.query_encoder import QueryEncoder
 from tests.kits.fts import ref_best, ref_search
+from tests.kits.papers import body_unit, object_unit
 
 IDENT = ModelIdentity("test/paths", "e" * 64, 4, True, 128, "{text}")
 
@@ -246,9 +247,9 @@ def test_retriever_pool_reuses_only_an_unchanged_index(tmp_path):
 
 
 def test_the_query_service_with_a_pool_answers_as_without(tmp_path, monkeypatch):
+    from sheaf.serve.server import RetrieverPool
     from sheaf.service.queries import run_query
     from sheaf.service.requests import request_from_dict
-    from sheaf.serve.server import RetrieverPool
 
     home = tmp_path / "home"
     path = home / "index" / "sheaf.db"

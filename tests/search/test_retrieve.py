@@ -14,20 +14,23 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
+from sheaf.core.envelope import SheafError
+from sheaf.core.models import BodyUnit, ObjectUnit
+from sheaf.core.settings import get_settings
 from sheaf.search import grep as gr
 from sheaf.search import retriever as rv
 from sheaf.search import snippets as sn
-from sheaf.core.envelope import SheafError
-from sheaf.store.fulltext import build_match_query
-from sheaf.core.models import BodyUnit, ObjectUnit
 from sheaf.search.grep import term_pattern
 from sheaf.search.retriever import HYBRID_RRF_K, Retriever, reading_order
 from sheaf.search.snippets import make_snippet
-from sheaf.core.settings import get_settings
+from sheaf.store.fulltext import build_match_query
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
 from tests.kits.papers import body_unit, object_unit
 
 pytestmark = pytest.mark.slow

@@ -7,10 +7,18 @@ import json
 
 import pytest
 
-from sheaf.serve.mcp_server import (
-    FILTERS, SECTION_MAX, SUMMARY_MAX, _fit, _render_units, brief, check_http_host, estimate_tokens, in_tool_terms,
-)
 from sheaf.core.envelope import SheafError
+from sheaf.serve.mcp_server import (
+    FILTERS,
+    SECTION_MAX,
+    SUMMARY_MAX,
+    _fit,
+    _render_units,
+    brief,
+    check_http_host,
+    estimate_tokens,
+    in_tool_terms,
+)
 from sheaf.service.requests import RetrieveRequest, SearchRequest
 
 

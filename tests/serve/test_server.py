@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
-from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, QueryVector
 from sheaf.core.models import BodyUnit
-from sheaf.store.sqlite.memory_vectors import MatrixAccelerator, _vec0_cosine
+from sheaf.core.settings import get_settings
 from sheaf.serve.client import CONNECT_TIMEOUT, DISCOVERY_FILE, read_discovery, server_signature, try_server
 from sheaf.service.requests import SERVED_COMMANDS, SearchRequest
-from sheaf.core.settings import get_settings
-
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
+from sheaf.store.sqlite.memory_vectors import MatrixAccelerator, _vec0_cosine
+from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity, Passage, QueryVector
 from tests.kits.index import write_vector_index
 from tests.kits.papers import without_engines
 

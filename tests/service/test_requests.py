@@ -9,11 +9,17 @@ import pytest
 from sheaf.cli.parser import build_parser, request_from_args
 from sheaf.core.defaults import DEFAULT_LIMIT, DEFAULT_PER_PAPER, DEFAULT_WINDOW
 from sheaf.core.envelope import SheafError
+from sheaf.serve.server import answer
 from sheaf.service.requests import (
-    REQUESTS, SERVED_COMMANDS, GetRequest, GrepRequest, RetrieveRequest, SearchRequest, TimelineRequest,
+    REQUESTS,
+    SERVED_COMMANDS,
+    GetRequest,
+    GrepRequest,
+    RetrieveRequest,
+    SearchRequest,
+    TimelineRequest,
     request_from_dict,
 )
-from sheaf.serve.server import answer
 
 EXAMPLES = [
     SearchRequest("bone loss"),

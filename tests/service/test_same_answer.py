@@ -13,9 +13,9 @@ from sheaf.cli.app import main
 from sheaf.core.settings import get_settings
 from sheaf.search.retriever import Retriever
 from sheaf.serve.client import try_server
+from sheaf.serve.server import SheafServer
 from sheaf.service.queries import run_query
 from sheaf.service.requests import GetRequest, GrepRequest, RetrieveRequest, SearchRequest, TimelineRequest
-from sheaf.serve.server import SheafServer
 from tests.kits.papers import without_engines
 
 pytestmark = pytest.mark.slow

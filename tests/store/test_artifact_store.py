@@ -16,7 +16,10 @@ import sheaf.store.artifact_store as store_mod
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
 from sheaf.store.artifact_store import (
-    FsspecArtifactStore, LocalArtifactStore, artifact_store, open_artifacts,
+    FsspecArtifactStore,
+    LocalArtifactStore,
+    artifact_store,
+    open_artifacts,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,10 +23,10 @@ import pytest
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import PaperMeta
 from sheaf.store.copy import copy_index
-from sheaf.store.select import open_url
-from sheaf.store.postgres.schema import SCHEMA_VERSION
 from sheaf.store.fulltext import build_match_query
+from sheaf.store.postgres.schema import SCHEMA_VERSION
 from sheaf.store.rows import IndexSchemaError
+from sheaf.store.select import open_url
 from sheaf.vectors.identity import ModelChangedError
 from tests.kits.index import UNIT_TEXTS, paper_units
 from tests.kits.papers import body_unit, object_unit

@@ -5,29 +5,29 @@ Failures are injected through the `hook` callback of the write functions, betwee
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import dataclasses
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from sheaf.store.sqlite.backend import SqliteEmbeddingCache
+from sheaf.core.envelope import SheafError
+from sheaf.core.models import BodyUnit, ObjectUnit, PaperMeta
+from sheaf.store.fulltext import build_match_query, fts_text
+from sheaf.store.sqlite import reader as rd
 from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
+from sheaf.store.sqlite import writer as wr
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.store.sqlite.db import connect
 from sheaf.vectors.identity import EmbeddedPassages, ModelChangedError, ModelIdentity, QueryVector
-from sheaf.core.envelope import SheafError
-from sheaf.store.fulltext import build_match_query, fts_text
-from sheaf.core.models import PaperMeta
-from sheaf.core.models import BodyUnit, ObjectUnit
-from tests.kits.papers import body_unit, object_unit
 from tests.kits.index import schema1_file
+from tests.kits.papers import body_unit, object_unit
 
 pytestmark = pytest.mark.slow
 

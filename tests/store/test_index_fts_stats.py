@@ -18,13 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
-from sheaf.store.sqlite.db import connect, transaction
+from sheaf.core.models import BodyUnit, ObjectUnit, PaperMeta
 from sheaf.store.fulltext import build_match_query
+from sheaf.store.sqlite import reader as rd
+from sheaf.store.sqlite import schema as ix
+from sheaf.store.sqlite import writer as wr
+from sheaf.store.sqlite.db import connect, transaction
 from sheaf.store.sqlite.integrity import global_orphans, paper_index_stats, remove_global_orphans
-from sheaf.core.models import PaperMeta
-from sheaf.core.models import BodyUnit, ObjectUnit
 
 WORDS = ("bone", "regeneration", "scaffold", "collagen", "osteoblast", "marrow", "stem", "cell",
          "synaptic", "density", "mouse", "treatment", "dose", "response", "cohort", "fracture",

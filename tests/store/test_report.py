@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 import pyarrow.parquet as pq
+import pytest
 
 from sheaf.store.library_report import library_report_data, report_markdown
 

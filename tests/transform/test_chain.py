@@ -9,8 +9,15 @@ import pytest
 
 from sheaf.library.discover import discover
 from sheaf.store.artifacts import (
-    body_units_to_table, object_units_to_table, paper_to_table, render_map_from_dict, table_title,
-    table_to_body_units, table_to_object_units, table_to_paper, tree_from_dict,
+    body_units_to_table,
+    object_units_to_table,
+    paper_to_table,
+    render_map_from_dict,
+    table_title,
+    table_to_body_units,
+    table_to_object_units,
+    table_to_paper,
+    tree_from_dict,
 )
 from sheaf.transform import chain
 

@@ -1,10 +1,9 @@
 """The structure tree and units on hand-built papers: cases of nesting, splits and objects."""
 from __future__ import annotations
 
-from tests.kits.papers import blk, make_paper, make_render_map
-
 from sheaf.transform.chain import units_from_paper
 from sheaf.transform.tree import build_tree
+from tests.kits.papers import blk, make_paper, make_render_map
 
 
 def nodes_by_title(tree):

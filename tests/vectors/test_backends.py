@@ -13,7 +13,6 @@ import pytest
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
-from sheaf.vectors.backend_probe import encoders_of
 from sheaf.vectors.backend_choice import (
     AGREE_MIN_COSINE,
     FIRST_SWITCH_PASSAGES,
@@ -33,6 +32,7 @@ from sheaf.vectors.backend_choice import (
     measure,
     resolve,
 )
+from sheaf.vectors.backend_probe import encoders_of
 from sheaf.vectors.embedder import Embedder
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]

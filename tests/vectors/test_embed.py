@@ -8,17 +8,19 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.backend import SqliteEmbeddingCache
+from sheaf.core.models import ObjectUnit
+from sheaf.store.sqlite import reader as rd
 from sheaf.store.sqlite import schema as ix
-from sheaf.store.sqlite import reader as rd, writer as wr
+from sheaf.store.sqlite import writer as wr
+from sheaf.store.sqlite.backend import SqliteEmbeddingCache
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import DEFAULT_MODEL, ModelChangedError, resolve_model_path, unit_embedding_text
-from sheaf.core.models import ObjectUnit
 from tests.kits.papers import body_unit
 
 pytestmark = pytest.mark.slow
@@ -162,7 +164,7 @@ def test_collection_of_one_model_refuses_a_query_of_another(embedder, conn, tmp_
     for entry in os.listdir(src):
         if entry != "sentence_bert_config.json":
             os.symlink(os.path.join(src, entry), other / entry)
-    cfg = json.loads(open(os.path.join(src, "sentence_bert_config.json")).read())
+    cfg = json.loads(Path(src, "sentence_bert_config.json").read_text())
     cfg["max_seq_length"] = 128
     (other / "sentence_bert_config.json").write_text(json.dumps(cfg))
     e2 = Embedder(model_name=str(other))

@@ -12,11 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sheaf.vectors.identity import ModelIdentity
-from sheaf.vectors.onnx_export import ensure_onnx_export
-from sheaf.vectors.onnx import EXPORT_JSON, OnnxQueryEncoder, _source_changed, model_source_files, export_dir, export_status
-from sheaf.vectors.query_encoder import FALLBACK_WARNING, QueryEncoder
 from sheaf.core.settings import get_settings
+from sheaf.vectors.identity import ModelIdentity
+from sheaf.vectors.onnx import (
+    EXPORT_JSON,
+    OnnxQueryEncoder,
+    _source_changed,
+    export_dir,
+    export_status,
+    model_source_files,
+)
+from sheaf.vectors.onnx_export import ensure_onnx_export
+from sheaf.vectors.query_encoder import FALLBACK_WARNING, QueryEncoder
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 ROOT = Path(__file__).resolve().parents[2]

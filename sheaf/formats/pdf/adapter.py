@@ -7,16 +7,31 @@ from pathlib import Path
 
 from sheaf.core.models import IngestError
 from sheaf.formats.common import RawBlock
+from sheaf.formats.pdf.blocks import Para, body_size, join_lines, line_spacing, paragraphs
+from sheaf.formats.pdf.geometry import Page
+from sheaf.formats.pdf.glyphs import absorb_marks, merge_same_baseline, repair_glyphs
+from sheaf.formats.pdf.ocr import PageOcr
 from sheaf.formats.pdf.patterns import NO_TEXT_LAYER
 from sheaf.formats.pdf.pdfium import LOCK, open_document, pdfium_api
-from sheaf.formats.pdf.geometry import Page
-from sheaf.formats.pdf.ocr import PageOcr
+from sheaf.formats.pdf.reading_order import mark_crowded, order_page
+from sheaf.formats.pdf.roles import (
+    assign_levels,
+    block_bbox,
+    classify,
+    equations,
+    footnotes,
+    front_matter,
+    mark_bands,
+    numbered_headings,
+    objects,
+    pick_title,
+    plausible_headings,
+    plausible_references,
+    plausible_structure,
+    rank_levels,
+)
 from sheaf.formats.pdf.scans import no_text, ranges, read_scans
 from sheaf.formats.pdf.text_layer import read_page
-from sheaf.formats.pdf.glyphs import absorb_marks, merge_same_baseline, repair_glyphs
-from sheaf.formats.pdf.reading_order import mark_crowded, order_page
-from sheaf.formats.pdf.blocks import Para, body_size, join_lines, line_spacing, paragraphs
-from sheaf.formats.pdf.roles import assign_levels, block_bbox, classify, equations, footnotes, front_matter, mark_bands, numbered_headings, objects, pick_title, plausible_headings, plausible_references, plausible_structure, rank_levels
 
 
 def parse(paper_id: str, path: Path, data: bytes, warnings: list[str], *,

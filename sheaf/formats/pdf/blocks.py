@@ -6,8 +6,8 @@ import re
 from collections import Counter
 
 from sheaf.formats.common import heading_role, numbering_depth
-from sheaf.formats.pdf.patterns import BULLET, CAPTION_START
 from sheaf.formats.pdf.geometry import Line, Page
+from sheaf.formats.pdf.patterns import BULLET, CAPTION_START
 
 
 class Para:

@@ -12,7 +12,6 @@ from collections import Counter, defaultdict
 
 from sheaf.formats.pdf.geometry import Line, Page, Run
 
-
 #: What a font whose ligature glyphs lack a Unicode map leaves in their place (PDFium falls
 #: back to the glyph's code): a capital or an ASCII punctuation mark ("di'erent", "speciBc");
 #: not the marks that join words ("and/or", "a@b", "snake_case", "well-known").

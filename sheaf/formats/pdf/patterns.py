@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-
 NO_TEXT_LAYER = "no text layer: run OCR first (PaddleOCR-VL, MinerU)"
 
 #: Top/bottom share of the page where running headers, footers and page numbers live.

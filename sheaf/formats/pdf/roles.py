@@ -7,9 +7,9 @@ import re
 from collections import defaultdict
 
 from sheaf.formats.common import caption_kind, heading_role, norm_key, numbering_depth
-from sheaf.formats.pdf.patterns import BAND, AFFIL, CAPTION_START, EQ_NUM, FOOTER_TEXT, MATH, NUMERIC, PAGE_NUM
+from sheaf.formats.pdf.blocks import SECTION_NUM, Para, is_big, is_heading_line, join_lines, numbered_title
 from sheaf.formats.pdf.geometry import Line, Page
-from sheaf.formats.pdf.blocks import Para, SECTION_NUM, is_big, is_heading_line, join_lines, numbered_title
+from sheaf.formats.pdf.patterns import AFFIL, BAND, CAPTION_START, EQ_NUM, FOOTER_TEXT, MATH, NUMERIC, PAGE_NUM
 
 
 def mark_bands(pages: list[Page], body: float) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import bisect
 import ctypes
 
-from sheaf.formats.pdf.patterns import BOLD_NAME, CTRL, LIGATURES, LIGHT_NAME, MONO_NAME
 from sheaf.formats.pdf.geometry import Line, Page, Run, median
+from sheaf.formats.pdf.patterns import BOLD_NAME, CTRL, LIGATURES, LIGHT_NAME, MONO_NAME
 
 
 def read_page(api, doc, index: int, fonts: dict) -> Page:

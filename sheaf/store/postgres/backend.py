@@ -16,18 +16,31 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from sheaf.core.envelope import SheafError
-from sheaf.core.models import BodyUnit, ObjectUnit
-from sheaf.store.postgres import writer
-from sheaf.store.postgres.lexical import PostgresBm25
-from sheaf.store.postgres.db import Where, connect, psycopg, retrying, snapshot, unavailable
-from sheaf.store.postgres.schema import (
-    EF_SEARCH, EXACT_BELOW, SCOPES, collections, ensure_schema, has_vector_type,
-)
-from sheaf.store.records import FtsHit, Unit, VectorHit
+from sheaf.core.models import BodyUnit, ObjectUnit, PaperMeta
 from sheaf.store.fulltext import build_match_query, match_queries
 from sheaf.store.health import IndexHealth, artifact_unit_digest, zero_filled
-from sheaf.store.rows import BODY_COLS, OBJECT_COLS, body_from_row, object_from_row, collection_segments, filter_papers, query_collection, year_clauses
-from sheaf.core.models import PaperMeta
+from sheaf.store.postgres import writer
+from sheaf.store.postgres.db import Where, connect, psycopg, retrying, snapshot, unavailable
+from sheaf.store.postgres.lexical import PostgresBm25
+from sheaf.store.postgres.schema import (
+    EF_SEARCH,
+    EXACT_BELOW,
+    SCOPES,
+    collections,
+    ensure_schema,
+    has_vector_type,
+)
+from sheaf.store.records import FtsHit, Unit, VectorHit
+from sheaf.store.rows import (
+    BODY_COLS,
+    OBJECT_COLS,
+    body_from_row,
+    collection_segments,
+    filter_papers,
+    object_from_row,
+    query_collection,
+    year_clauses,
+)
 from sheaf.vectors.identity import EmbeddedPassages, Passage
 
 if TYPE_CHECKING:  # pragma: no cover

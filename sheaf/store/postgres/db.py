@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
+from pgvector.psycopg import register_vector
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
-from pgvector.psycopg import register_vector
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import redact_url

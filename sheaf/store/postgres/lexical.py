@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from sheaf.core.envelope import SheafError
-from sheaf.store.bm25 import B, K1, ROW_SHIFT, Bm25Table, column_weights, evaluate, parse_match
+from sheaf.store.bm25 import K1, ROW_SHIFT, B, Bm25Table, column_weights, evaluate, parse_match
+from sheaf.store.fulltext import FTS_TOKENIZER
 from sheaf.store.postgres import writer
 from sheaf.store.postgres.db import snapshot
 from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES
-from sheaf.store.fulltext import FTS_TOKENIZER
 
 _REF_TABLE = {"body": "body_units", "object": "object_units"}
 #: The rows of a phrase of several terms (a hyphenated word, a code's variants): those holding its

@@ -21,13 +21,29 @@ from typing import TYPE_CHECKING, Any
 
 from sheaf.core.lazy import lazy_module
 from sheaf.core.models import BodyUnit, ObjectUnit, valid_paper_key
-from sheaf.store.tokens import FtsTokenizer
+from sheaf.store.fulltext import FTS_TOKENIZER
 from sheaf.store.postgres.db import Where, psycopg, retrying
 from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES, collections, ensure_collection
-from sheaf.store.fulltext import FTS_TOKENIZER
-from sheaf.store.rows import body_fts_row, object_fts_row, papers_fts_row
-from sheaf.store.rows import BODY_CONTENT, OBJECT_CONTENT, PASSAGE_CONTENT, ReplaceStats, passages_list, json_text, meta_sha, validate_paper, as_unit, body_row, object_row, same_passages, units_held
+from sheaf.store.rows import (
+    BODY_CONTENT,
+    OBJECT_CONTENT,
+    PASSAGE_CONTENT,
+    ReplaceStats,
+    as_unit,
+    body_fts_row,
+    body_row,
+    json_text,
+    meta_sha,
+    object_fts_row,
+    object_row,
+    papers_fts_row,
+    passages_list,
+    same_passages,
+    units_held,
+    validate_paper,
+)
 from sheaf.store.rows import unchanged_units as shared_unchanged_units
+from sheaf.store.tokens import FtsTokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.models import PaperMeta

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 from sheaf.core.envelope import SheafError
 from sheaf.core.lazy import lazy_module
 from sheaf.core.models import BodyUnit, ObjectUnit
+from sheaf.store.backend import LexicalEngine, VectorEngine
+from sheaf.store.fulltext import build_match_query, match_queries
 from sheaf.store.records import FtsHit, Unit, VectorHit
+from sheaf.store.rows import IndexSchemaError, collection_segments
 from sheaf.store.sqlite import integrity, reader, writer
 from sheaf.store.sqlite.db import sqlite3, transaction
-from sheaf.store.fulltext import build_match_query, match_queries
 from sheaf.store.sqlite.schema import collections, open_index
-from sheaf.store.rows import IndexSchemaError
-from sheaf.store.backend import LexicalEngine, VectorEngine
-from sheaf.store.rows import collection_segments
 from sheaf.vectors.identity import EmbeddedPassages, Passage
 
 np = lazy_module("numpy")  # the export only

@@ -15,17 +15,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sheaf.store.sqlite.db import sqlite3
-from sheaf.store.sqlite.db import vec_extension_path
-from sheaf.store.sqlite.schema import SCHEMA_VERSION, schema_version
-from sheaf.store.rows import IndexSchemaError
-from sheaf.store.sqlite.schema import MIGRATIONS
-from sheaf.store.sqlite.db import transaction
-from sheaf.store.sqlite.schema import collections, open_index
-from sheaf.store.sqlite.reader import counts
 from sheaf.core.envelope import SheafError
-from sheaf.store.sqlite.schema import VECTORS_EPOCH, new_epoch, rebuild_fts
 from sheaf.store.health import IndexHealth, artifact_unit_digest, zero_filled
+from sheaf.store.rows import IndexSchemaError
+from sheaf.store.sqlite.db import sqlite3, transaction, vec_extension_path
+from sheaf.store.sqlite.reader import counts
+from sheaf.store.sqlite.schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    VECTORS_EPOCH,
+    collections,
+    new_epoch,
+    open_index,
+    rebuild_fts,
+    schema_version,
+)
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: ... and of those, the ones that mean the file's pages are damaged (not a missing table).

@@ -41,9 +41,8 @@ from sheaf.store.bm25 import COL_SHIFT as _COL_SHIFT
 from sheaf.store.bm25 import OFFSET_MASK as _OFFSET_MASK
 from sheaf.store.bm25 import ROW_SHIFT as _ROW_SHIFT
 from sheaf.store.bm25 import Bm25Table, RankedRows, evaluate, parse_match
-from sheaf.store.tokens import FtsTokenizer
-
 from sheaf.store.sqlite.db import connect, connected_to, varints
+from sheaf.store.tokens import FtsTokenizer
 
 __all__ = ["Bm25Accelerator", "parse_match", "RankedRows"]
 

@@ -10,13 +10,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from sheaf.store.sqlite.reader import VectorHit
-from sheaf.store.sqlite.schema import VECTORS_EPOCH
-from sheaf.store.sqlite.db import connect
-from sheaf.store.sqlite.schema import collections
-from sheaf.store.sqlite.reader import vector_search
+
+from sheaf.store.sqlite.db import connect, connected_to
 from sheaf.store.sqlite.memory_bm25 import wait_for_loads
-from sheaf.store.sqlite.db import connected_to
+from sheaf.store.sqlite.reader import VectorHit, vector_search
+from sheaf.store.sqlite.schema import VECTORS_EPOCH, collections
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,19 +6,27 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sheaf.store.sqlite.db import read_snapshot, sqlite3, varints
 from sheaf.core.envelope import SheafError
-from sheaf.store.fulltext import build_match_query
 from sheaf.core.models import BodyUnit, ObjectUnit
+from sheaf.store.fulltext import build_match_query
+from sheaf.store.sqlite.db import read_snapshot, sqlite3, varints
 
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import QueryVector
 from sheaf.core.lazy import lazy_module
-from sheaf.store.records import FtsHit, VectorHit
-from sheaf.store.sqlite.schema import Conn, collections
 from sheaf.core.models import PaperMeta
-from sheaf.store.rows import BODY_COLS, OBJECT_COLS, body_from_row, filter_papers, object_from_row, query_collection, year_clauses
-from sheaf.store.backend import LexicalEngine, MAX_KNN_K, VectorEngine
+from sheaf.store.backend import MAX_KNN_K, LexicalEngine, VectorEngine
+from sheaf.store.records import FtsHit, VectorHit
+from sheaf.store.rows import (
+    BODY_COLS,
+    OBJECT_COLS,
+    body_from_row,
+    filter_papers,
+    object_from_row,
+    query_collection,
+    year_clauses,
+)
+from sheaf.store.sqlite.schema import Conn, collections
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load

@@ -43,12 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 from sheaf import __version__
 from sheaf.core.lazy import lazy_module
-from sheaf.store.sqlite.db import connect, sqlite3, transaction
 from sheaf.core.settings import get_settings
 from sheaf.store.fulltext import FTS_TEXT_VERSION, FTS_TOKENIZER
-from sheaf.vectors.identity import ModelIdentity
-from sheaf.vectors.identity import ModelChangedError
 from sheaf.store.rows import IndexSchemaError, body_fts_row, object_fts_row, papers_fts_row
+from sheaf.store.sqlite.db import connect, sqlite3, transaction
+from sheaf.vectors.identity import ModelChangedError, ModelIdentity
 
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import ModelIdentity

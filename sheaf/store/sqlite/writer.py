@@ -5,16 +5,42 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sheaf.store.sqlite.db import transaction
 from sheaf.core.models import BodyUnit, ObjectUnit, valid_paper_key
+from sheaf.store.sqlite.db import transaction
 
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
     from sheaf.vectors.identity import EmbeddedPassages, ModelIdentity
 from sheaf.core.lazy import lazy_module
-from sheaf.store.sqlite.schema import Conn, Hook, VECTORS_EPOCH, fill_fts, fill_unit_fts, fts_delete, fts_rows, collections, ensure_collection, new_epoch
+from sheaf.store.rows import (
+    BODY_CONTENT,
+    OBJECT_CONTENT,
+    PASSAGE_CONTENT,
+    ReplaceStats,
+    as_unit,
+    body_row,
+    json_text,
+    meta_sha,
+    object_row,
+    passage_rows,
+    passages_list,
+    same_passages,
+    unchanged_units,
+    units_held,
+    validate_paper,
+)
+from sheaf.store.sqlite.schema import (
+    VECTORS_EPOCH,
+    Conn,
+    Hook,
+    collections,
+    ensure_collection,
+    fill_fts,
+    fill_unit_fts,
+    fts_delete,
+    fts_rows,
+    new_epoch,
+)
 from sheaf.vectors.identity import EmbeddedPassages
-from sheaf.store.rows import unchanged_units
-from sheaf.store.rows import BODY_CONTENT, OBJECT_CONTENT, PASSAGE_CONTENT, ReplaceStats, as_unit, body_row, json_text, meta_sha, object_row, passage_rows, passages_list, same_passages, units_held, validate_paper
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
