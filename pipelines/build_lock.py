@@ -30,13 +30,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.store.artifact_store import ArtifactStore, artifact_store
 from sheaf.store.health import StorageFailure, storage_problem
 from sheaf.store.select import index_build_lock
 from sheaf.store.select import prepare_index as select_prepare_index
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 LOCK_NAME = ".sheaf-build.lock"
 
@@ -242,7 +245,7 @@ def build_lock(home: Path, say: Callable[[str], None] | None = None, *,
 
 # --- parallel builds ------------------------------------------------------------------------------
 
-def check_workers(settings: Any, workers: int) -> None:
+def check_workers(settings: Settings, workers: int) -> None:
     """Refuse more than one worker on the SQLite index: one writer at a time, and the embedding
     runs inside the writer's step (the `sheaf_index` pool), so workers would wait for each other."""
     if workers < 1:
@@ -257,7 +260,7 @@ def check_workers(settings: Any, workers: int) -> None:
 
 
 @contextmanager
-def index_lock(settings: Any, say: Callable[[str], None] | None = None) -> Iterator[None]:
+def index_lock(settings: Settings, say: Callable[[str], None] | None = None) -> Iterator[None]:
     """After `build_lock`: the index's own lock (`sheaf.store.select.index_build_lock`), so that
     builds from other homes or machines sharing a Postgres index and its Dagster instance wait for
     each other, as two builds of one home do; a no-op on SQLite."""
@@ -372,7 +375,7 @@ def check_writable(paths: list[Path]) -> None:
             raise storage_error(err, [p])
 
 
-def prepare_index(settings: Any, *, full: bool, say: Callable[[str], None]) -> dict[str, Any]:
+def prepare_index(settings: Settings, *, full: bool, say: Callable[[str], None]) -> dict[str, Any]:
     """Make sure the index can take writes (`sheaf.store.select.prepare_index`: a damaged SQLite
     file moved aside and rebuilt, a damaged collection dropped, a Postgres server that must
     answer); a disk that is full, read-only or unreadable is a clear error naming the path."""

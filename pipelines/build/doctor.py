@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from dagster import AssetKey, DagsterInstance, Definitions
@@ -35,6 +35,9 @@ from sheaf.store.health import artifact_unit_digest
 from sheaf.store.select import check_backend, open_backend
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import resolve_model_path
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 # --- the doctor --------------------------------------------------------------------------------
 
@@ -86,7 +89,7 @@ def _artifact_hash(store: ArtifactStore, asset: str, name: str) -> str | None:
     return table_hash(payload) if isinstance(payload, pa.Table) else dict_hash(payload)
 
 
-def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Diagnosis:
+def diagnose(settings: Settings, defs: Definitions, instance: DagsterInstance) -> Diagnosis:
     """Every drift between the library, Dagster, the artifacts and the index, with its cause."""
     chain = chain_of(defs)
     t0 = time.perf_counter()
@@ -285,7 +288,7 @@ def diagnose(settings: Any, defs: Definitions, instance: DagsterInstance) -> Dia
     return d
 
 
-def _current_identity_key(settings: Any, cols: dict[str, Any]) -> str | None:
+def _current_identity_key(settings: Settings, cols: dict[str, Any]) -> str | None:
     """The collection key of the configured model, without loading it when the index can tell:
     the collection whose model name matches (the newest one when several do)."""
     name = resolve_model_path(settings.embedding_model)[0]
@@ -299,7 +302,7 @@ def _current_identity_key(settings: Any, cols: dict[str, Any]) -> str | None:
 
 # --- repair ----------------------------------------------------------------------------------------
 
-def repair(settings: Any, defs: Definitions, instance: DagsterInstance, diagnosis: Diagnosis,
+def repair(settings: Settings, defs: Definitions, instance: DagsterInstance, diagnosis: Diagnosis,
            progress: Any = lambda s: None) -> dict[str, Any]:
     """Fix what `diagnosis` found: dead runs marked failed, temp files swept, a damaged index
     moved aside, orphans removed, then only the affected papers rebuilt (a plan-driven build,

@@ -30,13 +30,16 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from pipelines.build_lock import STOP_TAG, idle_state, lock_holder, proc_start, process_alive, running_state
 from pipelines.build_lock import build_holder as _holder
 from pipelines.dagster_internals.steps import free_pool_slots
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 __all__ = ["BUILD_PID_TAG", "LiveProgress", "PAPER_TAG", "PROGRESS_TAGS", "build_state", "dead_runs", "reap_dead_runs",
            "stop_build"]
@@ -184,7 +187,7 @@ def _build_runs(instance: DagsterInstance, pid: int, start: str | None, since: f
     return sorted(out, key=lambda r: r.create_timestamp)
 
 
-def build_state(settings: Any, instance: DagsterInstance) -> dict[str, Any]:
+def build_state(settings: Settings, instance: DagsterInstance) -> dict[str, Any]:
     """idle | running | stopping, with pid, run ids, started_at, current / total / paper_id
     (and stage, embeddings computed) of the running build; `dead_runs`: unfinished runs whose
     `sheaf build` process is gone (a build killed by kill -9 or a crash)."""
@@ -232,7 +235,7 @@ def reap_dead_runs(instance: Any) -> list[dict[str, Any]]:
 
 # --- stopping it -------------------------------------------------------------------------------------
 
-def stop_build(settings: Any, instance: DagsterInstance, *, timeout: float = 300.0,
+def stop_build(settings: Settings, instance: DagsterInstance, *, timeout: float = 300.0,
                say: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Ask the running build to stop at the next paper boundary and wait until it has (the
     lock is free). Returns what happened: `outcome` = `idle` (nothing ran), `died` (no build

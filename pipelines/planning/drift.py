@@ -5,13 +5,16 @@ and whether the library metadata the last `library_metadata` run loaded is still
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.select import open_backend
 
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
-def open_index_readonly(settings: Any):
+
+def open_index_readonly(settings: Settings):
     """The index (an `IndexBackend`, SQLite or Postgres) opened read-only, or None when it is
     missing or unusable."""
     try:
@@ -31,7 +34,7 @@ SCOPED_UP_TO = 200
 LOOKUPS_UP_TO = 60
 
 
-def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
+def artifact_index_drift(settings: Settings, statuses: Mapping[str, Any],
                          artifacts: Mapping[str, str]) -> dict[str, tuple[list[str], list[str]]]:
     """Papers (built or stale) whose artifacts or index rows disagree with their latest
     materializations: ``{key: (assets to rebuild, reasons)}``; `artifacts`: the chain's
@@ -104,7 +107,7 @@ def artifact_index_drift(settings: Any, statuses: Mapping[str, Any],
     return out
 
 
-def metadata_missing(settings: Any, loaded: Any) -> bool:
+def metadata_missing(settings: Settings, loaded: Any) -> bool:
     """True when the index holds fewer metadata rows than the last `library_metadata` loaded
     (`loaded`: its `papers` metadata; the index was replaced, moved aside or rows were lost):
     the metadata must be loaded again."""

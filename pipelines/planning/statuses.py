@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagster import AssetKey, DagsterInstance, Definitions, RepositoryDefinition
 
@@ -28,6 +28,9 @@ from pipelines.planning.drift import artifact_index_drift
 from pipelines.planning.events import EventInfo, latest_events, latest_observed_versions
 from pipelines.planning.plan import PaperStatus
 from sheaf.vectors.identity import model_name, split_model
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 #: Definition metadata of an asset stored as one file per paper: the file's suffix.
 ARTIFACT_METADATA = "sheaf/artifact"
@@ -120,7 +123,7 @@ def _code_change(recorded: str | None, current: str | None) -> tuple[bool, str |
     return True, None
 
 
-def paper_statuses(instance: DagsterInstance, defs: ChainSource, settings: Any = None,
+def paper_statuses(instance: DagsterInstance, defs: ChainSource, settings: Settings | None = None,
                    keys: list[str] | None = None, observed: dict[str, str] | None = None) -> dict[str, PaperStatus]:
     """Per paper: built / stale (why) / missing / failed, from materialization metadata alone.
     `defs`: what `chain_of` takes. (`settings` is unused: the configured model is part of
@@ -252,7 +255,7 @@ def selection_from(chain: Chain, first: str) -> list[AssetKey] | None:
 
 # --- the planner's check: index rows and artifacts against the materializations -------------------
 
-def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any],
+def index_drift(settings: Settings, instance: DagsterInstance, statuses: dict[str, Any],
                 defs: ChainSource) -> dict[str, tuple[str, list[str]]]:
     """`pipelines.planning.drift.artifact_index_drift` of the chain of `defs`: ``{key: (first asset to
     rebuild, reasons)}``."""
@@ -261,7 +264,7 @@ def index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, An
             for k, (starts, reasons) in artifact_index_drift(settings, statuses, chain.artifacts).items()}
 
 
-def apply_index_drift(settings: Any, instance: DagsterInstance, statuses: dict[str, Any],
+def apply_index_drift(settings: Settings, instance: DagsterInstance, statuses: dict[str, Any],
                       defs: ChainSource) -> dict[str, list[str]]:
     """Mark papers whose index rows or artifacts drifted as stale, rebuilding from the first
     drifted asset (`sheaf build` calls this on its plan). Returns {key: reasons}. A marked paper's

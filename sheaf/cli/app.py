@@ -13,7 +13,7 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sheaf.cli import tables
 from sheaf.cli.parser import (
@@ -35,6 +35,9 @@ from sheaf.service import report
 from sheaf.service.queries import RetrieverSource, run_query
 from sheaf.service.requests import SERVED_COMMANDS, Outcome
 
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
+
 index_copy = lazy_module("sheaf.service.index_copy")  # the index code: only `sheaf index` loads it
 
 __all__ = ["main", "build_parser", "STAGES", "FORMATS", "UsageError"]
@@ -49,14 +52,14 @@ def _say(quiet: bool, file: Any = None, prefix: str = "") -> Any:
 
 # --- query commands ----------------------------------------------------------------------------
 
-def _open_retriever(settings: Any) -> Any:
+def _open_retriever(settings: Settings) -> Any:
     """A Retriever on the configured index, opened by this process (it closes on ``__exit__``)."""
     from sheaf.search.retriever import Retriever  # the index code: only when this process queries
 
     return Retriever.open(settings)
 
 
-def local_retrievers(settings: Any) -> RetrieverSource:
+def local_retrievers(settings: Settings) -> RetrieverSource:
     return functools.partial(_open_retriever, settings)
 
 
@@ -114,7 +117,7 @@ def _settings(args: argparse.Namespace) -> Any:
     return get_settings(**given)
 
 
-def _say_library(builds: Any, settings: Any, args: argparse.Namespace) -> None:
+def _say_library(builds: Any, settings: Settings, args: argparse.Namespace) -> None:
     """One line on stderr when a command uses the home's recorded library (none under --json)."""
     line = builds.library_line(settings)
     if line and not getattr(args, "json", False):

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from sheaf.transform.chain import units_from_paper
 from sheaf.transform.units import DEFAULT_TOKEN_CAP
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import EmbeddedPassages
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 #: Bumped whenever the way a BEIR document becomes a paper changes (forces an index rebuild).
 BEIR_BUILD_VERSION = 1
@@ -265,7 +268,7 @@ def build_beir_index(ds: BeirDataset, cache_dir: str | Path, *, embedder: Any = 
 
 
 def run_beir(ds: BeirDataset, *, modes: Sequence[str] = MODES, cache_dir: str | Path,
-             embedder: Any = None, settings: Any = None, max_queries: int | None = None,
+             embedder: Any = None, settings: Settings | None = None, max_queries: int | None = None,
              rebuild: bool = False, per_query: bool = False, progress: Progress = quiet,
              depth: int = BEIR_DEPTH) -> dict[str, Any]:
     """Evaluate each mode on a BEIR dataset (see the module docstring). `embedder` is needed

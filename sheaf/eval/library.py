@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import get_settings
@@ -23,6 +23,9 @@ from sheaf.eval.runs import (
 )
 from sheaf.search.retriever import Retriever
 from sheaf.vectors.embedder import Embedder
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +141,7 @@ def _known_item_rank(retriever: Any, item: KnownItem, mode: str) -> list[str]:
     return dedupe(m["unit_id"] for m in res.matches)
 
 
-def run_library(settings: Any = None, *, sample: int = 50, seed: int = 0, modes: Sequence[str] = MODES,
+def run_library(settings: Settings | None = None, *, sample: int = 50, seed: int = 0, modes: Sequence[str] = MODES,
                 embedder: Any = None, per_query: bool = False, progress: Progress = quiet) -> dict[str, Any]:
     """Known-item evaluation of the configured index (read-only): recall@1, recall@10 and MRR@10
     per query type and mode, and retrieval latency per mode."""

@@ -24,7 +24,7 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf import __version__
 from sheaf.cli.app import local_retrievers
@@ -38,6 +38,9 @@ from sheaf.paperforge import shapes as pf
 from sheaf.serve.client import try_server
 from sheaf.service.queries import run_query
 from sheaf.service.requests import Outcome, RetrieveRequest, SearchRequest
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 __all__ = ["main", "build_parser", "launcher", "STOP_LINE"]
 
@@ -101,7 +104,7 @@ def _now() -> str:
 
 # --- commands --------------------------------------------------------------------------------------
 
-def _query(args: argparse.Namespace, settings: Any) -> Outcome:
+def _query(args: argparse.Namespace, settings: Settings) -> Outcome:
     if args.command == "search":
         req: Any = SearchRequest(" ".join(args.query), limit=args.limit, year_from=args.year_from,
                                  year_to=args.year_to, domain=tuple(args.domain))
@@ -142,7 +145,7 @@ def _write_event(event: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _embed_build(args: argparse.Namespace, settings: Any) -> int:
+def _embed_build(args: argparse.Namespace, settings: Settings) -> int:
     """`embed build`: the plugin's NDJSON stream on stdout, first to last; stderr stays empty
     unless the build fails (then its reason, which the plugin shows). A paper that failed is a
     warning of a published index (exit 0; the plugin shows "published with warning")."""
@@ -169,7 +172,7 @@ def _embed_build(args: argparse.Namespace, settings: Any) -> int:
     return code
 
 
-def _memory_build(settings: Any) -> Outcome:
+def _memory_build(settings: Settings) -> Outcome:
     with stop_on_sigterm():
         _stdin_stop()
         out = _builds().build(settings, exact_progress=False)
@@ -178,7 +181,7 @@ def _memory_build(settings: Any) -> Outcome:
     return Outcome(env, out.exit_code, out.view)
 
 
-def _status(args: argparse.Namespace, settings: Any) -> Outcome:
+def _status(args: argparse.Namespace, settings: Settings) -> Outcome:
     builds = _builds()
     if args.sub == "stop":
         out = builds.stop(settings, progress=lambda m: print(m, file=sys.stderr, flush=True))
@@ -196,7 +199,7 @@ def _status(args: argparse.Namespace, settings: Any) -> Outcome:
     return Outcome(ok("memory status", data, count=data["paper_count_db"], next_actions=st.envelope["next_actions"]))
 
 
-def _memory_probe(settings: Any, now: str) -> dict[str, Any]:
+def _memory_probe(settings: Settings, now: str) -> dict[str, Any]:
     try:
         st = _builds().status(settings)
     except SheafError as e:
@@ -204,7 +207,7 @@ def _memory_probe(settings: Any, now: str) -> dict[str, Any]:
     return pf.memory_envelope(st.envelope["data"], now, home=settings.home)
 
 
-def _probe(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+def _probe(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     """The plugin's envelope (not Sheaf's): `probe memory`, `probe all` ({module: "all", modules})."""
     now = _now()
     if args.module == "all":
@@ -216,7 +219,7 @@ def _probe(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     return pf.not_provided_envelope(args.module, now)
 
 
-def _doctor(args: argparse.Namespace, settings: Any) -> Outcome:
+def _doctor(args: argparse.Namespace, settings: Settings) -> Outcome:
     builds = _builds()
     out = builds.doctor(settings)
     env = dict(out.envelope)

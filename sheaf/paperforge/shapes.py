@@ -19,12 +19,15 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.models import UNREADABLE_FIX
 from sheaf.core.settings import VAULT_HOME, get_settings
 from sheaf.store.select import open_backend
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 __all__ = ["VAULT_HOME", "vault_settings", "with_plugin_fields", "note_paths", "embed_status_data",
            "memory_status_data"]
@@ -85,7 +88,7 @@ def note_paths(vault: Path) -> dict[str, str]:
     return _NOTES[ident]
 
 
-def _abstracts(settings: Any, keys: list[str]) -> dict[str, str]:
+def _abstracts(settings: Settings, keys: list[str]) -> dict[str, str]:
     if not keys or (settings.index_backend == "sqlite" and not Path(settings.index_path).exists()):
         return {}
     try:
@@ -98,7 +101,7 @@ def _abstracts(settings: Any, keys: list[str]) -> dict[str, str]:
         index.close()
 
 
-def with_plugin_fields(envelope: dict[str, Any], settings: Any, vault: Path | None) -> dict[str, Any]:
+def with_plugin_fields(envelope: dict[str, Any], settings: Settings, vault: Path | None) -> dict[str, Any]:
     """A search/retrieve envelope whose matches carry `abstract` and `note_path` too (the
     plugin's cards show them); `domain` stays what the library says (None without one)."""
     if not envelope.get("ok"):
@@ -126,7 +129,7 @@ def unreadable_rows(unreadable: dict[str, str]) -> list[dict[str, str]]:
     return [{"paper_id": k, "reason": why, "fix": UNREADABLE_FIX} for k, why in unreadable.items()]
 
 
-def embed_status_data(settings: Any, probe: dict[str, Any], build_state: dict[str, Any],
+def embed_status_data(settings: Settings, probe: dict[str, Any], build_state: dict[str, Any],
                       unreadable: dict[str, str] | None = None) -> dict[str, Any]:
     """`embed status` data from the index probe, the live build state and the papers the last
     build found unreadable ({paper: reason})."""

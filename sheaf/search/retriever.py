@@ -88,6 +88,7 @@ from sheaf.vectors.identity import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from sheaf.core.settings import Settings
     from sheaf.store.backend import IndexBackend
     from sheaf.vectors.query_encoder import QueryEncoder
 
@@ -125,7 +126,7 @@ class Retriever(PaperSearch, RankFusion):
     anything with its `encode(text, identity)`); without one, the first semantic query makes
     one from `settings`. A warm server keeps one Retriever across queries (`_memoized`)."""
 
-    def __init__(self, index: IndexBackend, settings: Any = None, *, query_encoder: "QueryEncoder | None" = None,
+    def __init__(self, index: IndexBackend, settings: Settings | None = None, *, query_encoder: "QueryEncoder | None" = None,
                  owns_index: bool = True) -> None:
         self.index = index
         self.settings = settings if settings is not None else get_settings()
@@ -140,7 +141,7 @@ class Retriever(PaperSearch, RankFusion):
     # --- lifecycle ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, settings: Any = None, *, query_encoder: "QueryEncoder | None" = None,
+    def open(cls, settings: Settings | None = None, *, query_encoder: "QueryEncoder | None" = None,
              lexical_engine: LexicalEngine | None = None, vector_engine: VectorEngine | None = None) -> "Retriever":
         """Open the configured index read-only (`sheaf.store.select`: the SQLite file, or Postgres
         when SHEAF_INDEX_URL says so). No index: INDEX_NOT_FOUND; not a readable Sheaf index, or

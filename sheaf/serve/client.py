@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf import __version__
 from sheaf.service.requests import REQUESTS, SERVED_COMMANDS, Outcome, QueryRequest
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 __all__ = ["SERVED_COMMANDS", "DISCOVERY_FILE", "CONNECT_TIMEOUT", "REQUEST_TIMEOUT", "LOOPBACK_HOSTS",
            "discovery_path", "server_signature", "read_discovery", "remove_discovery", "try_server"]
@@ -25,12 +28,12 @@ REQUEST_TIMEOUT = 300.0  # s: a query that outlives this is abandoned and run lo
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
-def discovery_path(settings: Any) -> Path:
+def discovery_path(settings: Settings) -> Path:
     """``<SHEAF_HOME>/serve.json``."""
     return Path(settings.home) / DISCOVERY_FILE
 
 
-def server_signature(settings: Any) -> dict[str, Any]:
+def server_signature(settings: Settings) -> dict[str, Any]:
     """What must be equal between a client and the server for the server's answer to be the
     client's answer: Sheaf version, index file, home, library, model, query windowing."""
     return {"version": __version__,
@@ -56,7 +59,7 @@ def _pid_alive(pid: Any) -> bool:
     return True
 
 
-def read_discovery(settings: Any) -> dict[str, Any] | None:
+def read_discovery(settings: Settings) -> dict[str, Any] | None:
     """The discovery file of a live server for `settings`' home, or None (a stale file, whose
     pid is dead, is removed)."""
     path = discovery_path(settings)
@@ -81,7 +84,7 @@ def remove_discovery(path: Path, pid: Any) -> None:
         pass
 
 
-def try_server(request: QueryRequest, settings: Any, *,
+def try_server(request: QueryRequest, settings: Settings, *,
                timeout: float = REQUEST_TIMEOUT) -> Outcome | None:
     """The answer of a running `sheaf serve` to `request` (``POST /v1/<command>`` with
     ``request.to_dict()``; the exit code from ``X-Sheaf-Exit``), or None to run it locally.

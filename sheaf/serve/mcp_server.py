@@ -36,7 +36,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
@@ -59,6 +59,9 @@ from sheaf.service.requests import (
     SearchRequest,
     TimelineRequest,
 )
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 builds = lazy_module("sheaf.service.builds")  # the Dagster side: only when status, build or stop runs
 
@@ -389,7 +392,7 @@ class SheafTools:
     """The tools' implementations over warm engines: each builds the typed request of its
     command, has the service answer it, and shapes the envelope into the tool's output."""
 
-    def __init__(self, settings: Any, engines: WarmEngines, *, allow_build: bool = False,
+    def __init__(self, settings: Settings, engines: WarmEngines, *, allow_build: bool = False,
                  python: str = sys.executable) -> None:
         self.settings = settings
         self.engines = engines
@@ -829,7 +832,7 @@ def check_http_host(host: str) -> None:
                          {"host": host}, hint="use --host 127.0.0.1 (or ::1)")
 
 
-def mcp_command(settings: Any, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
+def mcp_command(settings: Settings, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
                 allow_build: bool = False, announce: Callable[[str], None] = lambda m: None) -> Outcome:
     """`sheaf mcp`: serve until the client closes stdin (stdio) or until SIGINT/SIGTERM (HTTP);
     then a summary envelope (never printed on the stdio transport, whose stdout is the protocol's)."""

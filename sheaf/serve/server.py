@@ -44,7 +44,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf import __version__
 from sheaf.core.envelope import SheafError, error, ok
@@ -63,6 +63,9 @@ from sheaf.service.requests import Outcome, QueryRequest, request_from_dict
 from sheaf.store.select import memory_engines, open_backend
 from sheaf.vectors.identity import resolve_model_path
 from sheaf.vectors.query_encoder import QueryEncoder
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 __all__ = [
     "SERVED_COMMANDS", "DISCOVERY_FILE", "discovery_path", "server_signature", "read_discovery",
@@ -97,7 +100,7 @@ class RetrieverPool:
     otherwise it is closed and a new one opened. Its per-query state (paper fields, parsed
     titles) starts empty for every request, as a fresh Retriever's does. Thread-safe."""
 
-    def __init__(self, settings: Any, max_idle: int = 4, *, query_encoder: QueryEncoder | None = None,
+    def __init__(self, settings: Settings, max_idle: int = 4, *, query_encoder: QueryEncoder | None = None,
                  lexical_engine: Any = None, vector_engine: Any = None) -> None:
         self.settings = settings
         self.query_encoder = query_encoder
@@ -199,7 +202,7 @@ class WarmEngines:
     between two requests is seen by the next one (the pool's file identity and
     ``PRAGMA data_version``; the accelerators' own signatures)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.lexical, self.accelerator = memory_engines(settings, WARM_WEIGHTS)
         # One query encoder for the process's life (the export is rechecked at most every 2 s).
@@ -327,7 +330,7 @@ def _handler_class() -> type:
 class SheafServer:
     """A ThreadingHTTPServer bound to loopback, with the warm state and its discovery file."""
 
-    def __init__(self, settings: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, settings: Settings, host: str = "127.0.0.1", port: int = 0) -> None:
         if host not in LOOPBACK_HOSTS:
             raise SheafError("BAD_QUERY", f"sheaf serve listens on the loopback interface only, not {host!r}",
                              {"host": host}, hint="use --host 127.0.0.1 (or ::1)")
@@ -410,7 +413,7 @@ class SheafServer:
         self.engines.close()
 
 
-def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 0, *,
           announce: Any = None) -> dict[str, Any]:
     """Run the server until SIGINT/SIGTERM (or `shutdown()` from another thread); return a
     summary. Refuses to start when a live server already answers for this home."""
@@ -444,6 +447,6 @@ def serve(settings: Any, host: str = "127.0.0.1", port: int = 0, *,
             "requests": dict(srv._counts), "notes": notes if "notes" in locals() else []}
 
 
-def serve_command(settings: Any, host: str = "127.0.0.1", port: int = 0, *, announce: Any = None) -> Outcome:
+def serve_command(settings: Settings, host: str = "127.0.0.1", port: int = 0, *, announce: Any = None) -> Outcome:
     """`sheaf serve`: `serve` until stopped, then its summary as the envelope."""
     return Outcome(ok("serve", serve(settings, host, port, announce=announce), count=0))

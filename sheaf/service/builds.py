@@ -25,6 +25,8 @@ from sheaf.store.select import check_backend, open_backend, probe_index_file
 if TYPE_CHECKING:  # pragma: no cover
     from dagster import Definitions
 
+    from sheaf.core.settings import Settings
+
 __all__ = ["definitions", "build", "status", "doctor", "index_probe", "status_dict", "stop", "build_state"]
 
 Progress = Callable[[str], None]
@@ -57,7 +59,7 @@ def _quiet(message: str) -> None:
     pass
 
 
-def definitions(settings: Any) -> Definitions:
+def definitions(settings: Settings) -> Definitions:
     """The Definitions of `settings`' home and library (Dagster's warnings quieted, its home made)."""
     pipelines = _pipelines()
 
@@ -71,7 +73,7 @@ def status_dict(st: Any) -> dict[str, Any]:
     return out
 
 
-def build(settings: Any, defs: Any = None, *, papers: list[str] | None = None, full: bool = False,
+def build(settings: Settings, defs: Any = None, *, papers: list[str] | None = None, full: bool = False,
           progress: Progress = _quiet, events: Events | None = None, exact_progress: bool = True,
           switch_library: bool = False) -> Outcome:
     """Discover, then build every missing or stale paper (`view`: the `BuildReport`; exit 130
@@ -139,7 +141,7 @@ def _unreadable_action(n: int) -> str:
             "`sheaf status` names each file and why")
 
 
-def _require_library(settings: Any, command: str, *, check_home: bool = True) -> None:
+def _require_library(settings: Settings, command: str, *, check_home: bool = True) -> None:
     """The library folder exists and is the home's own (`sheaf.core.home_record`), else the
     error that says which and what to do: before anything is scanned or written."""
     if not settings.library.is_dir():
@@ -153,7 +155,7 @@ def _require_library(settings: Any, command: str, *, check_home: bool = True) ->
         check_home_library(settings, command)
 
 
-def library_line(settings: Any) -> str | None:
+def library_line(settings: Settings) -> str | None:
     """The one line that says a command uses the home's recorded library (None otherwise)."""
     if settings.library_source != home_record.RECORDED:
         return None
@@ -188,7 +190,7 @@ def _status_actions(states: dict[str, int], statuses: dict[str, Any], skipped: l
     return acts
 
 
-def status(settings: Any) -> Outcome:
+def status(settings: Settings) -> Outcome:
     """Per paper of the library, read as the build's discovery reads it and without writing
     anything: built / stale (why) / missing / failed / removed, the skipped folders, coverage,
     the index probe and the next action (`view`: the statuses by key). No Dagster home yet:
@@ -253,7 +255,7 @@ def status(settings: Any) -> Outcome:
     return Outcome(env, 0, statuses)
 
 
-def _backend_probe(settings: Any) -> dict[str, Any]:
+def _backend_probe(settings: Settings) -> dict[str, Any]:
     """`index_probe` of an index behind a server (Postgres): reachable, counts, collections probed."""
     where_ = settings.index_location
     try:
@@ -282,14 +284,14 @@ def _backend_probe(settings: Any) -> dict[str, Any]:
         index.close()
 
 
-def index_probe(settings: Any) -> dict[str, Any]:
+def index_probe(settings: Settings) -> dict[str, Any]:
     """Can the index be opened, and can a vector query run against the current model's collection?"""
     if settings.index_backend != "sqlite":
         return _backend_probe(settings)
     return probe_index_file(settings)
 
 
-def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) -> Outcome:
+def doctor(settings: Settings, *, repair: bool = False, progress: Progress = _quiet) -> Outcome:
     """Cross-check library ↔ partitions ↔ artifacts ↔ index ↔ materialization metadata; with
     `repair`, fix the drift and check again (`view`: the diagnoses before and after; exit 1 while
     an issue remains). Without `repair` it writes nothing (no Dagster home is made)."""
@@ -315,13 +317,13 @@ def doctor(settings: Any, *, repair: bool = False, progress: Progress = _quiet) 
     return Outcome(env, 1 if remaining else 0, (found, final))
 
 
-def recorded_unreadable(settings: Any) -> dict[str, str]:
+def recorded_unreadable(settings: Settings) -> dict[str, str]:
     """{paper: reason} of the papers the last build found unreadable, read without Dagster and
     without scanning the library (`pipelines.planning.noop.recorded_unreadable`)."""
     return _light().planning.noop.recorded_unreadable(settings)
 
 
-def build_state(settings: Any) -> dict[str, Any]:
+def build_state(settings: Settings) -> dict[str, Any]:
     """The live state of the build of `settings`' home (`pipelines.build.live.build_state`), without
     loading the Definitions: what a program polling a running build asks for. Idle with no
     unfinished run: answered without loading Dagster (`pipelines.planning.noop.idle_without_dagster`), and
@@ -339,7 +341,7 @@ def build_state(settings: Any) -> dict[str, Any]:
     return pipelines.build.live.build_state(settings, pipelines.build.command.get_instance(settings))
 
 
-def stop(settings: Any, *, timeout: float = 300.0, progress: Progress = _quiet) -> Outcome:
+def stop(settings: Settings, *, timeout: float = 300.0, progress: Progress = _quiet) -> Outcome:
     """`sheaf stop`: ask the running build to stop at the next paper boundary and wait until it
     has (its run canceled, exit 130 on its side). Nothing running: a no-op answer (exit 0); a
     build that died: its runs marked failed; still running after `timeout`: TIMEOUT."""

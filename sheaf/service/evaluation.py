@@ -7,13 +7,16 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import ok
 from sheaf.eval import beir as beir_suite
 from sheaf.eval import library as library_suite
 from sheaf.eval.metrics import METRICS
 from sheaf.service.requests import Outcome
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 __all__ = ["METRICS", "beir", "library"]
 
@@ -39,7 +42,7 @@ def _outcome(suite: str, res: dict[str, Any], count: int, actions: list[str], t0
     return Outcome(env)
 
 
-def beir(settings: Any, corpus: str | Path, queries: str | Path, qrels: str | Path, *,
+def beir(settings: Settings, corpus: str | Path, queries: str | Path, qrels: str | Path, *,
          modes: Sequence[str], cache_dir: str | Path | None = None, rebuild: bool = False,
          max_queries: int | None = None, per_query: bool = False, out: str | Path | None = None,
          progress: Progress = _quiet) -> Outcome:

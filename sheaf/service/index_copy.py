@@ -3,7 +3,7 @@ embedding cache included, so switching `SHEAF_INDEX_URL` (or switching back) re-
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.settings import redact_url
@@ -11,10 +11,13 @@ from sheaf.service.requests import Outcome
 from sheaf.store.copy import copy_index
 from sheaf.store.select import open_backend, open_url
 
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
+
 __all__ = ["copy"]
 
 
-def copy(settings: Any, to: str, *, source: str | None = None, progress: Callable[[str], None] = lambda m: None) -> Outcome:
+def copy(settings: Settings, to: str, *, source: str | None = None, progress: Callable[[str], None] = lambda m: None) -> Outcome:
     """Copy the configured index (or `source`, a URL) into `to` (``postgresql://...`` or
     ``sqlite:PATH``); idempotent. Then compare both (bench/index/parity.py) before switching."""
     if not to.startswith(("postgresql://", "postgres://", "sqlite:")):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.models import IngestError, paper_key_problem
@@ -12,6 +12,9 @@ from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 from sheaf.library.discover import discover
 from sheaf.service.requests import Outcome
 from sheaf.transform.chain import process_paper
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 __all__ = ["page_ocr", "paper_summary", "parse"]
 
@@ -46,7 +49,7 @@ def _stage_data(out: Any, stage: str) -> dict[str, Any]:
             "object_units": [u.to_dict() for u in out.object_units]}
 
 
-def page_ocr(settings: Any) -> PageOcr:
+def page_ocr(settings: Settings) -> PageOcr:
     """The OCR the settings ask for (SHEAF_OCR), with its machine cache."""
     return ocr_from_settings(settings)
 

@@ -1,7 +1,7 @@
 """`sheaf report`: the library-wide report over the built artifacts (DuckDB; no Dagster)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sheaf.core.envelope import SheafError, ok
 from sheaf.core.settings import where
@@ -9,10 +9,13 @@ from sheaf.service.requests import Outcome
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.library_report import library_report_data, report_markdown
 
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
+
 __all__ = ["report", "report_markdown"]
 
 
-def report(settings: Any) -> Outcome:
+def report(settings: Settings) -> Outcome:
     """The library-wide report over the built artifacts (`report_markdown` renders its data).
     No artifacts at all (nothing built in this home): INDEX_NOT_FOUND naming where it looked."""
     store = open_artifacts(settings)

@@ -31,13 +31,16 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.files import write_atomic
 from sheaf.core.lazy import lazy_module
 from sheaf.core.models import valid_paper_key
 from sheaf.core.settings import URL_SCHEME, redact_url
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 # imported on first use: the Retriever reads a title from here on the cold query path (pyarrow),
 # and only a URL with a scheme needs fsspec (~170 ms)
@@ -409,7 +412,7 @@ def artifact_store(root: ArtifactStore | Path | str) -> ArtifactStore:
     return FsspecArtifactStore(text)
 
 
-def open_artifacts(settings: Any) -> ArtifactStore:
+def open_artifacts(settings: Settings) -> ArtifactStore:
     """The configured artifact store (SHEAF_ARTIFACTS_URL; unset: ``<home>/artifacts``)."""
     if getattr(settings, "artifacts_remote", False):
         return FsspecArtifactStore(settings.artifacts_url)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sheaf.vectors.embedder import Embedder
 from sheaf.vectors.identity import ModelIdentity, QueryVector, resolve_model_path
@@ -30,6 +30,9 @@ from sheaf.vectors.onnx import (
     models_dir,
     newest_export,
 )
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 __all__ = ["FALLBACK_WARNING", "QueryEncoder"]
 
@@ -46,7 +49,7 @@ class QueryEncoder:
     a checked export status is reused (a warm server: 2; the check reads the export's record and
     stats the model's files, ~1 ms). Thread-safe."""
 
-    def __init__(self, settings: Any, *, embedder: Embedder | None = None, status_ttl: float = 0.0) -> None:
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None, status_ttl: float = 0.0) -> None:
         self.settings = settings
         self.status_ttl = status_ttl
         self._given = embedder

@@ -23,11 +23,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.files import write_atomic
 from sheaf.core.progress import check_stop, phase
 from sheaf.core.user_cache import cache_dir
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 OCR_MODES = ("auto", "off", "force")
 #: Rendering scale (72 dpi x 2 = 144 dpi): measured in `bench/parse/ocr.py` against born-digital text
@@ -320,7 +323,7 @@ def page_ocr(mode: str, cache_root: Path | None, threads: int = 0) -> PageOcr:
     return PageOcr(mode=mode, cache=(cache_root / "ocr") if cache_root is not None else None, threads=threads)
 
 
-def from_settings(settings: Any) -> PageOcr:
+def from_settings(settings: Settings) -> PageOcr:
     """The `PageOcr` a home's settings ask for: SHEAF_OCR, the machine cache (SHEAF_CACHE_DIR),
     the embedder's thread count (a worker of `sheaf build --workers N` keeps to its share)."""
     return page_ocr(settings.ocr, cache_dir(settings.cache_dir), settings.embed_threads)

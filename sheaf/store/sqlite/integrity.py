@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.store.health import IndexHealth, artifact_unit_digest, zero_filled
@@ -30,6 +30,9 @@ from sheaf.store.sqlite.schema import (
     rebuild_fts,
     schema_version,
 )
+
+if TYPE_CHECKING:
+    from sheaf.core.settings import Settings
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: ... and of those, the ones that mean the file's pages are damaged (not a missing table).
@@ -387,7 +390,7 @@ def remove_global_orphans(conn: sqlite3.Connection) -> dict[str, int]:
     return out
 
 
-def probe_file(settings: Any) -> dict[str, Any]:
+def probe_file(settings: Settings) -> dict[str, Any]:
     """What `sheaf status` and the PaperForge Memory card say of the SQLite index file: exists,
     papers indexed, collections, whether a vector query runs on each, row counts; a problem
     (unreadable, damaged) as a field with a hint, never raised."""

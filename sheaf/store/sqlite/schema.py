@@ -50,6 +50,7 @@ from sheaf.store.sqlite.db import connect, sqlite3, transaction
 from sheaf.vectors.identity import ModelChangedError, ModelIdentity
 
 if TYPE_CHECKING:  # sheaf.vectors.identity is imported where used: `sheaf search` never needs it
+    from sheaf.core.settings import Settings
     from sheaf.vectors.identity import ModelIdentity
 
 np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
@@ -389,7 +390,7 @@ def new_epoch(conn: Conn, key: str) -> None:
 
 
 def open_index(path: str | Path | None = None, *, create: bool = True, readonly: bool = False,
-               settings: Any = None, busy_timeout_ms: int | None = None) -> Conn:
+               settings: Settings | None = None, busy_timeout_ms: int | None = None) -> Conn:
     """Open (and create or migrate) the index at `path` (default: the settings' index path).
 
     `readonly=True` never writes: an index that needs creating or migrating is refused.
