@@ -75,7 +75,7 @@ def library_discovery_sensor(context: SensorEvaluationContext, sheaf: SheafConfi
     summary = f"{len(plan.added)} added, {len(plan.removed)} removed, " \
               f"{len([k for k in plan.changed if k not in plan.added])} changed"
     return SensorResult(
-        dynamic_partitions_requests=requests, asset_events=observations(plan, previous),
+        dynamic_partitions_requests=requests, asset_events=observations(plan, settings, previous),
         run_requests=[RunRequest(tags={"sheaf/discovery": summary, "sheaf/changes": "; ".join(lines)[:250]})])
 
 

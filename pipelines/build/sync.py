@@ -12,22 +12,33 @@ from dagster import AssetObservation, DagsterInstance
 
 from pipelines.dagster_internals.steps import report_runless_observations
 from pipelines.partitions import papers_partitions
-from pipelines.planning.events import latest_observed_versions
+from pipelines.planning.events import SOURCE_METADATA, latest_observed_versions
+from pipelines.planning.paper_view import identities, identity_metadata
 from pipelines.planning.plan import SyncPlan, current_versions
 from sheaf.core.settings import Settings
+from sheaf.library.discover import source_ref
 from sheaf.library.sources import SourceScan, scan_sources
 from sheaf.store.artifact_store import open_artifacts
 from sheaf.store.select import open_backend
 
 
-def observations(plan: SyncPlan, previous: Mapping[str, str] | None = None) -> list[AssetObservation]:
+def observations(plan: SyncPlan, settings: Settings, previous: Mapping[str, str] | None = None
+                 ) -> list[AssetObservation]:
     """The run-less `ocr_result` observations of the papers whose data version changed (with
-    their `previous` hash, when known)."""
+    their `previous` hash, when known). Each also records what the chain's first step needs of
+    the paper, so that a run reads it here instead of discovering the library again: its source
+    (`source`: where discovery found it, `source_ref`) and its identity (title, first author,
+    year: what the UI shows)."""
     prev = previous or {}
+    found = {p.key: p for p in plan.scan.discovery.papers if p.key in plan.changed}
+    ids = identities(plan.scan.discovery.metadata_files, keys=plan.changed) if plan.changed else {}
     return [
         AssetObservation(asset_key="ocr_result", partition=k, tags={"dagster/data_version": v},
                          metadata={"ocr_result_hash": v, **({"previous_ocr_result_hash": prev[k]} if k in prev
-                                                            else {"change": "new"})})
+                                                            else {"change": "new"}),
+                                   **({SOURCE_METADATA: source_ref(found[k].path, settings.library, settings.home)}
+                                      if k in found else {}),
+                                   **identity_metadata(ids.get(k))})
         for k, v in sorted(plan.changed.items())
     ]
 
@@ -85,4 +96,4 @@ def apply_sync(instance: DagsterInstance, settings: Settings, plan: SyncPlan) ->
         remove_paper_everywhere(settings, key)
         instance.delete_dynamic_partition(papers_partitions.name, key)
     # one batch: a first build of 10,000 papers records 10,000 observations
-    report_runless_observations(instance, observations(plan))
+    report_runless_observations(instance, observations(plan, settings))

@@ -51,6 +51,28 @@ class PaperSource:
         return f"PaperSource(key={self.key!r}, path={self.path!r})"
 
 
+def source_ref(path: Path | str, library: Path, home: Path) -> str:
+    """A paper source's path as a build records it: relative to the library (`lib:...`) or to the
+    home (`home:...`, a source Sheaf derived, as a Zotero item's mirror), so that a home and its
+    library moved together keep it; any other path as it is."""
+    p = Path(path)
+    for prefix, root in (("lib:", library), ("home:", home)):
+        try:
+            return prefix + p.relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return str(p)
+
+
+def source_from_ref(ref: str, library: Path, home: Path) -> Path:
+    """The path `source_ref` recorded, under this library and home."""
+    if ref.startswith("lib:"):
+        return library / ref[4:]
+    if ref.startswith("home:"):
+        return home / ref[5:]
+    return Path(ref)
+
+
 @dataclass(frozen=True, slots=True)
 class Discovery:
     papers: tuple[PaperSource, ...]
