@@ -9,25 +9,22 @@ shows is what the asset graph shows. Assets stored as per-paper files declare th
 definition metadata): `pipelines.planning.statuses` reads the chain's artifacts from it.
 """
 
-from pathlib import Path
 from typing import Any
 
-from dagster import AssetExecutionContext, AssetIn, AssetOut, DagsterInstance, asset, multi_asset
+from dagster import AssetExecutionContext, AssetIn, AssetOut, asset, multi_asset
 
 from assets._batch import run_per_paper
 from pipelines.partitions import papers_partitions
-from pipelines.planning.events import observed_sources
-from pipelines.planning.paper_view import identities, identity_metadata
+from pipelines.planning.paper_view import identity_metadata
 from pipelines.planning.policy import BACKFILL_POLICY, CHAIN_CONDITION
+from pipelines.planning.sources import paper_sources
 from pipelines.planning.statuses import ARTIFACT_METADATA
 from pipelines.planning.versions import CODE_VERSIONS
 from pipelines.resources import SheafConfig
 from sheaf.core.models import IngestError
-from sheaf.core.settings import Settings
 from sheaf.formats import source_hash
 from sheaf.formats.pdf.ocr import from_settings as ocr_from_settings
 from sheaf.formats.pdf.ocr import ocr_metadata
-from sheaf.library.discover import discover_library, source_from_ref
 from sheaf.store.artifacts import (
     body_units_to_table,
     dict_hash,
@@ -56,24 +53,6 @@ def _out(name: str, description: str, suffix: str) -> AssetOut:
 
 def _missing(key: str, what: str) -> IngestError:
     return IngestError(key, None, f"no {what} artifact: the upstream step failed or was not run", upstream=True)
-
-
-def paper_sources(instance: DagsterInstance, settings: Settings, keys: list[str]) -> tuple[dict[str, Path], dict[str, dict[str, Any]]]:
-    """({paper: its source}, {paper: its identity}) for a run's papers: as discovery recorded them
-    with each paper's latest `ocr_result` observation, where that source is still there; the rest
-    (a source moved since, an observation that records none) found by discovering those papers."""
-    papers: dict[str, Path] = {}
-    ids: dict[str, dict[str, Any]] = {}
-    for key, seen in observed_sources(instance, keys).items():
-        path = source_from_ref(seen.ref, settings.library, settings.home)
-        if path.exists():
-            papers[key], ids[key] = path, seen.identity
-    rest = [k for k in keys if k not in papers]
-    if rest:
-        found = discover_library(settings, keys=rest)
-        papers.update({p.key: p.path for p in found.papers})
-        ids.update(identities(found.metadata_files, keys=rest))  # title, first author, year: what the UI shows
-    return papers, ids
 
 
 @asset(deps=["ocr_result"], group_name="render", io_manager_key="artifacts", code_version=CODE_VERSIONS["ocr_blocks"],

@@ -12,9 +12,10 @@ from dagster import AssetObservation, DagsterInstance
 
 from pipelines.dagster_internals.steps import report_runless_observations
 from pipelines.partitions import papers_partitions
-from pipelines.planning.events import SOURCE_METADATA, latest_observed_versions
+from pipelines.planning.events import latest_observed_versions
 from pipelines.planning.paper_view import identities, identity_metadata
 from pipelines.planning.plan import SyncPlan, current_versions
+from pipelines.planning.sources import SOURCE_METADATA
 from sheaf.core.settings import Settings
 from sheaf.library.discover import source_ref
 from sheaf.library.sources import SourceScan, scan_sources

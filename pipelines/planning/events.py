@@ -77,33 +77,6 @@ def _deserialized(stored: str, kind: str) -> dict[str, Any] | None:
             "metadata": {k: _plain(v) for k, v in (ev.metadata or {}).items()}, "tags": dict(ev.tags or {})}
 
 
-#: The metadata of an `ocr_result` observation naming where the paper's source was found
-#: (`sheaf.library.discover.source_ref`).
-SOURCE_METADATA = "source"
-#: The identity fields an observation carries (`pipelines.planning.paper_view.identity_metadata`).
-IDENTITY_FIELDS = ("title", "first_author", "year")
-
-
-@dataclass(frozen=True, slots=True)
-class ObservedSource:
-    """What discovery recorded of a paper with its latest `ocr_result` observation."""
-
-    ref: str  # `sheaf.library.discover.source_ref`
-    identity: dict[str, Any]
-
-
-def observed_sources(instance: DagsterInstance, keys: Iterable[str]) -> dict[str, ObservedSource]:
-    """{paper: its source and identity as its latest `ocr_result` observation recorded them}, for
-    those of `keys` whose observation records a source (an observation made by the UI's "Observe
-    sources", or by an earlier Sheaf, records none)."""
-    out: dict[str, ObservedSource] = {}
-    for k, e in latest_events(instance, "ocr_result", "observation", list(keys)).items():
-        ref = e.metadata.get(SOURCE_METADATA)
-        if isinstance(ref, str) and ref:
-            out[k] = ObservedSource(ref, {f: e.metadata[f] for f in IDENTITY_FIELDS if f in e.metadata})
-    return out
-
-
 def latest_observed_versions(instance: DagsterInstance, asset: str = "ocr_result") -> dict[str, str]:
     """The last recorded data version (ocr_result_hash) of each paper."""
     return {k: v.data_version for k, v in latest_events(instance, asset, "observation").items()

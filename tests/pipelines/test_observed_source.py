@@ -21,16 +21,16 @@ def home(tmp_path_factory, tmp_path, monkeypatch) -> Home:
 @pytest.fixture
 def discoveries(monkeypatch) -> list:
     """The papers each of `ocr_blocks`' discoveries of the library asked for."""
-    import assets.paper
+    import pipelines.planning.sources as sources
 
     calls: list = []
-    real = assets.paper.discover_library
+    real = sources.discover_library
 
     def counted(settings, keys=None, **kw):
         calls.append(sorted(keys) if keys is not None else None)
         return real(settings, keys=keys, **kw)
 
-    monkeypatch.setattr(assets.paper, "discover_library", counted)
+    monkeypatch.setattr(sources, "discover_library", counted)
     return calls
 
 
@@ -54,8 +54,10 @@ def test_an_edited_paper_is_read_from_its_observed_source(home, discoveries):
     assert built["title"] and built["title"] == seen["title"]  # the identity the UI shows, from the observation
 
 
-def test_a_paper_whose_observation_names_no_source_is_discovered_alone(home, discoveries):
-    """An observation made by the UI's "Observe sources" (or an earlier Sheaf) names no source."""
+@pytest.mark.parametrize("source", [None, "lib:papers/MOVEDAWAY"], ids=["no source", "moved"])
+def test_a_paper_whose_observed_source_is_not_there_is_discovered_alone(home, discoveries, source):
+    """An observation made by the UI's "Observe sources" (or an earlier Sheaf) names no source; a
+    source can have moved since it was observed."""
     from dagster import AssetObservation
 
     edit_markdown(home.papers / PAPER / "paper.md", "A new paragraph about wombat burrows.")
@@ -69,7 +71,8 @@ def test_a_paper_whose_observation_names_no_source_is_discovered_alone(home, dis
     with instance() as inst:
         assert latest_observed_versions(inst)[PAPER] != new_hash
         inst.report_runless_asset_event(AssetObservation(
-            asset_key="ocr_result", partition=PAPER, tags={"dagster/data_version": new_hash}))
+            asset_key="ocr_result", partition=PAPER, tags={"dagster/data_version": new_hash},
+            metadata={} if source is None else {"source": source}))
     code, env = run_cli(["build", "--json", "--paper", PAPER, "--full"])
     assert code == 0, env
     assert discoveries == [[PAPER]]
