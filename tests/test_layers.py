@@ -74,7 +74,8 @@ def test_ruff_finds_no_mistake():
 
 
 def test_mypy_finds_no_error():
-    """`mypy` with the project's settings (pyproject.toml: strict on `sheaf.core`) finds nothing."""
+    """`mypy` with the project's settings (pyproject.toml: strict on `sheaf.core`, `sheaf.store`
+    and `sheaf.search`) finds nothing."""
     mypy = Path(sys.executable).with_name("mypy")
     proc = subprocess.run([str(mypy), "--no-incremental"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

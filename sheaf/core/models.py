@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 from sheaf.core.record_dict import record_dict
 
 if TYPE_CHECKING:
-    from sheaf.core.parsed import Block, EmittedBlock, HeadingEvent, ParsedPaper, Render, RenderMap, SectionNode  # noqa: F401
+    # re-exported, as `__getattr__` below does at run time
+    from sheaf.core.parsed import Block as Block
+    from sheaf.core.parsed import EmittedBlock as EmittedBlock
+    from sheaf.core.parsed import HeadingEvent as HeadingEvent
+    from sheaf.core.parsed import ParsedPaper as ParsedPaper
+    from sheaf.core.parsed import Render as Render
+    from sheaf.core.parsed import RenderMap as RenderMap
+    from sheaf.core.parsed import SectionNode as SectionNode
 
 ROLES: tuple[str, ...] = (
     "title", "authors", "affiliation", "abstract_heading", "abstract", "heading", "body",

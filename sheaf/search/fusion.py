@@ -4,8 +4,8 @@ terms close together, back matter below the body), whether more candidates could
 score floor, and the per-paper cap (`sheaf.search.retriever`)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.defaults import in_kinds
 from sheaf.search.evidence import (
@@ -24,12 +24,22 @@ from sheaf.search.units import HYBRID_RRF_K, scopes_of
 from sheaf.store.fulltext import FTS_TOKENIZER
 from sheaf.store.tokens import FtsTokenizer
 
+if TYPE_CHECKING:
+    from sheaf.store.backend import IndexBackend
+    from sheaf.store.records import Unit
+
 
 class RankFusion:
     """The fusion steps of `Retriever.retrieve`, as methods of its base class (they read its
     `index`, `_units` and `_memo`)."""
 
     _stems: Stems | None = None
+
+    if TYPE_CHECKING:  # what `Retriever` supplies (see there)
+        index: IndexBackend
+
+        def _memoized(self, key: Any, compute: Callable[[], Any]) -> Any: ...
+        def _units(self, unit_ids: Sequence[str]) -> dict[str, Unit]: ...
 
     def _stemmer(self) -> Stems:
         """Words to the index's tokens, kept while this Retriever lives (a warm server's does)."""
@@ -42,12 +52,12 @@ class RankFusion:
         """The query's tokens, content and rare terms, the idf from the scope the kinds search."""
         scope = "object" if set(kinds) == {"object"} else "body"
         # The counts are kept while the index is unchanged: only a term not asked for before is read.
-        known: dict[str, int] = self._memoized(("term_rows", scope), dict)  # type: ignore[attr-defined]
+        known: dict[str, int] = self._memoized(("term_rows", scope), dict)
 
         def rows(terms: Sequence[str]) -> tuple[int, dict[str, int]]:
             new = [t for t in terms if t not in known]
             if new or "" not in known:
-                n, got = self.index.term_rows(scope, new)  # type: ignore[attr-defined]
+                n, got = self.index.term_rows(scope, new)
                 known.update({t: got.get(t, 0) for t in new}, **{"": n})
             return known[""], {t: known[t] for t in terms}
 
@@ -63,10 +73,10 @@ class RankFusion:
         head = fused[:EVIDENCE_DEPTH]
         want = [c["unit_id"] for c in head if c["unit_id"] not in units]
         if want:
-            units.update(self._units(want))  # type: ignore[attr-defined]
+            units.update(self._units(want))
         stems = self._stemmer()
         # Whether a unit is back matter depends on it alone: kept while the index is unchanged.
-        back: dict[str, bool] = self._memoized("back_matter", dict)  # type: ignore[attr-defined]
+        back: dict[str, bool] = self._memoized("back_matter", dict)
         for c in head:
             uid = c["unit_id"]
             if uid not in seen and uid in units:
@@ -94,7 +104,7 @@ class RankFusion:
         phrases = quoted_phrases(query)
         if not phrases:
             return [], None
-        index = self.index  # type: ignore[attr-defined]
+        index = self.index
         groups = [index.match_query(f'"{p}"') for p in phrases]
         match = " AND ".join(g for g in groups if g)
         hits = [h for scope in scopes_of(kinds)

@@ -3,8 +3,8 @@
 `Retriever` (`sheaf.search.retriever`), which it is a base class of."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.defaults import DEFAULT_LIMIT, KINDS, in_kinds
 from sheaf.core.envelope import SheafError
@@ -21,12 +21,28 @@ from sheaf.search.units import (
     positive,
     unit_text,
 )
-from sheaf.store.records import FtsHit
+from sheaf.store.records import FtsHit, Unit
+
+if TYPE_CHECKING:
+    from sheaf.store.backend import IndexBackend
 
 
 class PaperSearch:
     """The paper-level queries of `Retriever` (it supplies `index`, `engines`, `papers`,
     `_memoized`, `_match`, `_matches`, `_units`, `_paper_fields` and `_nothing_found`)."""
+
+    if TYPE_CHECKING:  # what `Retriever` supplies (see there)
+        index: IndexBackend
+
+        def _memoized(self, key: Any, compute: Callable[[], Any]) -> Any: ...
+        def _matches(self, query: str) -> tuple[str, str]: ...
+        def papers(self, paper_ids: Iterable[str]) -> dict[str, dict[str, Any]]: ...
+        def _units(self, unit_ids: Sequence[str]) -> dict[str, Unit]: ...
+        def _match(self, u: Unit, *, score: float | None, text: str, query: str = "",
+                   full: bool = False, full_text: str | None = None) -> dict[str, Any]: ...
+        def engines(self) -> dict[str, str]: ...
+        def _nothing_found(self, res: Result, *, semantic: bool, filtered: bool = False) -> None: ...
+        def _paper_fields(self, paper_id: str) -> dict[str, Any]: ...
 
     def _filter_papers(self, year_from: int | None, year_to: int | None, domains: Sequence[str] | None,
                        authors: Sequence[str] | None, collections: Sequence[str] | None,

@@ -193,9 +193,10 @@ class Retriever(PaperSearch, RankFusion):
     def _parsed_title(self, paper_id: str) -> str | None:
         """A stub paper's title from its parsed structure tree (the artifact), if any."""
         try:
-            title = open_artifacts(self.settings).read("structure_tree", paper_id).get("title")
-        except (OSError, ValueError, AttributeError, SheafError):
+            tree = open_artifacts(self.settings).read("structure_tree", paper_id)
+        except (OSError, ValueError, SheafError):
             return None
+        title = tree.get("title") if isinstance(tree, dict) else None
         return title if isinstance(title, str) and title.strip() and title != paper_id else None
 
     def papers(self, paper_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -286,7 +287,7 @@ class Retriever(PaperSearch, RankFusion):
         return self.index.match_queries(query)
 
     def _lexical_units(self, query: str, kinds: Sequence[str], n: int, paper_ids: Sequence[str] | None,
-                       index: IndexBackend | None = None) -> tuple[list[FtsHit], bool, bool]:
+                       index: IndexBackend | None = None) -> tuple[list[FtsHit], bool, bool, set[str]]:
         """Best units for the query: those with every word first (bm25), then those with some
         of them. Returns (hits, exhausted, relaxed, refs of the hits holding every word).
         `index`: another handle on the index."""
@@ -338,7 +339,8 @@ class Retriever(PaperSearch, RankFusion):
     def _collection(self) -> ModelIdentity:
         """The index collection of the configured model; VECTOR_NOT_BUILT / MODEL_CHANGED early
         (before any model is loaded). Remembered while the index is unchanged (errors are not)."""
-        return self._memoized(("collection", self.settings.embedding_model), self._find_collection)
+        ident: ModelIdentity = self._memoized(("collection", self.settings.embedding_model), self._find_collection)
+        return ident
 
     def _find_collection(self) -> ModelIdentity:
         cols = self.index.collections()

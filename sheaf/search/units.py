@@ -43,7 +43,8 @@ class Result:
 
     @property
     def matches(self) -> list[dict[str, Any]]:
-        return self.data.get("matches", [])
+        matches: list[dict[str, Any]] = self.data.get("matches", [])
+        return matches
 
 
 
@@ -58,13 +59,13 @@ def reading_order(body: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> li
         last_of_node[u.node_id] = i
     after: dict[int, list[ObjectUnit]] = {}
     for o in objects:
-        i = last_of_node.get(o.node_id)
-        if i is None:
-            i = -1
+        at = last_of_node.get(o.node_id)
+        if at is None:
+            at = -1
             for j, u in enumerate(body):
                 if u.page_span and u.page_span[0] <= o.page:
-                    i = j
-        after.setdefault(i, []).append(o)
+                    at = j
+        after.setdefault(at, []).append(o)
     out: list[Unit] = list(after.get(-1, []))
     for i, u in enumerate(body):
         out.append(u)

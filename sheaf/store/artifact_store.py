@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sheaf.core.envelope import SheafError
 from sheaf.core.files import write_atomic
@@ -44,8 +44,14 @@ if TYPE_CHECKING:
 
 # imported on first use: the Retriever reads a title from here on the cold query path (pyarrow),
 # and only a URL with a scheme needs fsspec (~170 ms)
-pa = lazy_module("pyarrow")
-pq = lazy_module("pyarrow.parquet")
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = lazy_module("pyarrow")
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+else:
+    pq = lazy_module("pyarrow.parquet")
 fsspec = lazy_module("fsspec")
 
 SUFFIXES = (".parquet", ".json")
@@ -64,7 +70,7 @@ def _scrub(text: str) -> str:
     return redact_url(_CREDENTIALS.sub(r"\1:***@", text))
 
 
-def _serialize(payload: pa.Table | dict | str) -> tuple[str, bytes]:
+def _serialize(payload: pa.Table | dict[str, Any] | str) -> tuple[str, bytes]:
     """(suffix, bytes) of one payload: an Arrow table as Parquet, anything else as JSON."""
     if isinstance(payload, pa.Table):
         sink = pa.BufferOutputStream()
@@ -73,7 +79,7 @@ def _serialize(payload: pa.Table | dict | str) -> tuple[str, bytes]:
     return ".json", json.dumps(payload, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
 
-def _deserialize(suffix: str, data: bytes) -> pa.Table | dict:
+def _deserialize(suffix: str, data: bytes) -> pa.Table | dict[str, Any]:
     if suffix == ".parquet":
         return read_parquet(pa.BufferReader(data))
     return json.loads(data.decode("utf-8"))
@@ -150,7 +156,7 @@ class ArtifactStore:
         """One artifact's location fit to show."""
         return redact_url(str(self.path(asset, key, suffix)))
 
-    def write(self, asset: str, key: str, payload: pa.Table | dict | str) -> str:
+    def write(self, asset: str, key: str, payload: pa.Table | dict[str, Any] | str) -> str:
         """Write one paper's payload atomically (and drop its artifact of the other format);
         returns its path."""
         _check_key(key)
@@ -162,10 +168,10 @@ class ArtifactStore:
                 self._rm(self.path(asset, key, other))
         return path
 
-    def _write(self, path: str, payload: pa.Table | dict | str) -> None:
+    def _write(self, path: str, payload: pa.Table | dict[str, Any] | str) -> None:
         self._put(path, _serialize(payload)[1])
 
-    def read(self, asset: str, key: str) -> pa.Table | dict | None:
+    def read(self, asset: str, key: str) -> pa.Table | dict[str, Any] | None:
         """One paper's payload, or None when it has none."""
         for suffix in SUFFIXES:
             data = self._get(self.path(asset, key, suffix))
@@ -173,7 +179,7 @@ class ArtifactStore:
                 return _deserialize(suffix, data)
         return None
 
-    def read_file(self, asset: str, name: str) -> pa.Table | dict:
+    def read_file(self, asset: str, name: str) -> pa.Table | dict[str, Any]:
         """One artifact file by name (``KEY.parquet``); FileNotFoundError when it is gone."""
         _check_name(asset)
         _check_name(name)
@@ -249,7 +255,7 @@ class LocalArtifactStore(ArtifactStore):
         except FileNotFoundError:
             return None
 
-    def read(self, asset: str, key: str) -> pa.Table | dict | None:
+    def read(self, asset: str, key: str) -> pa.Table | dict[str, Any] | None:
         try:
             return read_parquet(self.path(asset, key, ".parquet"))
         except FileNotFoundError:
@@ -350,7 +356,7 @@ class FsspecArtifactStore(ArtifactStore):
     def _get(self, path: str) -> bytes | None:
         try:
             with self._calls():
-                return self.fs.cat_file(path)
+                return bytes(self.fs.cat_file(path))
         except FileNotFoundError:
             return None
 
@@ -395,7 +401,7 @@ class FsspecArtifactStore(ArtifactStore):
     def _rows(self, path: str) -> int | None:
         try:
             with self._calls(), self.fs.open(path, "rb") as f:
-                return pq.read_metadata(f).num_rows
+                return int(pq.read_metadata(f).num_rows)
         except FileNotFoundError:
             return None
 
@@ -415,5 +421,5 @@ def artifact_store(root: ArtifactStore | Path | str) -> ArtifactStore:
 def open_artifacts(settings: Settings) -> ArtifactStore:
     """The configured artifact store (SHEAF_ARTIFACTS_URL; unset: ``<home>/artifacts``)."""
     if getattr(settings, "artifacts_remote", False):
-        return FsspecArtifactStore(settings.artifacts_url)
+        return FsspecArtifactStore(str(settings.artifacts_url))
     return LocalArtifactStore(settings.artifacts_dir)

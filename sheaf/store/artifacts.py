@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -73,14 +74,22 @@ def paper_to_table(paper: ParsedPaper) -> pa.Table:
 
 def table_title(table: pa.Table) -> str | None:
     """The paper's title from its blocks table's schema metadata, without reading a block."""
-    return json.loads((table.schema.metadata or {})[b"sheaf.paper"])["title"]
+    title = json.loads((table.schema.metadata or {})[b"sheaf.paper"])["title"]
+    return str(title) if title is not None else None
+
+
+def _box(values: Sequence[float] | None) -> tuple[float, float, float, float] | None:
+    if values is None:
+        return None
+    x0, y0, x1, y1 = (round(float(v), 4) for v in values)
+    return (x0, y0, x1, y1)
 
 
 def table_to_paper(table: pa.Table) -> ParsedPaper:
     meta = json.loads((table.schema.metadata or {})[b"sheaf.paper"])
     blocks = []
     for r in table.to_pylist():
-        bbox = tuple(round(float(v), 4) for v in r["bbox"]) if r["bbox"] is not None else None
+        bbox = _box(r["bbox"])
         blocks.append(Block(r["paper_id"], r["block_id"], r["page"], r["order"], bbox, r["role"], r["text"],
                             r["raw_label"], r["heading_level"], r["source_format"], r["attached_to"],
                             r.get("role_reason")))

@@ -195,7 +195,8 @@ class Bm25Table:
         """fts5Bm25Function's term for each row: ``idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D
         / avgdl))``, operation by operation as SQLite computes it."""
         D = self.doclen[rowids]
-        return idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * D / self.avgdl)))
+        terms: np.ndarray = idf * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * D / self.avgdl)))
+        return terms
 
     def _rows_of(self, inst: np.ndarray, weights: tuple[float, ...],
                  bounds: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -347,4 +348,5 @@ def member(a: np.ndarray, sorted_b: np.ndarray, pos: np.ndarray | None = None) -
         return np.zeros(len(a), dtype=bool)
     if pos is None:
         pos = np.searchsorted(sorted_b, a)
-    return sorted_b[np.minimum(pos, len(sorted_b) - 1)] == a
+    found: np.ndarray = sorted_b[np.minimum(pos, len(sorted_b) - 1)] == a
+    return found

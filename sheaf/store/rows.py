@@ -25,19 +25,19 @@ np = lazy_module("numpy")  # imported on first use: the lexical query path never
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
 
 
-def body_fts_row(rowid: int, section_path: Sequence[str], text: str, title: str | None) -> tuple:
+def body_fts_row(rowid: int, section_path: Sequence[str], text: str, title: str | None) -> tuple[Any, ...]:
     return (rowid, fts_text(" > ".join(section_path)), fts_text(text), fts_text(title))
 
 
 def object_fts_row(rowid: int, caption: str | None, label: str | None, table_text: str | None,
-                    nearby_text: str | None, title: str | None) -> tuple:
+                    nearby_text: str | None, title: str | None) -> tuple[Any, ...]:
     return (rowid, fts_text(caption), fts_text(label), fts_text(table_text), fts_text(nearby_text),
             fts_text(title))
 
 
 def papers_fts_row(rowid: int, has_metadata: int, title: str | None, authors: str | None,
                     abstract: str | None, journal: str | None, domain: str | None,
-                    year: int | None) -> tuple:
+                    year: int | None) -> tuple[Any, ...]:
     if not has_metadata:  # a stub: indexed empty (its title, if any, is not metadata)
         return (rowid, "", "", "", "", "", "")
     return (rowid, fts_text(title), fts_text("; ".join(json.loads(authors or "[]"))), fts_text(abstract),
@@ -95,8 +95,8 @@ def json_text(v: Any) -> str:
 
 
 def meta_sha(m: PaperMeta) -> str:
-    return hashlib.sha256(json.dumps(m.to_dict(), sort_keys=True, ensure_ascii=False)
-                          .encode("utf-8")).hexdigest()
+    return str(hashlib.sha256(json.dumps(m.to_dict(), sort_keys=True, ensure_ascii=False)
+                          .encode("utf-8")).hexdigest())
 
 
 def validate_paper(paper_id: str, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit],
@@ -104,7 +104,8 @@ def validate_paper(paper_id: str, units: Sequence[BodyUnit], objects: Sequence[O
     if not valid_paper_key(paper_id):
         raise ValueError(f"invalid paper id {paper_id!r}")
     ids: set[str] = set()
-    for u in (*units, *objects):
+    everything: list[BodyUnit | ObjectUnit] = [*units, *objects]
+    for u in everything:
         if u.paper_id != paper_id:
             raise ValueError(f"unit {u.unit_id} belongs to paper {u.paper_id}, not {paper_id}")
         if u.unit_id in ids:
@@ -141,26 +142,43 @@ def as_unit(u: BodyUnit | ObjectUnit | Mapping[str, Any]) -> BodyUnit | ObjectUn
         return u
     if not isinstance(u, Mapping):
         raise TypeError(f"not a unit: {type(u).__name__}")
-    d = {k: (tuple(v) if k in TUPLE_FIELDS and v is not None else v) for k, v in u.items()}
-    cls = ObjectUnit if "object_kind" in d else BodyUnit
-    names = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    d: dict[str, Any] = {k: (tuple(v) if k in TUPLE_FIELDS and v is not None else v) for k, v in u.items()}
+    cls: type[BodyUnit] | type[ObjectUnit] = ObjectUnit if "object_kind" in d else BodyUnit
+    names = cls.__dataclass_fields__
     return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def body_row(u: BodyUnit) -> tuple:
+UnitInput = BodyUnit | ObjectUnit | Mapping[str, Any]
+
+
+def as_units(units: Iterable[UnitInput], objects: Iterable[UnitInput]
+             ) -> tuple[list[BodyUnit], list[ObjectUnit]]:
+    """A paper's body units and object units from dataclasses or their row form; a unit of the
+    wrong kind in either list is a TypeError."""
+    body, objs = [as_unit(u) for u in units], [as_unit(o) for o in objects]
+    for u in body:
+        if not isinstance(u, BodyUnit):
+            raise TypeError(f"units must be BodyUnit, got {type(u).__name__}")
+    for o in objs:
+        if not isinstance(o, ObjectUnit):
+            raise TypeError(f"objects must be ObjectUnit, got {type(o).__name__}")
+    return [u for u in body if isinstance(u, BodyUnit)], [o for o in objs if isinstance(o, ObjectUnit)]
+
+
+def body_row(u: BodyUnit) -> tuple[Any, ...]:
     """A body unit as its `BODY_CONTENT` columns hold it."""
     ps = u.page_span or (None, None)
     return (u.unit_id, u.paper_id, u.node_id, json_text(u.section_path), u.section_level, ps[0], ps[1], json_text(u.block_ids),
             u.text, u.token_count, u.unit_kind, u.part_ordinal)
 
 
-def object_row(o: ObjectUnit) -> tuple:
+def object_row(o: ObjectUnit) -> tuple[Any, ...]:
     """An object unit as its `OBJECT_CONTENT` columns hold it."""
     return (o.unit_id, o.paper_id, o.object_kind, o.label, o.caption or "", o.table_text or "", o.nearby_text or "",
             o.node_id, json_text(o.section_path), o.page, json_text(o.block_ids))
 
 
-def passage_rows(ep: EmbeddedPassages) -> list[tuple]:
+def passage_rows(ep: EmbeddedPassages) -> list[tuple[Any, ...]]:
     """The passages as their `PASSAGE_CONTENT` columns hold them."""
     return [(p.passage_id, p.unit_id, p.unit_type, p.ordinal, p.char_start, p.char_end, p.text_sha256)
             for p in ep.passages]
@@ -177,7 +195,7 @@ def same_passages(old: Sequence[Sequence[Any]], ep: EmbeddedPassages, as_bytes: 
                for i, (o, n) in enumerate(zip(old, new)))
 
 
-def units_held(conn: Any, paper_id: str, body: Sequence[tuple], objects: Sequence[tuple], *,
+def units_held(conn: Any, paper_id: str, body: Sequence[tuple[Any, ...]], objects: Sequence[tuple[Any, ...]], *,
                mark: str = "?", order: str = "unit_rowid") -> bool:
     """Whether the paper's unit rows are exactly `body` and `objects` (`body_row` / `object_row`
     tuples), in this order. Either backend's connection: `mark` is its placeholder, `order` the
@@ -190,13 +208,13 @@ def units_held(conn: Any, paper_id: str, body: Sequence[tuple], objects: Sequenc
     return True
 
 
-def unchanged_unit_ids(old: dict[str, tuple], units: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> set[str]:
+def unchanged_unit_ids(old: dict[str, tuple[Any, ...]], units: Sequence[BodyUnit], objects: Sequence[ObjectUnit]) -> set[str]:
     """The ids of `units`/`objects` whose signature equals the stored one in `old` ({unit id:
     ("b", text, section_path json) or ("o", caption, label, table_text, nearby_text, section_path
     json)}, as both index backends read it)."""
     if not old:
         return set()
-    new: dict[str, tuple] = {u.unit_id: ("b", u.text, json_text(u.section_path)) for u in units}
+    new: dict[str, tuple[Any, ...]] = {u.unit_id: ("b", u.text, json_text(u.section_path)) for u in units}
     new.update({o.unit_id: ("o", o.caption or "", o.label, o.table_text or "", o.nearby_text or "",
                             json_text(o.section_path)) for o in objects})
     return {uid for uid, sig in new.items() if old.get(uid) == sig}
@@ -290,7 +308,7 @@ def unchanged_units(conn: Any, paper_id: str, units: Sequence[BodyUnit],
     """Unit ids whose indexed text (and section path, caption, label ...) a replace leaves as
     they are: their passages and vectors stay valid (the vector step re-checks them next). Either
     backend's connection: `mark` is its parameter placeholder ("?" for SQLite, "%s" for Postgres)."""
-    old: dict[str, tuple] = {}
+    old: dict[str, tuple[Any, ...]] = {}
     for uid, text, path in conn.execute(
             f"SELECT unit_id, text, section_path FROM body_units WHERE paper_id = {mark}", (paper_id,)):
         old[uid] = ("b", text, path)

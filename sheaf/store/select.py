@@ -25,19 +25,34 @@ if TYPE_CHECKING:  # pragma: no cover
     from sheaf.core.settings import Settings
     from sheaf.store.backend import IndexBackend
 
-_pg = lazy_module("sheaf.store.postgres.backend")  # only for a postgresql:// URL
-_pg_db = lazy_module("sheaf.store.postgres.db")
+if TYPE_CHECKING:
+    import sheaf.store.postgres.backend as _pg
+    import sheaf.store.postgres.db as _pg_db
+    import sheaf.store.sqlite.memory_bm25 as _memory_bm25
+    import sheaf.store.sqlite.memory_vectors as _memory_vectors
+else:
+    _pg = lazy_module("sheaf.store.postgres.backend")  # only for a postgresql:// URL
+    _pg_db = lazy_module("sheaf.store.postgres.db")
+    # numpy: only a warm server loads them
+    _memory_bm25 = lazy_module("sheaf.store.sqlite.memory_bm25")
+    _memory_vectors = lazy_module("sheaf.store.sqlite.memory_vectors")
 
 __all__ = ["open_backend", "open_url", "is_postgres_url", "check_backend", "index_build_lock", "probe_index_file",
            "memory_engines", "prepare_index",
            "fresh_index_file", "SQLITE_SCHEMA_VERSION"]
 
 
+def postgres_url(settings: Settings) -> str | None:
+    """The index's Postgres URL, or None when the index is a SQLite file."""
+    url = settings.index_url
+    return url if url and settings.index_backend == "postgres" else None
+
+
 def check_backend(settings: Settings, *, deep: bool = False) -> IndexHealth:
     """Can the configured index be used? (`sheaf.store.sqlite.integrity.check_index` for the
     SQLite file; for Postgres: reachable, of this schema, every collection readable.)"""
-    if settings.index_backend == "postgres":
-        return _pg.check(settings.index_url)
+    if (url := postgres_url(settings)) is not None:
+        return _pg.check(url)
     return check_index(settings.index_path, deep=deep)
 
 
@@ -45,8 +60,8 @@ def index_build_lock(settings: Settings, holder: str, say: Callable[[str], None]
     """The index's own build lock, beside the home's flock: on Postgres, one build at a time for
     every home and machine sharing the index (and the Dagster instance in it); nothing on SQLite,
     whose file belongs to one home."""
-    if settings.index_backend == "postgres":
-        return _pg_db.build_lock(settings.index_url, holder, say)
+    if (url := postgres_url(settings)) is not None:
+        return _pg_db.build_lock(url, holder, say)
     return nullcontext()
 
 
@@ -70,8 +85,8 @@ def open_backend(settings: Settings, *, readonly: bool = False, lexical_engine: 
     """The configured index. Read-only and nothing built yet: INDEX_NOT_FOUND (saying where it
     was looked for); unreadable, unreachable or of another schema: BACKEND_UNAVAILABLE. The
     engines (a warm server's in-memory copies of a SQLite file) apply to the SQLite backend."""
-    if settings.index_backend == "postgres":
-        return _pg.PostgresIndex.open(settings.index_url, readonly=readonly)
+    if (url := postgres_url(settings)) is not None:
+        return _pg.PostgresIndex.open(url, readonly=readonly)
     path = Path(settings.index_path)
     if readonly and not path.exists():
         raise SheafError("INDEX_NOT_FOUND", f"no index at {path} (looked at {where(settings, 'index')})",
@@ -86,10 +101,6 @@ def probe_index_file(settings: Settings) -> dict[str, Any]:
     """The SQLite index file as `sheaf status` reports it, without opening a backend
     (`sheaf.store.sqlite.integrity.probe_file`): a problem is a field, never raised."""
     return probe_file(settings)
-
-
-_memory_bm25 = lazy_module("sheaf.store.sqlite.memory_bm25")  # numpy: only a warm server loads them
-_memory_vectors = lazy_module("sheaf.store.sqlite.memory_vectors")
 
 
 def memory_engines(settings: Settings, warm_weights: dict[str, Any]) -> tuple[Any, Any]:

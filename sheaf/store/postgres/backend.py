@@ -20,7 +20,7 @@ from sheaf.core.models import BodyUnit, ObjectUnit, PaperMeta
 from sheaf.store.fulltext import build_match_query, match_queries
 from sheaf.store.health import IndexHealth, artifact_unit_digest, zero_filled
 from sheaf.store.postgres import writer
-from sheaf.store.postgres.db import Where, connect, psycopg, retrying, snapshot, unavailable
+from sheaf.store.postgres.db import Where, connect, one, psycopg, retrying, snapshot, unavailable
 from sheaf.store.postgres.lexical import PostgresBm25
 from sheaf.store.postgres.schema import (
     EF_SEARCH,
@@ -121,7 +121,7 @@ class PostgresIndex(PostgresBm25):
     @_guarded
     def state(self) -> Hashable:
         """The change counter, which every write advances before it starts and after it commits."""
-        r = self.conn.execute("SELECT last_value, is_called FROM sheaf_changes").fetchone()
+        r = one(self.conn.execute("SELECT last_value, is_called FROM sheaf_changes"))
         return (int(r[0]), bool(r[1]))
 
     def clone(self) -> "PostgresIndex | None":
@@ -320,25 +320,25 @@ class PostgresIndex(PostgresBm25):
     def passage_count(self, identity: ModelIdentity, paper_ids: Sequence[str] | None = None) -> int:
         vt = identity.vec_table
         if paper_ids is None:
-            return int(self.conn.execute(f"SELECT count(*) FROM {vt}").fetchone()[0])
-        return int(self.conn.execute(f"SELECT count(*) FROM {vt} WHERE paper_id = ANY(%s)",
-                                     (list(paper_ids),)).fetchone()[0])
+            return int(one(self.conn.execute(f"SELECT count(*) FROM {vt}"))[0])
+        return int(one(self.conn.execute(f"SELECT count(*) FROM {vt} WHERE paper_id = ANY(%s)",
+                                     (list(paper_ids),)))[0])
 
     @_guarded
     def embedding_gaps(self, identity: ModelIdentity, paper_ids: Sequence[str] | None = None) -> tuple[int, int]:
         flt, args = ("", []) if paper_ids is None else (" WHERE u.p = ANY(%s)", [list(paper_ids)])
-        r = self.conn.execute(f"SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM "
-                              f"{identity.vec_table} v WHERE v.paper_id = u.p)) FROM ({self._INDEXED}) u(p){flt}",
-                              args).fetchone()
+        r = one(self.conn.execute(f"SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM "
+                                  f"{identity.vec_table} v WHERE v.paper_id = u.p)) FROM ({self._INDEXED}) u(p){flt}",
+                                  args))
         return int(r[0]), int(r[1])
 
     @_guarded
     def embedded_papers(self, identity: ModelIdentity) -> int:
-        return int(self.conn.execute(f"SELECT count(DISTINCT paper_id) FROM {identity.vec_table}").fetchone()[0])
+        return int(one(self.conn.execute(f"SELECT count(DISTINCT paper_id) FROM {identity.vec_table}"))[0])
 
     @_guarded
     def papers_with_metadata(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1").fetchone()[0])
+        return int(one(self.conn.execute("SELECT count(*) FROM papers WHERE has_metadata = 1"))[0])
 
     @_guarded
     def counts(self, paper_id: str | None = None) -> dict[str, int]:
@@ -348,15 +348,15 @@ class PostgresIndex(PostgresBm25):
         out: dict[str, int] = {}
         with snapshot(self.conn, self.where):
             for t in ("papers", "body_units", "object_units"):
-                out[t] = int(self.conn.execute(f"SELECT count(*) FROM {t} {where}", args).fetchone()[0])
+                out[t] = int(one(self.conn.execute(f"SELECT count(*) FROM {t} {where}", args))[0])
             lex = dict(self.conn.execute(f"SELECT scope, count(*) FROM lex_rows {where} GROUP BY scope", args).fetchall())
             for scope, sid in SCOPES.items():
                 out[f"{'papers' if scope == 'papers' else _REF_TABLE[scope]}_fts"] = int(lex.get(sid, 0))
             for ident in collections(self.conn).values():
-                n = int(self.conn.execute(f"SELECT count(*) FROM {ident.vec_table} {where}", args).fetchone()[0])
+                n = int(one(self.conn.execute(f"SELECT count(*) FROM {ident.vec_table} {where}", args))[0])
                 out[ident.passages_table] = out[ident.vec_table] = n
             if not paper_id:
-                out["embedding_cache"] = int(self.conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0])
+                out["embedding_cache"] = int(one(self.conn.execute("SELECT count(*) FROM embedding_cache"))[0])
         return out
 
     @_guarded
@@ -376,7 +376,7 @@ class PostgresIndex(PostgresBm25):
         return writer.replace_paper_vectors(self.conn, self.where, paper_id, passages, **kw)
 
     @_guarded
-    def remove_paper(self, paper_id: str, **kw: Any) -> Any:
+    def remove_paper(self, paper_id: str, **kw: Any) -> bool:
         return writer.remove_paper(self.conn, self.where, paper_id, **kw)
 
     @_guarded
@@ -458,21 +458,21 @@ class PostgresIndex(PostgresBm25):
         out: dict[str, int] = {}
         with snapshot(self.conn, self.where):
             for name, frm in self._ORPHANS.items():
-                out[name] = int(self.conn.execute(f"SELECT count(*) FROM {frm}").fetchone()[0])
-            out["term_counts_off"] = int(self.conn.execute(
-                f"SELECT count(*) FROM ({self._TERM_COUNTS_OFF}) o").fetchone()[0])
-            out["units_without_fts"] = sum(int(self.conn.execute(
+                out[name] = int(one(self.conn.execute(f"SELECT count(*) FROM {frm}"))[0])
+            out["term_counts_off"] = int(one(self.conn.execute(
+                f"SELECT count(*) FROM ({self._TERM_COUNTS_OFF}) o"))[0])
+            out["units_without_fts"] = sum(int(one(self.conn.execute(
                 f"SELECT count(*) FROM {t} u WHERE NOT EXISTS (SELECT 1 FROM lex_rows l WHERE l.paper_id = u.paper_id "
-                f"AND l.scope = {sid} AND l.ref = u.unit_id)").fetchone()[0])
+                f"AND l.scope = {sid} AND l.ref = u.unit_id)"))[0])
                 for t, sid in (("body_units", 0), ("object_units", 1)))
-            out["units_without_paper"] = sum(int(self.conn.execute(
+            out["units_without_paper"] = sum(int(one(self.conn.execute(
                 f"SELECT count(*) FROM {t} u WHERE NOT EXISTS (SELECT 1 FROM papers p WHERE p.paper_id = u.paper_id)"
-            ).fetchone()[0]) for t in ("body_units", "object_units"))
+            ))[0]) for t in ("body_units", "object_units"))
             for ident in collections(self.conn).values():
-                out[f"{ident.passages_table}_without_unit"] = int(self.conn.execute(
+                out[f"{ident.passages_table}_without_unit"] = int(one(self.conn.execute(
                     f"SELECT count(*) FROM {ident.vec_table} p WHERE NOT EXISTS (SELECT 1 FROM body_units b WHERE "
                     "b.unit_id = p.unit_id) AND NOT EXISTS (SELECT 1 FROM object_units o WHERE o.unit_id = p.unit_id)"
-                ).fetchone()[0])
+                ))[0])
         return out
 
     @_guarded

@@ -23,7 +23,7 @@ from psycopg.conninfo import conninfo_to_dict
 from sheaf.core.envelope import SheafError
 from sheaf.core.settings import redact_url
 
-__all__ = ["psycopg", "Where", "build_lock", "connect", "unavailable", "retrying", "snapshot", "RETRYABLE"]
+__all__ = ["psycopg", "Where", "build_lock", "connect", "one", "unavailable", "retrying", "snapshot", "RETRYABLE"]
 
 T = TypeVar("T")
 
@@ -54,12 +54,20 @@ class Where:
     def scrub(self, text: str) -> str:
         """`text` with the password (if any) replaced."""
         if self.password:
-            text = text.replace(self.password, "***")
+            text = text.replace(str(self.password), "***")
         return text.replace(self.url, self.shown)
 
     def details(self) -> dict[str, Any]:
         return {"backend": "postgres", "host": self.host, "port": self.port, "database": self.dbname,
                 "url": self.shown}
+
+
+def one(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    """The row of a query that always returns one (a count, an aggregate, a lock attempt)."""
+    row = cur.fetchone()
+    if row is None:  # pragma: no cover - SQL that always yields a row
+        raise RuntimeError("the query returned no row")
+    return tuple(row)
 
 
 def unavailable(where: Where, e: BaseException | str, hint: str | None = None) -> SheafError:
@@ -159,7 +167,7 @@ def build_lock(url: str, holder: str, say: Callable[[str], None], *, poll: float
         raise unavailable(where, e) from None
     try:
         said = False
-        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_BUILD,)).fetchone()[0]:
+        while not one(conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_BUILD,)))[0]:
             if not said:
                 row = conn.execute(
                     "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "

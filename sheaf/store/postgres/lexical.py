@@ -5,7 +5,7 @@ FTS5 tables (`sheaf.store.bm25` scores, `sheaf.store.fulltext` builds the expres
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -14,7 +14,7 @@ from sheaf.core.envelope import SheafError
 from sheaf.store.bm25 import K1, ROW_SHIFT, B, Bm25Table, column_weights, evaluate, parse_match
 from sheaf.store.fulltext import FTS_TOKENIZER
 from sheaf.store.postgres import writer
-from sheaf.store.postgres.db import snapshot
+from sheaf.store.postgres.db import Where, one, psycopg, snapshot
 from sheaf.store.postgres.schema import SCOPE_COLUMNS, SCOPES
 
 _REF_TABLE = {"body": "body_units", "object": "object_units"}
@@ -33,7 +33,7 @@ MAXSCORE_SHARE = 0.4
 ROW_LOOKUP_COST = 8
 
 
-def _as_codes(rows: list[tuple]) -> list[tuple]:
+def _as_codes(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Postings read with their count per column instead of their positions given codes that say
     as much: ``column << 28 | k`` for k below the count (the weighted frequency of a single term is
     all bm25 takes from them; no phrase is ever matched against these)."""
@@ -66,6 +66,9 @@ def _score_bounds(terms: Sequence[str], w: Sequence[float], n_rows: int, df: dic
 
 class PostgresBm25:
     """The lexical ranking of `PostgresIndex` (a mixin: it reads `self.conn` and `self.where`)."""
+
+    conn: psycopg.Connection[Any]
+    where: Where
 
 
     def _ranked(self, scope: str, match: str, weights: Sequence[float] | None,
@@ -108,7 +111,7 @@ class PostgresBm25:
         prefixes = {t[-1] for t, p in phrases if p}
         w = column_weights(len(SCOPE_COLUMNS[scope]), weights)
         some = limit >= 0 and w is not None and (parsed[0] == "OR" or len(groups) == 1)
-        if some and all(simple):
+        if some and w is not None and all(simple):
             return self._ranked_in_sql(sid, [t[0] for t, _ in phrases], w, paper_ids, limit, per_paper)
         every = parsed[0] == "AND" and len(groups) > 1
         if not (some or every) and all(simple):
@@ -190,16 +193,18 @@ class PostgresBm25:
                 held = self._holding(scope, self._postings(
                     sid, exact & positions, prefixes, some_rows=True, also=complex_anchors, positions=positions,
                     n_rows=at_most(complex_anchors), n_hits=n_hits, in_range=in_range), only)
-                rows = self._postings(sid, exact, prefixes, some_rows=True, seqs=held, positions=positions,
-                                      n_rows=len(held), n_hits=n_hits, in_range=in_range) if held else None
+                some_rows = self._postings(sid, exact, prefixes, some_rows=True, seqs=held, positions=positions,
+                                           n_rows=len(held), n_hits=n_hits, in_range=in_range) if held else None
             else:
-                rows = self._postings(sid, exact, prefixes, some_rows=True, also=complex_anchors, positions=positions,
-                                      n_rows=at_most(complex_anchors), n_hits=n_hits, in_range=in_range)
-            mine = self._evaluate(scope, parsed, weights, paper_ids, rows, n_hits, with_seq=True, only=only) \
-                if rows is not None else []
+                some_rows = self._postings(sid, exact, prefixes, some_rows=True, also=complex_anchors,
+                                           positions=positions, n_rows=at_most(complex_anchors), n_hits=n_hits,
+                                           in_range=in_range)
+            mine = self._evaluate(scope, parsed, weights, paper_ids, some_rows, n_hits, with_seq=True, only=only) \
+                if some_rows is not None else []
             singles = [t[0] for (t, _), ok in zip(phrases, simple) if ok]
             theirs = self._ranked_in_sql(sid, singles, w, paper_ids, limit, per_paper, n_hits=n_hits,
-                                         exclude=[q for _, _, _, q in mine], with_seq=True) if singles else []
+                                         exclude=[q for _, _, _, q in mine], with_seq=True) \
+                if singles and w is not None else []  # (w is set: this is `some`)
         merged = sorted([*mine, *theirs], key=lambda r: (r[1], r[3]))
         return [(ref, s, pid) for ref, s, pid, _ in merged]
 
@@ -208,8 +213,8 @@ class PostgresBm25:
         as the SQLite backend's fts5vocab and averages record."""
         sid = SCOPES[scope]
         with snapshot(self.conn, self.where):
-            n = self.conn.execute("SELECT coalesce(sum(n_rows), 0)::bigint FROM lex_stats WHERE scope = %s",
-                                  [sid]).fetchone()[0]
+            n = one(self.conn.execute("SELECT coalesce(sum(n_rows), 0)::bigint FROM lex_stats WHERE scope = %s",
+                                  [sid]))[0]
             got = self._row_counts(sid, set(terms), set())[0] if terms else {}
         return int(n), got
 
@@ -219,14 +224,15 @@ class PostgresBm25:
         n_hits = {t: int(n) for t, n in self.conn.execute(
             "SELECT term, sum(n_rows) FROM lex_terms WHERE scope = %s AND term = ANY(%s) GROUP BY term",
             [sid, sorted(exact)]).fetchall()}
-        in_range = {p: int(self.conn.execute(
+        in_range = {p: int(one(self.conn.execute(
             "SELECT coalesce(sum(n_rows), 0) FROM lex_terms WHERE scope = %s AND term >= %s AND term < %s",
-            [sid, p, p + "\U0010ffff"]).fetchone()[0]) for p in sorted(prefixes)}
+            [sid, p, p + "\U0010ffff"]))[0]) for p in sorted(prefixes)}
         return n_hits, in_range
 
     @staticmethod
     def _terms_sql(exact: Iterable[str], prefixes: Iterable[str], col: str = "term") -> tuple[str, list[Any]]:
-        cond, args = [f"{col} = ANY(%s)"], [sorted(exact)]
+        cond = [f"{col} = ANY(%s)"]
+        args: list[Any] = [sorted(exact)]
         for p in sorted(prefixes):
             cond.append(f"({col} >= %s AND {col} < %s)")
             args += [p, p + "\U0010ffff"]
@@ -234,9 +240,9 @@ class PostgresBm25:
 
     def _postings(self, sid: int, exact: set[str], prefixes: set[str], *,
                   some_rows: bool = False, seqs: Sequence[int] | None = None,
-                  also: Sequence[list[tuple[str, bool]]] = (), positions: set[str] = frozenset(),
+                  also: Sequence[list[tuple[str, bool]]] = (), positions: Set[str] = frozenset(),
                   n_rows: int | None = None, n_hits: dict[str, int] | None = None,
-                  in_range: dict[str, int] | None = None) -> list[tuple]:
+                  in_range: dict[str, int] | None = None) -> list[tuple[Any, ...]]:
         """The postings of the query's terms (`exact`, and every term of each prefix) sorted by term
         (the "C" collation: code points, as FTS5 sorts them) then by row, so each term's codes come
         out sorted as `Bm25Table` wants them; and last (its term is NULL) the scope's row and token
@@ -292,11 +298,11 @@ class PostgresBm25:
 
         branches: list[str] = []
         bargs: list[Any] = []
-        for form, terms in ((whole, [t for t in placed if few((n_hits or {}).get(t))]),
+        for form, group in ((whole, [t for t in placed if few((n_hits or {}).get(t))]),
                             (own, [t for t in placed if not few((n_hits or {}).get(t))])):
-            if terms:
+            if group:
                 branches.append(form.format("p.term = ANY(%s)"))
-                bargs += [sid, terms]
+                bargs += [sid, group]
         for x in ranges:
             branches.append((whole if few((in_range or {}).get(x)) else own).format("p.term >= %s AND p.term < %s"))
             bargs += [sid, x, x + "\U0010ffff"]
@@ -352,7 +358,7 @@ class PostgresBm25:
                                                 [a for _, args in parts for a in args]).fetchall()]
 
     @staticmethod
-    def _table(scope: str, rows: list[tuple], n_hits: dict[str, int] | None, weights: Sequence[float] | None
+    def _table(scope: str, rows: list[tuple[Any, ...]], n_hits: dict[str, int] | None, weights: Sequence[float] | None
                ) -> tuple[Bm25Table, tuple[float, ...], np.ndarray, list[str], list[str]] | None:
         """The postings read (`_postings`, its last row the scope's counts) as a `Bm25Table`, with the
         weights it takes, and per local row its seq, paper and ref; None when no posting was read."""
@@ -389,18 +395,19 @@ class PostgresBm25:
             w = w + (1.0,) * (len(cols) - len(w))
         return table, w, seqs, paper, refs
 
-    def _holding(self, scope: str, rows: list[tuple], phrases: list[tuple[tuple[str, ...], bool]]) -> list[int]:
+    def _holding(self, scope: str, rows: list[tuple[Any, ...]], phrases: list[tuple[tuple[str, ...], bool]]) -> list[int]:
         """The rows (seq) holding one of `phrases`, among those whose postings were read."""
         made = self._table(scope, rows, None, None)
         if made is None:
             return []
         table, w, seqs, _, _ = made
         keep = np.unique(np.concatenate([table.phrase(toks, prefix, w)[0] for toks, prefix in phrases]))
-        return seqs[keep.astype(np.int64)].tolist()
+        held: list[int] = seqs[keep.astype(np.int64)].tolist()
+        return held
 
     def _evaluate(self, scope: str, parsed: Any, weights: Sequence[float] | None, paper_ids: Sequence[str] | None,
-                  rows: list[tuple], n_hits: dict[str, int] | None = None, *, with_seq: bool = False,
-                  only: list[tuple[tuple[str, ...], bool]] | None = None) -> list[tuple]:
+                  rows: list[tuple[Any, ...]], n_hits: dict[str, int] | None = None, *, with_seq: bool = False,
+                  only: list[tuple[tuple[str, ...], bool]] | None = None) -> list[tuple[Any, ...]]:
         """bm25 over the postings read (`_postings`): (ref, bm25, paper_id[, seq]) best first.
         `only`: keep just the rows holding one of these phrases."""
         made = self._table(scope, rows, n_hits, weights)
@@ -426,7 +433,7 @@ class PostgresBm25:
 
     def _ranked_in_sql(self, sid: int, terms: list[str], w: tuple[float, ...], paper_ids: Sequence[str] | None,
                        limit: int, per_paper: bool = False, *, exclude: Sequence[int] = (),
-                       with_seq: bool = False, n_hits: dict[str, int] | None = None) -> list[tuple]:
+                       with_seq: bool = False, n_hits: dict[str, int] | None = None) -> list[tuple[Any, ...]]:
         """Some words (or one word and its variants), each a single term: ranked by the database,
         which sends only the best `limit` rows (`per_paper`: each paper's best row, papers in the
         order of those, ties by paper id). The same bm25 as `sheaf.store.bm25`, operation by
@@ -437,12 +444,12 @@ class PostgresBm25:
         if limit == 0:
             return []
         with snapshot(self.conn, self.where):  # the counts and the rows: one state of the index
-            n, t = self.conn.execute("SELECT coalesce(sum(n_rows), 0)::bigint, coalesce(sum(n_tokens), 0)::bigint "
-                                     "FROM lex_stats WHERE scope = %s", [sid]).fetchone()
+            n, t = one(self.conn.execute("SELECT coalesce(sum(n_rows), 0)::bigint, coalesce(sum(n_tokens), 0)::bigint "
+                                         "FROM lex_stats WHERE scope = %s", [sid]))
             counts = n_hits if n_hits is not None else self._row_counts(sid, set(terms), set())[0]
             df = {x: counts[x] for x in set(terms) if counts.get(x)}
 
-            def ranked(within: list[str] | None) -> list[tuple]:
+            def ranked(within: list[str] | None) -> list[tuple[Any, ...]]:
                 return self._ranked_rows(sid, terms, w, paper_ids, limit, per_paper, exclude, int(n), int(t), df,
                                          within)
 
@@ -457,7 +464,8 @@ class PostgresBm25:
             if bound is None or len(bound) < 2:
                 return self._as_ranked(ranked(None), with_seq)
             rare = sorted(bound, key=lambda x: (df[x], x))
-            within, held = [], 0
+            within: list[str] = []
+            held = 0
             for x in rare:
                 if within and held + df[x] > sum(df[y] for y in rare) * MAXSCORE_SHARE:
                     break
@@ -477,7 +485,7 @@ class PostgresBm25:
             return self._as_ranked(ranked(within if len(within) < len(rare) else None), with_seq)
 
     @staticmethod
-    def _as_ranked(rows: list[tuple], with_seq: bool) -> list[tuple]:
+    def _as_ranked(rows: list[tuple[Any, ...]], with_seq: bool) -> list[tuple[Any, ...]]:
         """(ref, paper_id, score, seq) rows as `_ranked_in_sql` answers them: scores negated (best
         first = lowest, as FTS5's bm25), with or without the seq."""
         if with_seq:
@@ -486,11 +494,12 @@ class PostgresBm25:
 
     def _ranked_rows(self, sid: int, terms: list[str], w: tuple[float, ...], paper_ids: Sequence[str] | None,
                      limit: int, per_paper: bool, exclude: Sequence[int], n: int, t: int, df: dict[str, int],
-                     within: list[str] | None) -> list[tuple]:
+                     within: list[str] | None) -> list[tuple[Any, ...]]:
         """`_ranked_in_sql`'s statement: (ref, paper_id, score, seq) best first; the scope's row and
         token counts `n`, `t` and each term's rows `df` as read before; `within`: only the rows
         holding one of these terms."""
         freq = " + ".join(f"%s * p.freqs[{i + 1}]" for i in range(len(w)))
+        pargs: list[Any]
         pf, pargs = ("", []) if paper_ids is None else (" AND p.paper_id = ANY(%s)", [list(paper_ids)])
         if exclude:  # a hashed anti-join: `<> ALL(array)` compared every posting with every excluded row
             pf, pargs = pf + " AND p.seq NOT IN (SELECT unnest(%s::bigint[]))", [*pargs, list(exclude)]

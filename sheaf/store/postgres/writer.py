@@ -29,7 +29,7 @@ from sheaf.store.rows import (
     OBJECT_CONTENT,
     PASSAGE_CONTENT,
     ReplaceStats,
-    as_unit,
+    as_units,
     body_fts_row,
     body_row,
     json_text,
@@ -113,7 +113,7 @@ def _lex_items(conn: Conn, paper_id: str, scope: str) -> list[tuple[str, int, tu
 
 def _packed(codes: Sequence[int]) -> bytes:
     """A term's positions in a row (``column << 28 | offset``, sorted) as little-endian int32s."""
-    return np.asarray(codes, dtype="<i4").tobytes()
+    return bytes(np.asarray(codes, dtype="<i4").tobytes())
 
 
 def _freqs(codes: Sequence[int], ncol: int) -> list[int]:
@@ -240,7 +240,7 @@ def _delete_units(conn: Conn, paper_id: str) -> int:
                for t in ("body_units", "object_units"))
 
 
-def _insert_units(conn: Conn, body: Sequence[tuple], objects: Sequence[tuple],
+def _insert_units(conn: Conn, body: Sequence[tuple[Any, ...]], objects: Sequence[tuple[Any, ...]],
                   units: Sequence[BodyUnit | ObjectUnit], hook: Hook) -> int:
     """Insert `body_row` / `object_row` tuples (of `units`, body then objects)."""
     shorts, lengthened = _assign_short_ids(conn, units)
@@ -281,8 +281,7 @@ def replace_paper(conn: Conn, where: Where, paper_id: str, units: Sequence[Any],
     does (its docstring): units, lexical rows, and vectors (those of `passages` anew; other
     collections keep the vectors of unchanged units)."""
     t0 = time.perf_counter()
-    units = [as_unit(u) for u in units]
-    objects = [as_unit(o) for o in objects]
+    units, objects = as_units(units, objects)
     eps = passages_list(passages)
     validate_paper(paper_id, units, objects, eps)
     for ep in eps:
@@ -326,7 +325,7 @@ def replace_paper_vectors(conn: Conn, where: Where, paper_id: str, passages: Emb
             raise ValueError(f"passage {p.passage_id} does not belong to {paper_id}")
     ensure_collection(conn, passages.identity)
 
-    def body(c: Conn) -> int:
+    def body(c: Conn) -> int | None:
         known = {r[0] for r in c.execute("SELECT unit_id FROM body_units WHERE paper_id = %s UNION ALL "
                                          "SELECT unit_id FROM object_units WHERE paper_id = %s", (paper_id, paper_id))}
         if ids - known:
@@ -347,7 +346,7 @@ def replace_paper_vectors(conn: Conn, where: Where, paper_id: str, passages: Emb
 
 def _lex_held(conn: Conn, paper_id: str, n_body: int, n_objects: int) -> bool:
     """Whether the paper has one lexical row per unit of each scope (what Sheaf writes)."""
-    n = dict(conn.execute("SELECT scope, count(*) FROM lex_rows WHERE paper_id = %s AND scope = ANY(%s) GROUP BY 1",
+    n: dict[int, int] = dict(conn.execute("SELECT scope, count(*) FROM lex_rows WHERE paper_id = %s AND scope = ANY(%s) GROUP BY 1",
                           (paper_id, [SCOPES["body"], SCOPES["object"]])).fetchall())
     return n.get(SCOPES["body"], 0) == n_body and n.get(SCOPES["object"], 0) == n_objects
 

@@ -146,7 +146,7 @@ class SqliteIndex:
         answered = ["fts5"]
         kw["engine"] = _tracked(self.lexical_engine, answered)
         try:
-            hits = fn(self.conn, scope, match, **kw)
+            hits: list[FtsHit] = fn(self.conn, scope, match, **kw)
         except sqlite3.OperationalError as e:  # build_match_query makes this unreachable; belt and braces
             raise SheafError("BAD_QUERY", f"the query could not be run: {e}", {"match": match},
                              hint="search for plain words; quotes, operators and brackets are "
@@ -298,7 +298,7 @@ class SqliteIndex:
     def replace_paper_vectors(self, paper_id: str, passages: EmbeddedPassages, **kw: Any) -> int:
         return writer.replace_paper_vectors(self.conn, paper_id, passages, **kw)
 
-    def remove_paper(self, paper_id: str, **kw: Any) -> dict[str, int]:
+    def remove_paper(self, paper_id: str, **kw: Any) -> bool:
         return writer.remove_paper(self.conn, paper_id, **kw)
 
     def upsert_papers(self, metas: Iterable[PaperMeta], **kw: Any) -> dict[str, int]:

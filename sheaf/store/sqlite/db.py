@@ -12,9 +12,12 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import pysqlite3.dbapi2 as sqlite3
+if TYPE_CHECKING:  # pysqlite3 ships no types; it has the stdlib module's API, so its types check
+    import sqlite3
+else:
+    import pysqlite3.dbapi2 as sqlite3
 
 from sheaf.core.envelope import SheafError
 
@@ -23,7 +26,7 @@ __all__ = ["sqlite3", "connect", "transaction", "read_snapshot", "connected_to",
 DEFAULT_BUSY_TIMEOUT_MS = 10_000
 PAGE_SIZE = 8192
 
-Connection = sqlite3.Connection
+Connection: TypeAlias = sqlite3.Connection
 
 _VEC_PATH: str | None = None
 

@@ -255,7 +255,7 @@ def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = Non
     vectors and passages whose unit is gone. Papers with no row anywhere are absent.
     `paper_ids`: only those papers' rows are counted (a build checking the papers it just
     rebuilt reads theirs, not the whole index)."""
-    stats: dict[str, dict[str, int]] = {}
+    stats: dict[str | None, dict[str, int]] = {}  # None: vectors without a passage (below)
     args = () if paper_ids is None else (json.dumps(list(paper_ids)),)
 
     def only(col: str, joiner: str = "WHERE") -> str:
@@ -298,7 +298,7 @@ def paper_index_stats(conn: sqlite3.Connection, collection_key: str | None = Non
             f"WHERE b.unit_id = p.unit_id AND b.paper_id = p.paper_id) AND NOT EXISTS (SELECT 1 FROM "
             f"object_units o WHERE o.unit_id = p.unit_id AND o.paper_id = p.paper_id){only('p.paper_id', 'AND')} "
             "GROUP BY p.paper_id"))
-    return zero_filled(stats, collection_key)
+    return zero_filled({pid: s for pid, s in stats.items() if pid is not None}, collection_key)
 
 
 def unit_digest(conn: sqlite3.Connection, paper_id: str) -> str:

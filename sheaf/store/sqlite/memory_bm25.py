@@ -267,7 +267,7 @@ class Bm25Accelerator:
                 elif why:
                     self._refused[fts] = sig
                     self.disabled[fts] = why
-                else:
+                elif t is not None:  # (always: a table not loaded has its why)
                     self._tables[fts] = t
                     self._refused.pop(fts, None)
                     self.disabled.pop(fts, None)

@@ -7,24 +7,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sheaf.store.records import VectorHit
 from sheaf.store.sqlite.db import connect, connected_to
 from sheaf.store.sqlite.memory_bm25 import wait_for_loads
-from sheaf.store.sqlite.reader import VectorHit, vector_search
+from sheaf.store.sqlite.reader import vector_search
 from sheaf.store.sqlite.schema import VECTORS_EPOCH, collections
-
-
-@dataclass(frozen=True, slots=True)
-class _Probe:
-    """A check query: what `vector_search` reads of a query vector (its model and its vector)."""
-
-    identity: Any
-    vector: Any
-
-
+from sheaf.vectors.identity import QueryVector
 
 # The query's uint8 codes are round(q / s_q) + 64 in [0, 128] (uint8 x int8 is MLAS's fast
 # kernel). Not the full [0, 255]: without AVX-VNNI, MLAS multiplies with VPMADDUBSW, which
@@ -494,7 +485,7 @@ class MatrixAccelerator:
             for i in range(3):
                 base = m.X[int(rng.integers(len(m.X)))]
                 q = (base + rng.standard_normal(base.shape).astype(np.float32) * 0.05 * i).astype(np.float32)
-                qv = _Probe(m.identity, q / max(float(np.linalg.norm(q)), 1e-12))
+                qv = QueryVector(m.identity, q / max(float(np.linalg.norm(q)), 1e-12), "")
                 papers = None if i < 2 else m.papers[: max(1, len(m.papers) // 3)]
                 want = vector_search(conn, qv, 25, paper_ids=papers)
                 got = m.search(conn, qv.vector, 25, papers, self.max_candidates)

@@ -212,7 +212,7 @@ class _Limited:
     def fetchmany(self, n: int) -> list[tuple[int, float]]:
         if self._left is not None:
             n = min(n, self._left)
-        got = self._rows.fetchmany(n)
+        got: list[tuple[int, float]] = self._rows.fetchmany(n)
         if self._left is not None:
             self._left -= len(got)
         return got
@@ -371,7 +371,7 @@ def vector_search(conn: Conn, query: QueryVector, k: int = 10, *,
         return []
     k = max(1, min(int(k), MAX_KNN_K))
     if engine is not None:  # a warm server's in-memory matrix (same answer, faster)
-        hits = engine(conn, query, k, paper_ids)
+        hits: list[VectorHit] | None = engine(conn, query, k, paper_ids)
         if hits is not None:
             return hits
     flt, tail = "", list(paper_ids) if paper_ids is not None else []

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sheaf import __version__
 from sheaf.core.lazy import lazy_module
@@ -64,7 +64,7 @@ __all__ = [
 SCHEMA_VERSION = 4
 
 Hook = Callable[[str], None]
-Conn = sqlite3.Connection
+Conn: TypeAlias = sqlite3.Connection
 
 
 # --- schema ------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ _FTS_SELECT = {
 
 
 def fts_rows(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = (), *,
-              title: Any = _CURRENT) -> list[tuple]:
+              title: Any = _CURRENT) -> list[tuple[Any, ...]]:
     """``(rowid, *values)`` that `fts` indexes for the base rows matching `where` (columns
     qualified ``b.``): computed from the base rows and, for units, their paper's title as the
     papers table holds it now (or `title`, for units indexed under another one). The ONE
@@ -193,16 +193,16 @@ def fts_rows(conn: Conn, fts: str, where: str = "1", args: Sequence[Any] = (), *
     if fts == "body_units_fts":
         return [body_fts_row(r, json.loads(sp), t, ti if title is _CURRENT else title)
                 for r, sp, t, ti in rows]
-    return [object_fts_row(*r[:5], r[5] if title is _CURRENT else title) for r in rows]
+    return [object_fts_row(r[0], r[1], r[2], r[3], r[4], r[5] if title is _CURRENT else title) for r in rows]
 
 
-def _fts_insert(conn: Conn, fts: str, rows: Sequence[tuple]) -> None:
+def _fts_insert(conn: Conn, fts: str, rows: Sequence[tuple[Any, ...]]) -> None:
     cols = FTS_V2[fts]
     conn.executemany(f"INSERT INTO {fts}(rowid, {cols}) VALUES (?, {', '.join('?' * (cols.count(',') + 1))})",
                      rows)
 
 
-def fts_delete(conn: Conn, fts: str, rows: Sequence[tuple]) -> int:
+def fts_delete(conn: Conn, fts: str, rows: Sequence[tuple[Any, ...]]) -> int:
     """Take rows out of a contentless FTS table: FTS5's ``'delete'`` command with exactly the
     values they indexed (`fts_rows`, computed before the base rows change). Rows the FTS
     table does not hold are skipped: a 'delete' of an absent rowid would still subtract its

@@ -16,7 +16,7 @@ from sheaf.store.rows import (
     OBJECT_CONTENT,
     PASSAGE_CONTENT,
     ReplaceStats,
-    as_unit,
+    as_units,
     body_row,
     json_text,
     meta_sha,
@@ -42,7 +42,10 @@ from sheaf.store.sqlite.schema import (
 )
 from sheaf.vectors.identity import EmbeddedPassages
 
-np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported on first use: the lexical query path never needs it
 hashlib = lazy_module("hashlib")  # its OpenSSL backend costs ~3-5 ms to load
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -182,7 +185,7 @@ def _assign_short_ids(conn: Conn, units: Sequence[BodyUnit | ObjectUnit]) -> tup
     return out, lengthened
 
 
-def _insert_units(conn: Conn, body: Sequence[tuple], objects: Sequence[tuple], shorts: Sequence[str],
+def _insert_units(conn: Conn, body: Sequence[tuple[Any, ...]], objects: Sequence[tuple[Any, ...]], shorts: Sequence[str],
                   hook: Hook | None) -> None:
     """Insert `body_row` / `object_row` tuples (with their short ids) and their FTS rows."""
     if body:
@@ -253,8 +256,7 @@ def replace_paper(
     import time
 
     t0 = time.perf_counter()
-    units = [as_unit(u) for u in units]
-    objects = [as_unit(o) for o in objects]
+    units, objects = as_units(units, objects)
     eps = passages_list(passages)
     validate_paper(paper_id, units, objects, eps)
     body, objs = [body_row(u) for u in units], [object_row(o) for o in objects]
