@@ -9,7 +9,7 @@ from sheaf.core.settings import get_settings
 #: (its start and end, its steps' and planned events, the gaps between runs): 100 → 200 saved
 #: ~2.3 ms a paper (1,000-paper rebuild, 20.0-21.3 → 18.2-18.6 s), for ~15 MB more held by the
 #: run's IO manager; no growth past that up to 400 (docs/benchmarks.md, Orchestration at scale).
-MAX_PARTITIONS_PER_RUN = 200
+MAX_PARTITIONS_PER_RUN = get_settings().papers_per_run  # SHEAF_PAPERS_PER_RUN, default 200
 BACKFILL_POLICY = BackfillPolicy.multi_run(max_partitions_per_run=MAX_PARTITIONS_PER_RUN)
 
 #: A paper is rebuilt through the chain when its OCR output (or a parent) changed; every

@@ -115,6 +115,9 @@ class Settings:
     unit_token_cap: int = _setting(1000, "body units are split into parts past this many tokens",
                                    check=_at_least(1))
     nightly_cron: str = _setting("0 2 * * *", "the nightly rebuild schedule (UTC)", check=_cron)
+    papers_per_run: int = _setting(200, "papers per run of a backfill, the nightly rebuild and `sheaf build` (with "
+                                        "Celery or Kubernetes workers: fewer, so that runs spread over them)",
+                                   check=_at_least(1))
     discovery_interval_seconds: int = _setting(60, "how often the discovery sensor scans the library (dagster dev)",
                                                check=_at_least(1))
     automation_interval_seconds: int = _setting(30, "how often the automation sensor evaluates (dagster dev)",

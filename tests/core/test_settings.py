@@ -57,6 +57,7 @@ def test_a_reduced_precision_on_the_onnx_backend_is_bad_input():
     ("SHEAF_UNIT_TOKEN_CAP", "abc", "an integer"),
     ("SHEAF_UNIT_TOKEN_CAP", "-5", "an integer >= 1"),
     ("SHEAF_EMBED_BATCH_SIZE", "0", "an integer >= 1"),
+    ("SHEAF_PAPERS_PER_RUN", "0", "an integer >= 1"),
     ("SHEAF_SQLITE_BUSY_TIMEOUT_MS", "abc", "an integer"),
     ("SHEAF_EMBED_BACKEND", "foo", "one of auto, onnx, torch, sentence-transformers"),
     ("SHEAF_EMBED_PRECISION", "fp8", "one of auto, fp32, bf16, fp16"),

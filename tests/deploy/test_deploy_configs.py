@@ -111,3 +111,19 @@ def test_the_dockerfile_copies_what_exists_and_starts_real_modules():
     assert "cp deploy/dagster.yaml" in runs and (DEPLOY / "dagster.yaml").is_file()
     comment_modules = re.findall(r"-m (pipelines(?:\.\w+)+)", (DEPLOY / "Dockerfile").read_text())
     assert all((ROOT / (m.replace(".", "/") + ".py")).is_file() for m in comment_modules)
+
+
+def test_runs_hold_as_many_papers_as_sheaf_papers_per_run():
+    """A lab with Celery workers asks for small runs, so that a backfill's runs spread over them."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from pipelines.planning.policy import BACKFILL_POLICY, MAX_PARTITIONS_PER_RUN; "
+            "print(BACKFILL_POLICY.max_partitions_per_run, MAX_PARTITIONS_PER_RUN)")
+    for value, want in (("3", "3 3"), (None, "200 200")):
+        env = {k: v for k, v in os.environ.items() if k != "SHEAF_PAPERS_PER_RUN"}
+        if value:
+            env["SHEAF_PAPERS_PER_RUN"] = value
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert proc.stdout.strip().splitlines()[-1] == want, proc.stderr[-2000:]
