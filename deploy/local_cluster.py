@@ -208,8 +208,9 @@ def redis_up(state: State, d: Path, password: str) -> int:
         raise ClusterError("redis-server is not installed (Debian: apt-get install redis-server)")
     port = free_port(HOST_IP)
     conf = d / "redis.conf"
-    conf.write_text(f"bind {HOST_IP}\nport {port}\nrequirepass {password}\nsave \"\"\nappendonly no\n"
-                    f"dir {d}\nprotected-mode yes\n")
+    # appendonly: the queued steps survive a restart of the broker
+    conf.write_text(f"bind {HOST_IP}\nport {port}\nrequirepass {password}\nsave \"\"\nappendonly yes\n"
+                    f"appendfsync everysec\ndir {d}\nprotected-mode yes\n")
     conf.chmod(0o600)
     spawn(state, d, "redis", [exe, str(conf)], os.environ.copy())
     state.data["redis_port"] = port
@@ -301,7 +302,21 @@ def masked(env: dict[str, str]) -> dict[str, str]:
 
 # --- up, down ---------------------------------------------------------------------------------
 
-def up(d: Path, workers: int, library: Path, threads: int, papers_per_run: int) -> dict[str, Any]:
+def worker_config(d: Path, visibility_timeout: int) -> Path:
+    """deploy/celery/worker.yaml with the broker's visibility timeout: how long a step taken by a
+    worker that died (its host gone) waits before another worker takes it (Redis redelivers an
+    unacknowledged task after it). It must be longer than the longest step."""
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "deploy" / "celery" / "worker.yaml").read_text())
+    cfg["execution"]["config"]["config_source"]["broker_transport_options"] = {"visibility_timeout": visibility_timeout}
+    out = d / "worker.yaml"
+    out.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return out
+
+
+def up(d: Path, workers: int, library: Path, threads: int, papers_per_run: int,
+       visibility_timeout: int = 3600) -> dict[str, Any]:
     if os.geteuid() != 0:
         raise ClusterError("needs root: it creates network namespaces and links (run it with sudo)")
     if (d / "state.json").exists():
@@ -354,9 +369,10 @@ def up(d: Path, workers: int, library: Path, threads: int, papers_per_run: int) 
                                       "-w", str(d / "workspace.yaml")], full)
         wait_for("the webserver", lambda: http_ok(f"http://127.0.0.1:{web_port}/server_info"), 180,
                  d / "logs" / "webserver.log")
+        wcfg = worker_config(d, visibility_timeout)
         for i in range(1, workers + 1):
-            spawn(state, d, f"worker{i}", [str(bindir / "dagster-celery"), "worker", "start", "-n", f"worker{i}@{NS_PREFIX}{i}",
-                                           "-y", str(ROOT / "deploy" / "celery" / "worker.yaml"), "-A", "dagster_celery.app",
+            spawn(state, d, f"worker{i}", [str(bindir / "dagster-celery"), "worker", "start", "-n", f"{NS_PREFIX}{i}",
+                                           "-y", str(wcfg), "-A", "dagster_celery.app",
                                            "-l", "info", "--", "-c", "1", "--without-mingle", "--without-gossip"],
                   full, netns=f"{NS_PREFIX}{i}")
         return {"dir": str(d), "webserver": f"http://127.0.0.1:{web_port}", "workers": workers,
@@ -434,11 +450,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--papers-per-run", type=int, default=2, help="SHEAF_PAPERS_PER_RUN (default 2)")
     ap.add_argument("--library", type=Path, default=ROOT / "data" / "sample-library")
     ap.add_argument("--no-daemon", action="store_true", help="up: leave dagster-daemon to a later `daemon`")
+    ap.add_argument("--visibility-timeout", type=int, default=3600,
+                    help="seconds before a step of a worker that died is given to another (default 3600)")
     a = ap.parse_args(argv)
     d = a.dir.resolve()
     try:
         if a.command == "up":
-            info = up(d, a.workers, a.library.resolve(), a.threads, a.papers_per_run)
+            info = up(d, a.workers, a.library.resolve(), a.threads, a.papers_per_run, a.visibility_timeout)
             if not a.no_daemon:
                 start_daemon(d)
             print(json.dumps(info, indent=1))
