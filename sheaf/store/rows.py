@@ -101,6 +101,8 @@ def meta_sha(m: PaperMeta) -> str:
 
 def validate_paper(paper_id: str, units: Sequence[BodyUnit], objects: Sequence[ObjectUnit],
               passages: Sequence[EmbeddedPassages]) -> None:
+    """One paper's rows before they are written: its key, its units' owner and ids, its passages'
+    units and vectors (the units' kinds are `as_units`' to check)."""
     if not valid_paper_key(paper_id):
         raise ValueError(f"invalid paper id {paper_id!r}")
     ids: set[str] = set()
@@ -111,12 +113,6 @@ def validate_paper(paper_id: str, units: Sequence[BodyUnit], objects: Sequence[O
         if u.unit_id in ids:
             raise ValueError(f"duplicate unit_id {u.unit_id}")
         ids.add(u.unit_id)
-    for u in units:
-        if not isinstance(u, BodyUnit):
-            raise TypeError(f"units must be BodyUnit, got {type(u).__name__}")
-    for o in objects:
-        if not isinstance(o, ObjectUnit):
-            raise TypeError(f"objects must be ObjectUnit, got {type(o).__name__}")
     seen_models: set[str] = set()
     for ep in passages:
         if ep.identity.key in seen_models:
