@@ -1,0 +1,155 @@
+"""Celery workers, 1 against 2, on this machine: the same library built by a backfill over
+`deploy/local_cluster.py`'s cluster (each worker in a network namespace, one step at a time, one
+torch/onnxruntime thread), from the backfill's launch to its last run's end.
+
+    sudo .venv/bin/python -m bench.build.cluster [--library PATH] [--papers-per-run 2]
+
+Reported per worker count: the wall time, papers per minute, the steps' own time (what the
+workers' logs say each step took, summed) and what the cluster spent around them per paper
+(wall x workers - steps, over the papers); the speed-up of 2 workers over 1 and its parallel
+efficiency. Needs root, `redis-server` and `ip netns` (as the cluster does). Writes
+bench/results/cluster.json and its section of docs/benchmarks.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT, machine, write_docs_section
+
+SCRIPT = ROOT / "deploy" / "local_cluster.py"
+BIN = Path(sys.executable).parent
+BEGIN, END = "<!-- cluster:begin -->", "<!-- cluster:end -->"
+
+
+def env_of(d: Path) -> dict[str, str]:
+    env = os.environ.copy()
+    for line in (d / "cluster.env").read_text().splitlines():
+        k, _, v = line.partition("=")
+        env[k] = v
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def query(d: Path, code: str) -> Any:
+    prog = f"import json; from dagster import DagsterInstance; i = DagsterInstance.get(); print(json.dumps({code}))"
+    proc = subprocess.run([sys.executable, "-c", prog], cwd=ROOT, env=env_of(d), capture_output=True, text=True,
+                          check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def dagster(d: Path, *args: str) -> None:
+    subprocess.run([str(BIN / "dagster"), *args, "-w", str(d / "workspace.yaml")], cwd=ROOT, env=env_of(d),
+                   capture_output=True, text=True, check=True)
+
+
+def until(ok: Any, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if ok():
+            return
+        time.sleep(1)
+    raise SystemExit(f"{what}: not within {timeout:.0f} s")
+
+
+def one(workers: int, library: Path, papers_per_run: int, d: Path) -> dict[str, Any]:
+    up = subprocess.run([sys.executable, str(SCRIPT), "up", "--dir", str(d), "--no-daemon", "--workers", str(workers),
+                         "--library", str(library), "--papers-per-run", str(papers_per_run)],
+                        capture_output=True, text=True)
+    if up.returncode:
+        raise SystemExit(up.stderr[-2000:])
+    try:
+        dagster(d, "sensor", "stop", "sheaf_automation")
+        subprocess.run([sys.executable, str(SCRIPT), "daemon", "--dir", str(d)], check=True, capture_output=True)
+        n = {"papers": 0}
+
+        def discovered() -> bool:
+            n["papers"] = len(query(d, "i.get_dynamic_partitions('papers')"))
+            return n["papers"] > 0 and query(d, "len([r for r in i.get_runs() if not r.is_finished])") == 0
+
+        until(discovered, 600, "discovery")
+        logs = [d / "logs" / f"worker{w}.log" for w in range(1, workers + 1)]
+        start = [log.stat().st_size for log in logs]  # the steps of the backfill are those logged after
+        t0 = time.monotonic()
+        dagster(d, "job", "backfill", "-j", "paper_chain", "--all", "all", "--noprompt")
+
+        def done() -> bool:
+            b, open_runs = query(d, "[[str(b.status) for b in i.get_backfills()], "
+                                    "len([r for r in i.get_runs() if not r.is_finished])]")
+            return bool(b) and all(s.rsplit(".", 1)[-1].startswith("COMPLETED") for s in b) and open_runs == 0
+
+        until(done, 7200, "the backfill")
+        wall = time.monotonic() - t0
+        runs = query(d, "[str(r.status) for r in i.get_runs() if r.job_name == 'paper_chain']")
+        steps = 0.0
+        for log, offset in zip(logs, start):
+            with log.open("rb") as f:
+                f.seek(offset)
+                text = f.read().decode("utf-8", "replace")
+            steps += sum(float(x) for x in re.findall(r"succeeded in ([0-9.]+)s", text))
+        papers = n["papers"]
+        return {"workers": workers, "papers": papers, "runs": len(runs),
+                "failed_runs": sum(not s.endswith("SUCCESS") for s in runs), "wall_s": round(wall, 1),
+                "papers_per_min": round(60 * papers / wall, 2), "steps_s": round(steps, 1),
+                "around_steps_per_paper_s": round((wall * workers - steps) / papers, 2)}
+    finally:
+        subprocess.run([sys.executable, str(SCRIPT), "down", "--dir", str(d)], capture_output=True)
+
+
+def render(res: dict[str, Any]) -> str:
+    rows = "\n".join(f"| {r['workers']} | {r['papers']} | {r['runs']} | {r['wall_s']} | {r['papers_per_min']} | "
+                     f"{r['steps_s']} | {r['around_steps_per_paper_s']} |" for r in res["results"])
+    m = res["machine"]
+    return f"""{BEGIN}
+## Celery workers on one machine
+
+What: the library built by a backfill (`dagster job backfill -j paper_chain --all all`) over
+`deploy/local_cluster.py`'s cluster, each worker in a network namespace of its own, one step at a
+time, one torch/onnxruntime thread; 1 worker against 2, from the launch to the last run's end.
+"Steps" sums what the workers' logs say each step took; "around the steps" is wall x workers -
+steps, per paper (the orchestration, the idle worker while the other finishes a run's chain).
+Library: {res['library']}; papers per run: {res['papers_per_run']}. Machine: {m.get('cpu')}, {m.get('cores')} cores.
+Rerun: `sudo .venv/bin/python -m bench.build.cluster --library PATH`.
+
+| workers | papers | runs | wall (s) | papers/min | steps (s) | around the steps per paper (s) |
+|---|---|---|---|---|---|---|
+{rows}
+
+Speed-up of 2 workers over 1: **{res['speedup']}x** (parallel efficiency {res['efficiency']}).
+{END}
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--library", type=Path, default=ROOT / "data" / "sample-library")
+    ap.add_argument("--papers-per-run", type=int, default=2)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/sheaf-cluster-bench"))
+    ap.add_argument("--label", help="the library as the docs name it (default: its folder's name)")
+    ap.add_argument("--no-docs", action="store_true")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("needs root (the cluster's network namespaces)")
+    results = [one(n, a.library.resolve(), a.papers_per_run, a.dir / f"{n}-workers") for n in (1, 2)]
+    speedup = results[0]["wall_s"] / results[1]["wall_s"]
+    info = machine()
+    res = {"library": a.label or a.library.name, "papers_per_run": a.papers_per_run, "results": results,
+           "speedup": round(speedup, 2), "efficiency": round(speedup / 2, 2),
+           "machine": {"cpu": info.get("cpu"), "cores": info.get("cores")}}
+    out = ROOT / "bench" / "results" / "cluster.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+    if not a.no_docs:
+        write_docs_section(render(res), BEGIN, END)
+
+
+if __name__ == "__main__":
+    main()
