@@ -302,6 +302,37 @@ def masked(env: dict[str, str]) -> dict[str, str]:
 
 # --- up, down ---------------------------------------------------------------------------------
 
+# --- driving a running cluster (its test and its benchmark use these) ------------------------
+
+def dagster_cli(d: Path, *args: str, timeout: float = 300) -> str:
+    """`dagster ARGS -w <dir>/workspace.yaml` with the cluster's environment: its output."""
+    proc = subprocess.run([str(Path(sys.executable).parent / "dagster"), *args, "-w", str(d / "workspace.yaml")],
+                          cwd=ROOT, env=environment(d), capture_output=True, text=True, timeout=timeout)
+    if proc.returncode:
+        raise ClusterError(f"`dagster {' '.join(args)}` failed: {(proc.stderr or proc.stdout)[-2000:]}")
+    return proc.stdout
+
+
+def instance_value(d: Path, code: str) -> Any:
+    """The JSON value of `code`, a Python expression over `i` (the cluster's DagsterInstance),
+    evaluated in a child with the cluster's environment."""
+    prog = f"import json; from dagster import DagsterInstance; i = DagsterInstance.get(); print(json.dumps({code}))"
+    proc = subprocess.run([sys.executable, "-c", prog], cwd=ROOT, env=environment(d), capture_output=True,
+                          text=True, timeout=120)
+    if proc.returncode:
+        raise ClusterError(f"the instance could not be read: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def runs_settled(d: Path, allow_failed: bool = False) -> bool:
+    """Every backfill has ended (completed; or, with `allow_failed`, also with failed runs) and
+    no run is left queued or running."""
+    statuses, unfinished = instance_value(d, "[[str(b.status) for b in i.get_backfills()], "
+                                             "len([r for r in i.get_runs() if not r.is_finished])]")
+    ended = ("COMPLETED", "COMPLETED_FAILED", "FAILED") if allow_failed else ("COMPLETED",)
+    return bool(statuses) and all(s.rsplit(".", 1)[-1] in ended for s in statuses) and not unfinished
+
+
 def worker_config(d: Path, visibility_timeout: int) -> Path:
     """deploy/celery/worker.yaml with the broker's visibility timeout: how long a step taken by a
     worker that died (its host gone) waits before another worker takes it (Redis redelivers an

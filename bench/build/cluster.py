@@ -23,31 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, machine, write_docs_section
+from deploy.local_cluster import dagster_cli as dagster
+from deploy.local_cluster import instance_value as query
+from deploy.local_cluster import runs_settled
 
 SCRIPT = ROOT / "deploy" / "local_cluster.py"
-BIN = Path(sys.executable).parent
 BEGIN, END = "<!-- cluster:begin -->", "<!-- cluster:end -->"
-
-
-def env_of(d: Path) -> dict[str, str]:
-    env = os.environ.copy()
-    for line in (d / "cluster.env").read_text().splitlines():
-        k, _, v = line.partition("=")
-        env[k] = v
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
-    return env
-
-
-def query(d: Path, code: str) -> Any:
-    prog = f"import json; from dagster import DagsterInstance; i = DagsterInstance.get(); print(json.dumps({code}))"
-    proc = subprocess.run([sys.executable, "-c", prog], cwd=ROOT, env=env_of(d), capture_output=True, text=True,
-                          check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def dagster(d: Path, *args: str) -> None:
-    subprocess.run([str(BIN / "dagster"), *args, "-w", str(d / "workspace.yaml")], cwd=ROOT, env=env_of(d),
-                   capture_output=True, text=True, check=True)
 
 
 def until(ok: Any, timeout: float, what: str) -> None:
@@ -80,12 +61,7 @@ def one(workers: int, library: Path, papers_per_run: int, d: Path) -> dict[str, 
         t0 = time.monotonic()
         dagster(d, "job", "backfill", "-j", "paper_chain", "--all", "all", "--noprompt")
 
-        def done() -> bool:
-            b, open_runs = query(d, "[[str(b.status) for b in i.get_backfills()], "
-                                    "len([r for r in i.get_runs() if not r.is_finished])]")
-            return bool(b) and all(s.rsplit(".", 1)[-1].startswith("COMPLETED") for s in b) and open_runs == 0
-
-        until(done, 7200, "the backfill")
+        until(lambda: runs_settled(d, allow_failed=True), 7200, "the backfill")
         wall = time.monotonic() - t0
         runs = query(d, "[str(r.status) for r in i.get_runs() if r.job_name == 'paper_chain']")
         steps = 0.0

@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from deploy.local_cluster import dagster_cli as dagster
+from deploy.local_cluster import environment as cluster_env
+from deploy.local_cluster import instance_value as instance_query
+from deploy.local_cluster import runs_settled as backfill_done
 from tests.kits.paths import SAMPLE_LIBRARY
 
 pytestmark = pytest.mark.e2e
@@ -49,32 +53,6 @@ def cli(d: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProces
                           text=True, timeout=timeout)
 
 
-def cluster_env(d: Path) -> dict[str, str]:
-    env = os.environ.copy()
-    for line in (d / "cluster.env").read_text().splitlines():
-        k, _, v = line.partition("=")
-        env[k] = v
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
-    return env
-
-
-def dagster(d: Path, *args: str) -> str:
-    proc = subprocess.run([str(BIN / "dagster"), *args, "-w", str(d / "workspace.yaml")], cwd=ROOT,
-                          env=cluster_env(d), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
-
-
-def instance_query(d: Path, code: str) -> object:
-    """`code` (a Python expression over `i`, the cluster's DagsterInstance) evaluated in a
-    child with the cluster's environment: its JSON value."""
-    prog = f"import json; from dagster import DagsterInstance; i = DagsterInstance.get(); print(json.dumps({code}))"
-    proc = subprocess.run([sys.executable, "-c", prog], cwd=ROOT, env=cluster_env(d), capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def wait(what: str, ok, timeout: float, d: Path | None = None) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -86,16 +64,6 @@ def wait(what: str, ok, timeout: float, d: Path | None = None) -> None:
         for log in sorted((d / "logs").glob("*.log")):
             logs += f"\n--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-12:])
     pytest.fail(f"{what}: not within {timeout:.0f} s{logs}")
-
-
-def backfill_done(d: Path, allow_failed: bool = False) -> bool:
-    """Every backfill has ended (completed; or, with `allow_failed`, with failed runs) and no run
-    is left queued or running."""
-    state = instance_query(d, "[[str(b.status) for b in i.get_backfills()], "
-                              "[str(r.status) for r in i.get_runs() if not r.is_finished]]")
-    statuses, unfinished = state  # type: ignore[misc]
-    ended = ("COMPLETED", "COMPLETED_FAILED", "FAILED") if allow_failed else ("COMPLETED",)
-    return bool(statuses) and all(s.rsplit(".", 1)[-1] in ended for s in statuses) and not unfinished
 
 
 def running_task(d: Path, worker: str) -> str | None:
