@@ -43,7 +43,8 @@ __all__ = [
     "sweep_unfinished",
 ]
 
-EXPORT_FORMAT = 1
+#: 2: attention exported as plain operations (`sheaf.vectors.onnx_export._eager_attention`)
+EXPORT_FORMAT = 2
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 EXPORT_JSON = "export.json"

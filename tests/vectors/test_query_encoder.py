@@ -86,6 +86,20 @@ def test_export_layout_and_second_call_is_cheap(export, embedder):
     assert export_status(path, embedder.identity, settings.embedding_model).usable
 
 
+def test_the_export_writes_attention_out_and_gives_the_model_back(export, embedder):
+    """The attention is exported as plain operations (onnxruntime runs that graph faster than the
+    fused call's); the loaded model, which the build may go on encoding with, keeps its own."""
+    import onnx
+
+    settings, path = export
+    meta = json.loads((path / EXPORT_JSON).read_text())
+    assert meta["exporter"]["attention"] == "eager"
+    ops = {n.op_type for n in onnx.load(str(path / "model.onnx")).graph.node}
+    assert "Softmax" in ops
+    hf = embedder.load().model[0].auto_model
+    assert hf.config._attn_implementation != "eager"
+
+
 def test_onnx_agrees_with_sentence_transformers(export, embedder):
     settings, path = export
     enc = OnnxQueryEncoder.load(path, overlap_tokens=embedder.overlap_tokens)
