@@ -14,6 +14,10 @@ file's name, size and bytes) and the versions of torch, transformers, sentence-t
 and onnxruntime; a record's key from the facts it was measured on (`MachineFacts`: CPU model and
 flags, cores, device, the model identity) and the same versions. Any change is a new entry.
 
+Entries nobody linked for `PRUNE_AFTER_DAYS` are removed when a new one is made (`prune`): an
+upgrade of torch or of the export's format makes a new ~90 MB entry, and the one it replaces goes
+a month later. Homes keep what they linked (hard links or copies: their own files).
+
 An entry is made under a file lock (``fcntl``: two builds at once make it once; the second waits
 and finds it) and published whole (the export is written in a temp folder beside it and renamed; a
 record is written to a temp file and renamed). A home only links to an entry (`link_into`: hard
@@ -43,8 +47,11 @@ from sheaf.vectors.onnx import EXPORT_FORMAT, find_export, sweep_unfinished
 
 hashlib = lazy_module("hashlib")
 
-__all__ = ["LIBRARIES", "MachineCache", "cache_dir", "default_cache_dir", "library_versions", "link_into",
+__all__ = ["LIBRARIES", "PRUNE_AFTER_DAYS", "MachineCache", "cache_dir", "default_cache_dir", "library_versions", "link_into",
            "locked", "open_cache"]
+
+#: An export entry not linked into a home for this many days is removed when a new entry is made.
+PRUNE_AFTER_DAYS = 30
 
 #: The libraries an export or a measurement depends on: a new version of any makes a new entry.
 LIBRARIES = ("torch", "transformers", "sentence-transformers", "onnx", "onnxruntime")
@@ -178,15 +185,57 @@ class MachineCache:
         the same home, link one after the other: the second finds the links there)."""
         key, payload = self.export_key(model)
         entry = self.root / "onnx" / key
+        made = False
         with locked(self.root / "onnx" / f".{key}.lock", poll):
             found = find_export(entry, model)
             if found is None:
                 entry.mkdir(parents=True, exist_ok=True)
                 found = Path(make(entry))
+                made = True
                 with contextlib.suppress(OSError):
                     write_atomic(entry / "key.json", json.dumps(payload, indent=1, ensure_ascii=False)
                                  .encode("utf-8"))
-            return link_into(found, models_root)
+            with contextlib.suppress(OSError):  # the entry's last use, read by `prune`
+                os.utime(entry / "key.json")
+            linked = link_into(found, models_root)
+        if made:
+            self.prune(keep=key)
+        return linked
+
+    def prune(self, keep: str | None = None, older_than_days: float = PRUNE_AFTER_DAYS,
+              now: float | None = None) -> list[Path]:
+        """Remove the export entries last linked (``key.json``'s modification time; the folder's
+        when it has none) more than `older_than_days` ago, except `keep`; an entry whose lock is
+        held (being made or linked now) is left; its empty lock file stays (removing it could let two
+processes lock two files of one name). Returns what was removed; best effort."""
+        cutoff = (time.time() if now is None else now) - older_than_days * 86400
+        removed: list[Path] = []
+        base = self.root / "onnx"
+        if not base.is_dir():
+            return removed
+        import fcntl
+
+        for entry in sorted(base.iterdir()):
+            if entry.name == keep or entry.name.startswith(".") or not entry.is_dir():
+                continue
+            try:
+                stamp = entry / "key.json"
+                used = (stamp if stamp.exists() else entry).stat().st_mtime
+                if used >= cutoff:
+                    continue
+                with open(base / f".{entry.name}.lock", "a+") as f:
+                    try:
+                        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue
+                    try:
+                        shutil.rmtree(entry)
+                        removed.append(entry)
+                    finally:
+                        fcntl.flock(f, fcntl.LOCK_UN)
+            except OSError:
+                continue
+        return removed
 
     # --- the backend record ----------------------------------------------------------------------
 

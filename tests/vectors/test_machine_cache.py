@@ -248,6 +248,44 @@ def test_two_builds_racing_for_the_entry_export_once(tmp_path):
         assert got is not None and os.path.samefile(got / "model.onnx", exports[0].parent / "model.onnx")
 
 
+def test_a_new_entry_prunes_entries_unused_for_a_month_and_homes_keep_their_links(tmp_path):
+    import fcntl
+
+    from sheaf.vectors.machine_cache import PRUNE_AFTER_DAYS
+
+    model = tiny_model(tmp_path / "m")
+    old_cache = MachineCache(tmp_path / "cache", {**VERSIONS, "torch": "2.12.0"})
+    old_cache.ensure_export(str(model), tmp_path / "home-old" / "models", lambda e: fake_export(e, model))
+    recent_cache = MachineCache(tmp_path / "cache", {**VERSIONS, "torch": "2.12.1"})
+    recent_cache.ensure_export(str(model), tmp_path / "home-recent" / "models", lambda e: fake_export(e, model))
+    busy_cache = MachineCache(tmp_path / "cache", {**VERSIONS, "torch": "2.11.0"})
+    busy_cache.ensure_export(str(model), tmp_path / "home-busy" / "models", lambda e: fake_export(e, model))
+    old, recent, busy = (c.export_root(str(model)) for c in (old_cache, recent_cache, busy_cache))
+    month_ago = time.time() - (PRUNE_AFTER_DAYS + 1) * 86400
+    for entry in (old, busy):
+        os.utime(entry / "key.json", (month_ago, month_ago))
+    # linking again is a use: the entry's stamp moves on
+    busy_cache.ensure_export(str(model), tmp_path / "home-busy2" / "models", lambda e: fake_export(e, model))
+    assert (busy / "key.json").stat().st_mtime > month_ago + 86400
+    os.utime(busy / "key.json", (month_ago, month_ago))
+    with open(tmp_path / "cache" / "onnx" / f".{busy.name}.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another build is linking it right now
+        cache = MachineCache(tmp_path / "cache", VERSIONS)
+        made = []
+        cache.ensure_export(str(model), tmp_path / "home-new" / "models",
+                            lambda e: made.append(e) or fake_export(e, model))
+    assert made and not old.exists()
+    assert recent.exists() and busy.exists() and cache.export_root(str(model)).exists()
+    # the home that linked the pruned entry still has its export: hard links are its own files
+    got = find_export(tmp_path / "home-old" / "models", str(model))
+    assert got is not None and (got / "model.onnx").read_bytes()
+    # an entry taken from the cache (not made) prunes nothing
+    os.utime(recent / "key.json", (month_ago, month_ago))
+    cache.ensure_export(str(model), tmp_path / "home-new2" / "models", lambda e: fake_export(e, model))
+    assert recent.exists()
+    assert [p.name for p in cache.prune(keep=cache.export_key(str(model))[0])] == sorted([busy.name, recent.name])
+
+
 # --- never measure what cannot pay ----------------------------------------------------------------------
 
 def test_a_cpu_without_bf16_and_no_gpu_measures_nothing(tmp_path):
