@@ -43,7 +43,7 @@ np = lazy_module("numpy")
 __all__ = [
     "AGREE_MIN_COSINE", "BACKENDS", "MachineFacts", "Measurement", "PROBE_TEXTS", "RECORD_FILE", "Trial",
     "Choice", "MEASURE_MIN_PASSAGES", "break_even_passages", "candidates_for", "choose", "load_record",
-    "machine_facts", "measure", "measure_in_child", "needs_measurement", "resolve", "save_record",
+    "machine_facts", "measure", "measure_in_child", "time_encoder", "needs_measurement", "resolve", "save_record",
     "unmeasured_choice", "wanted",
 ]
 
@@ -250,18 +250,36 @@ def _normalized(v: Any) -> Any:
     return v / np.where(n > 0, n, 1.0)
 
 
+def time_encoder(enc: Callable[[Sequence[str]], Any], texts: Sequence[str] = PROBE_TEXTS, *, rounds: int = 2,
+                 clock: Callable[[], float] = time.perf_counter) -> tuple[float, Any]:
+    """(best seconds of `rounds` calls on `texts`, after a warm-up call on 4 of them; the vectors):
+    one encoder timed as `measure` times each, for a backend measured before the others are loaded
+    (`measure`'s `timed`)."""
+    texts = list(texts)
+    enc(texts[:4])
+    best, vectors = float("inf"), None
+    for _ in range(max(1, rounds)):
+        t0 = clock()
+        v = _normalized(enc(texts))
+        best = min(best, max(clock() - t0, 1e-9))
+        vectors = v if vectors is None else vectors
+    return best, vectors
+
+
 def measure(encoders: Mapping[str, Callable[[Sequence[str]], Any]], texts: Sequence[str] = PROBE_TEXTS, *,
             reference: str = REFERENCE, rounds: int = 2, clock: Callable[[], float] = time.perf_counter,
-            min_cosine: float = AGREE_MIN_COSINE) -> dict[str, Trial]:
+            min_cosine: float = AGREE_MIN_COSINE, timed: Mapping[str, tuple[float, Any]] | None = None
+            ) -> dict[str, Trial]:
     """Each encoder (backend name → texts → vectors) on `texts`: one warm-up call, then `rounds`
     rounds, the encoders alternated within each (a busy machine slows them alike); its rate is its
     best round's. Its vectors are compared with `reference`'s probe by probe. An encoder that fails
-    is a trial that does not agree, with its error."""
+    is a trial that does not agree, with its error. `timed`: backends measured beforehand on the
+    same `texts` (`time_encoder`: best seconds, vectors), judged with the others."""
     if reference not in encoders:
         raise ValueError(f"the reference backend {reference!r} is not among the encoders")
     texts = list(texts)
-    vectors: dict[str, Any] = {}
-    best: dict[str, float] = {}
+    vectors: dict[str, Any] = {k: v for k, (_, v) in (timed or {}).items()}
+    best: dict[str, float] = {k: s for k, (s, _) in (timed or {}).items()}
     errors: dict[str, str] = {}
     for name, enc in encoders.items():
         try:
@@ -286,7 +304,7 @@ def measure(encoders: Mapping[str, Callable[[Sequence[str]], Any]], texts: Seque
                          {"backend": reference})
     ref = vectors[reference]
     out: dict[str, Trial] = {}
-    for name in encoders:
+    for name in [*encoders, *(k for k in (timed or {}) if k not in encoders)]:
         if name in errors:
             out[name] = Trial(name, 0.0, 0.0, 0.0, False, errors[name])
             continue

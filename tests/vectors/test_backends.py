@@ -31,6 +31,7 @@ from sheaf.vectors.backend_choice import (
     machine_facts,
     measure,
     resolve,
+    time_encoder,
 )
 from sheaf.vectors.backend_probe import encoders_of
 from sheaf.vectors.embedder import Embedder
@@ -316,6 +317,53 @@ def test_a_switch_closes_the_export_before_torch_loads(embedder, onnx_export, tm
         else:
             assert emb.backend == ONNX and "torch is not installed here" in emb.backend_note
             assert export.session is not None  # opened again to encode
+
+
+def test_a_backend_timed_beforehand_is_judged_with_the_others(embedder):
+    """`measure`'s `timed`: a backend measured before the others were loaded (its best seconds and
+    vectors, `time_encoder`) gets its trial beside theirs, compared with the same reference."""
+    fp32 = lambda t: embedder.torch_encode(embedder.load().model, t)  # noqa: E731
+    calls: list[int] = []
+
+    def counted(texts):
+        calls.append(len(texts))
+        return fp32(texts)
+
+    seconds, vectors = time_encoder(counted, FEW, rounds=2)
+    assert calls == [4, len(FEW), len(FEW)] and vectors.shape == (len(FEW), embedder.identity.dimension)
+    trials = measure({TORCH_FP32: fp32}, FEW, rounds=1,
+                     timed={ONNX: (seconds, vectors), "turned": (seconds / 2, rotated(fp32, 0.99)(FEW))})
+    assert set(trials) == {TORCH_FP32, ONNX, "turned"}
+    assert trials[ONNX].agrees and trials[ONNX].rate == pytest.approx(len(FEW) / seconds, rel=0.01)
+    assert not trials["turned"].agrees and trials["turned"].rate > trials[ONNX].rate
+
+
+def test_the_first_measurement_times_the_export_on_the_builds_own_session(embedder, onnx_export, tmp_path,
+                                                                         monkeypatch):
+    """A home's first switch with no record (a CPU where a measurement can pay): the export's trial
+    runs on the session the build was encoding with, before it closes and torch loads; no second
+    onnxruntime session is opened beside torch (they were the first build's peak memory). The
+    record holds every candidate's trial."""
+    from sheaf.vectors import embedder as embedder_module
+
+    measurable_cpu(monkeypatch)
+    forbid_child_measurement(monkeypatch, "measured in a child on a CPU with bf16")
+    home, emb = home_embedder(onnx_export, tmp_path, "auto")
+    emb.encode(["a short passage on fracture risk"])
+    export = emb.load().onnx
+    opened: list = []
+    real_load = embedder_module.OnnxQueryEncoder.load
+    monkeypatch.setattr(embedder_module.OnnxQueryEncoder, "load",
+                        classmethod(lambda cls, *a, **k: opened.append(1) or real_load(*a, **k)))
+    sessions: list = []
+    load_torch = emb._load_sentence_transformers
+    monkeypatch.setattr(emb, "_load_sentence_transformers", lambda: sessions.append(export.session) or load_torch())
+    emb.encode([f"passage {i}: bone mineral density after denosumab in {i} women" for i in range(SWITCH_PASSAGES)])
+    assert sessions == [None]  # timed, then closed before torch loaded
+    assert opened == []  # ... and none opened to measure beside torch
+    rec = load_record(home / "models" / RECORD_FILE)
+    assert set(rec.trials) == set(candidates_for(rec.facts)) and rec.trials[ONNX].agrees and rec.trials[ONNX].rate > 0
+    assert emb.backend == rec.chosen
 
 
 @needs_bf16
