@@ -107,7 +107,9 @@ def build(settings: Settings, defs: Definitions, papers: list[str] | None = None
                          "marked failed")
             swept = sweep_leftovers(settings.home, settings.artifacts_dir)
             prepared = prepare_index(settings, full=full, say=progress)
-            defs = with_embedder(defs, embedder if embedder is not None else Embedder.from_settings(settings))
+            embedder = embedder if embedder is not None else Embedder.from_settings(settings)
+            embedder.export_ahead()  # a home's first build: the model's export runs beside the parse
+            defs = with_embedder(defs, embedder)
             rep = _build(settings, defs, papers, full, progress, instance, events, workers, scan, record,
                          exact_progress, load_definitions)
         except SheafError:

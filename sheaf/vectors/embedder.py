@@ -288,6 +288,33 @@ class Embedder(PassageBuilder):
                 self._loaded = ld
             return self._loaded
 
+    def export_ahead(self) -> threading.Thread | None:
+        """Start making this home's ONNX export now, in the background, when `load` would make it
+        (a home without a usable export, on the CPU, the backend ``auto`` or ``onnx``): a thread
+        that waits on the export's child process (`_load_export`'s way: linked from the machine
+        cache, made there first when missing). A build calls it before parsing, so that the ~9 s
+        export runs beside the parse instead of after it. `load` then takes what it made, or waits
+        for it on the cache entry's (or the models folder's) lock; a failed export is left for
+        `load` to try again and report. None (nothing started) when there is nothing to make."""
+        device = self.device if self.device != "auto" else (gpu_present() or "cpu")
+        if (self._loaded is not None or self.models_dir is None or device != "cpu"
+                or self.backend_setting not in ("auto", ONNX) or self.precision not in ("auto", "fp32")):
+            return None
+        home = Path(self.models_dir)
+        if find_export(home, self.model_name) is not None:
+            return None
+
+        def make() -> None:
+            try:
+                if self._export_via_cache(home) is None:
+                    export_in_child(self.model_name, home)
+            except Exception:  # noqa: BLE001 - `load` makes it again and says why
+                logging.getLogger("sheaf.vectors").debug("export ahead failed", exc_info=True)
+
+        thread = threading.Thread(target=make, name="sheaf-export-ahead", daemon=True)
+        thread.start()
+        return thread
+
     # --- the backend choice (sheaf.vectors.backend_choice) ---------------------------------------
 
     @property

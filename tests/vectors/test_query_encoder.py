@@ -20,6 +20,7 @@ from sheaf.vectors.onnx import (
     _source_changed,
     export_dir,
     export_status,
+    find_export,
     model_source_files,
 )
 from sheaf.vectors.onnx_export import ensure_onnx_export
@@ -357,9 +358,9 @@ def test_build_of_a_changed_paper_never_imports_torch(export, tmp_path):
     assert _build_in_child(tmp_path) == {"code": 0, "heavy": []}
 
 
-def _build_in_child(tmp_path: Path) -> dict:
+def _build_in_child(tmp_path: Path, script: str = _BUILD_CHILD, **env_extra: str) -> dict:
     """`sheaf build --json` in a fresh interpreter on a one-paper library under `tmp_path` (home
-    `tmp_path/home`): its exit code and which heavy modules it imported."""
+    `tmp_path/home`; `script` runs it): its exit code and which heavy modules it imported."""
     import shutil
 
     from tests.kits.paths import SAMPLE_LIBRARY
@@ -368,12 +369,14 @@ def _build_in_child(tmp_path: Path) -> dict:
     (lib / "papers").mkdir(parents=True)
     shutil.copytree(SAMPLE_LIBRARY / "papers" / "R4N8DWTE", lib / "papers" / "R4N8DWTE")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SHEAF_HOME": str(home), "SHEAF_LIBRARY": str(lib),
-           "DAGSTER_HOME": str(home / "dagster_home")}
-    r = subprocess.run([sys.executable, "-c", _BUILD_CHILD], capture_output=True, text=True, timeout=600,
+           "DAGSTER_HOME": str(home / "dagster_home"), **env_extra}
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                        cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     out["stderr"] = r.stderr[-2000:]
+    if script is not _BUILD_CHILD:
+        return out
     return {k: out[k] for k in ("code", "heavy")} if out["heavy"] == [] else out
 
 
@@ -385,6 +388,50 @@ def test_a_homes_first_build_exports_in_a_child_and_never_imports_torch(tmp_path
     [export] = [p for p in (tmp_path / "home" / "models").iterdir() if p.is_dir() and not p.name.startswith(".")]
     meta = json.loads((export / EXPORT_JSON).read_text())
     assert meta["verified"]["min_cosine"] >= 0.9999 and meta["exporter"]["dynamo"] is False
+
+
+_ORDER_CHILD = _BUILD_CHILD.replace("from sheaf.cli.app import main", r"""
+import threading
+import assets.paper as paper_assets
+import sheaf.vectors.embedder as em
+events = []
+real_ahead, real_child, real_parse = em.Embedder.export_ahead, em.export_in_child, paper_assets.chain.parse
+def ahead(self):
+    events.append(["ahead", threading.current_thread().name])
+    return real_ahead(self)
+def child(*a, **k):
+    events.append(["export", threading.current_thread().name])
+    return real_child(*a, **k)
+def parse(*a, **k):
+    events.append(["parse", threading.current_thread().name])
+    return real_parse(*a, **k)
+em.Embedder.export_ahead, em.export_in_child, paper_assets.chain.parse = ahead, child, parse
+from sheaf.cli.app import main
+""").replace('"heavy": heavy}', '"heavy": heavy, "events": events}')
+
+
+def test_a_homes_first_build_starts_the_export_before_it_parses(tmp_path):
+    """An empty machine cache and a new home: the build starts the model's export (a thread waiting
+    on the export's child process) before it parses the first paper, so the two overlap; embedding
+    then takes that export, and no second export is made."""
+    out = _build_in_child(tmp_path, _ORDER_CHILD, SHEAF_CACHE_DIR=str(tmp_path / "cache"))
+    assert out["code"] == 0 and out["heavy"] == [], out.get("stderr")
+    events = out["events"]
+    kinds = [e[0] for e in events]
+    assert kinds.index("ahead") < kinds.index("parse")
+    assert [e for e in events if e[0] == "export"] == [["export", "sheaf-export-ahead"]]
+    assert find_export(tmp_path / "home" / "models", "all-MiniLM-L6-v2") is not None
+
+
+def test_export_ahead_starts_nothing_where_there_is_nothing_to_make(onnx_export, tmp_path):
+    from sheaf.vectors.embedder import Embedder
+    from tests.kits.paths import link_onnx_export
+
+    link_onnx_export(onnx_export, tmp_path / "home")
+    assert Embedder.from_settings(get_settings(home=tmp_path / "home")).export_ahead() is None
+    for env in ({"SHEAF_EMBED_BACKEND": "torch"}, {"SHEAF_EMBED_PRECISION": "bf16"}):
+        assert Embedder.from_settings(get_settings(environ=env, home=tmp_path / "new")).export_ahead() is None
+    assert Embedder().export_ahead() is None  # no home
 
 
 def test_a_failed_export_child_says_why_and_the_embedder_falls_back(tmp_path, monkeypatch):
