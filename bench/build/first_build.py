@@ -16,8 +16,8 @@ cut at the model's 256-token window, as sentence-transformers cuts it).
 - **bare sentence-transformers**: one process that imports sentence-transformers, loads the same
   model and encodes the passages the first build embedded (batch 32, fp32): the floor a build of
   this text can be compared to.
-- **zotero-mcp**, from the ``bench`` extra (``pip install 'zotero-mcp-server[semantic,pdf]'``; a
-  separate environment is fine, ``--zotero-mcp PATH``): its defaults (one vector per item: the
+- **zotero-mcp**, from an environment of its own (``--zotero-mcp ENV``: ``python -m venv ENV &&
+  ENV/bin/pip install torch==2.13.0 'zotero-mcp-server[semantic,pdf]'``): its defaults (one vector per item: the
   first 256 tokens), its passage chunking (``semantic_search.chunking``, at most 20 passages per
   item), and chunking without the limit (every passage of every PDF, ``ZOTERO_PDF_MAXPAGES`` raised
   to match). The same local model (``embedding_model`` is its folder), ``ZOTERO_LOCAL=true``.
@@ -25,7 +25,7 @@ cut at the model's 256-token window, as sentence-transformers cuts it).
 Sheaf runs with ``SHEAF_OCR=off`` by default (``--ocr auto`` to include it): zotero-mcp reads no
 scanned page, so OCR would be work only one side does (`bench/parse/ocr.py` measures it).
 
-    .venv/bin/python -m bench.build.first_build --write-docs            # ~15 min, needs ../shared
+    .venv/bin/python -m bench.build.first_build --write-docs            # ~10 min, needs ../shared
 """
 from __future__ import annotations
 
@@ -252,7 +252,8 @@ def render(r: dict[str, Any]) -> str:
              f"**Data**: a copy of the real Zotero 5 data directory `{r['library']}` of `../shared` (37 items, "
              f"29 PDFs; OCR {r['ocr']}: the two scanned PDFs are OCR's work, measured in its own section). "
              "Characters: what the model reads of every vector's text (each cut at its 256-token window).", "",
-             "```", ".venv/bin/python -m bench.build.first_build --zotero-mcp ENV --write-docs   # ~15 min", "```",
+             "```", "python -m venv ENV && ENV/bin/pip install torch==2.13.0 'zotero-mcp-server[semantic,pdf]'",
+             ".venv/bin/python -m bench.build.first_build --zotero-mcp ENV --write-docs   # ~10 min", "```",
              "",
              "| | wall (s) | ÷ bare | CPU (s) | peak RSS (MB) | vectors | characters embedded | thousand characters/s |",
              "|---|---|---|---|---|---|---|---|",
