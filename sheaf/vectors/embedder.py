@@ -475,7 +475,7 @@ class Embedder(PassageBuilder):
                 if pending < self._switch_after:
                     return
             self._switch_after = float("inf")
-            if choice is None:
+            if choice is None and self.measurer is None:
                 # The export's trial of the measurement, on the build's own session before it closes:
                 # measured with torch loaded, a second session beside torch was the first build's
                 # peak (1.45 GB against 0.93 GB for torch alone, on a CPU with bf16).

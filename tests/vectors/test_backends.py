@@ -346,8 +346,13 @@ def test_the_first_measurement_times_the_export_on_the_builds_own_session(embedd
     record holds every candidate's trial."""
     from sheaf.vectors import embedder as embedder_module
 
+    from functools import partial
+
     measurable_cpu(monkeypatch)
     forbid_child_measurement(monkeypatch, "measured in a child on a CPU with bf16")
+    # the real measurement on a few probes (every candidate, torch's bf16 too where it is emulated)
+    monkeypatch.setattr(embedder_module, "measure", partial(measure, texts=FEW))
+    monkeypatch.setattr(embedder_module, "time_encoder", partial(time_encoder, texts=FEW))
     home, emb = home_embedder(onnx_export, tmp_path, "auto")
     emb.encode(["a short passage on fracture risk"])
     export = emb.load().onnx
