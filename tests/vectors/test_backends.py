@@ -344,9 +344,9 @@ def test_the_first_measurement_times_the_export_on_the_builds_own_session(embedd
     runs on the session the build was encoding with, before it closes and torch loads; no second
     onnxruntime session is opened beside torch (they were the first build's peak memory). The
     record holds every candidate's trial."""
-    from sheaf.vectors import embedder as embedder_module
-
     from functools import partial
+
+    from sheaf.vectors import embedder as embedder_module
 
     measurable_cpu(monkeypatch)
     forbid_child_measurement(monkeypatch, "measured in a child on a CPU with bf16")
