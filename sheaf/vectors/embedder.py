@@ -276,9 +276,7 @@ class Embedder(PassageBuilder):
             if self.batch_size == DEFAULT_BATCH:  # SHEAF_EMBED_BATCH_SIZE overrides
                 # a GPU is fed larger batches, a CPU smaller ones
                 self.batch_size = GPU_BATCH if self.resolved_device != "cpu" else _CPU_BATCH
-            export_first = (self.models_dir is not None and self.resolved_device == "cpu"
-                            and self.backend_setting in ("auto", ONNX) and self.precision in ("auto", "fp32"))
-            if export_first:  # the export runs on the CPU
+            if self._export_first(self.resolved_device):  # the export runs on the CPU
                 self._loaded = self._load_export(poll)
                 if self._loaded is not None and self.backend_setting == "auto":
                     self._switch_after = FIRST_SWITCH_PASSAGES
@@ -287,6 +285,12 @@ class Embedder(PassageBuilder):
                 ld.precision = self._torch_precision(ld, poll)
                 self._loaded = ld
             return self._loaded
+
+    def _export_first(self, device: str | None) -> bool:
+        """Whether `load` starts on the ONNX export: a home's models folder, the CPU, and a backend
+        and precision the export can serve."""
+        return (self.models_dir is not None and device == "cpu" and self.backend_setting in ("auto", ONNX)
+                and self.precision in ("auto", "fp32"))
 
     def export_ahead(self) -> threading.Thread | None:
         """Start making this home's ONNX export now, in the background, when `load` would make it
@@ -297,17 +301,15 @@ class Embedder(PassageBuilder):
         for it on the cache entry's (or the models folder's) lock; a failed export is left for
         `load` to try again and report. None (nothing started) when there is nothing to make."""
         device = self.device if self.device != "auto" else (gpu_present() or "cpu")
-        if (self._loaded is not None or self.models_dir is None or device != "cpu"
-                or self.backend_setting not in ("auto", ONNX) or self.precision not in ("auto", "fp32")):
+        if self._loaded is not None or not self._export_first(device):
             return None
-        home = Path(self.models_dir)
+        home = Path(self.models_dir or "")
         if find_export(home, self.model_name) is not None:
             return None
 
         def make() -> None:
             try:
-                if self._export_via_cache(home) is None:
-                    export_in_child(self.model_name, home)
+                self._make_export(home)
             except Exception:  # noqa: BLE001 - `load` makes it again and says why
                 logging.getLogger("sheaf.vectors").debug("export ahead failed", exc_info=True)
 
@@ -538,11 +540,7 @@ class Embedder(PassageBuilder):
         then exports from, `ensure_onnx_export`)."""
         home = Path(self.models_dir or "")
         try:
-            found = find_export(home, self.model_name)
-            if found is None:
-                found = self._export_via_cache(home, poll)
-            if found is None:
-                found = export_in_child(self.model_name, home, poll=poll)
+            found = self._make_export(home, poll)
             enc = while_polled(lambda: OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens,
                                                              threads=self.threads), poll)
         except StopRequested:
@@ -552,6 +550,17 @@ class Embedder(PassageBuilder):
             return None
         self.backend_note = self.cache_note
         return _Loaded(None, enc.split_tokenizer, enc.identity, enc.n_special, enc)
+
+    def _make_export(self, home: Path, poll: Callable[[], None] | None = None) -> Path:
+        """The usable export in the models folder `home`: there already, linked from the machine
+        cache (made there first when missing), or, without a usable cache, made in `home`; each
+        in a process of its own (`export_in_child`)."""
+        found = find_export(home, self.model_name)
+        if found is None:
+            found = self._export_via_cache(home, poll)
+        if found is None:
+            found = export_in_child(self.model_name, home, poll=poll)
+        return found
 
     def _export_via_cache(self, home: Path, poll: Callable[[], None] | None = None) -> Path | None:
         """The export linked into the models folder `home` from the machine cache (made there by
