@@ -249,8 +249,8 @@ def render(r: dict[str, Any]) -> str:
              f"**Measures** a user's first contact, each figure a fresh process, one after another in one run "
              f"({r['date']}, {m['cpu']}, {m['cores']} cores, bf16 {'present' if m['bf16'] else 'absent'}; "
              f"torch {m['torch']}, onnxruntime {m['onnxruntime']}, zotero-mcp-server {m['zotero-mcp-server']}). "
-             f"**Data**: a copy of the real Zotero 5 data directory `{r['library']}` of `../shared` (37 items, "
-             f"29 PDFs; OCR {r['ocr']}: the two scanned PDFs are OCR's work, measured in its own section). "
+             f"**Data**: a copy of the real Zotero data directory `{r['library']}` of `../shared` ({cold['papers']} "
+             f"papers with a file; OCR {r['ocr']}: scanned PDFs are OCR's work, measured in its own section). "
              "Characters: what the model reads of every vector's text (each cut at its 256-token window).", "",
              "```", "python -m venv ENV && ENV/bin/pip install torch==2.13.0 'zotero-mcp-server[semantic,pdf]'",
              ".venv/bin/python -m bench.build.first_build --zotero-mcp ENV --write-docs   # ~10 min", "```",
