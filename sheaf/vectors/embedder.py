@@ -240,6 +240,7 @@ class Embedder(PassageBuilder):
     _onnx_passages: int = field(default=0, repr=False)
     #: the export timed on the probe set with the build's own session before torch loads (`_maybe_switch`)
     _onnx_timed: tuple[float, Any] | None = field(default=None, repr=False)
+    _export_thread: threading.Thread | None = field(default=None, repr=False)  # `export_ahead`'s
     _torch_calls: int = field(default=0, repr=False)
     _cache: MachineCache | None = field(default=None, repr=False)
     _cache_opened: bool = field(default=False, repr=False)
@@ -297,9 +298,8 @@ class Embedder(PassageBuilder):
         (a home without a usable export, on the CPU, the backend ``auto`` or ``onnx``): a thread
         that waits on the export's child process (`_load_export`'s way: linked from the machine
         cache, made there first when missing). A build calls it before parsing, so that the ~9 s
-        export runs beside the parse instead of after it. `load` then takes what it made, or waits
-        for it on the cache entry's (or the models folder's) lock; a failed export is left for
-        `load` to try again and report. None (nothing started) when there is nothing to make."""
+        export runs beside the parse instead of after it. `load` waits for the thread, then takes what
+        it made; a failed export is left for `load` to try again and report. None (nothing started) when there is nothing to make."""
         device = self.device if self.device != "auto" else (gpu_present() or "cpu")
         if self._loaded is not None or not self._export_first(device):
             return None
@@ -315,6 +315,7 @@ class Embedder(PassageBuilder):
 
         thread = threading.Thread(target=make, name="sheaf-export-ahead", daemon=True)
         thread.start()
+        self._export_thread = thread
         return thread
 
     # --- the backend choice (sheaf.vectors.backend_choice) ---------------------------------------
@@ -540,6 +541,9 @@ class Embedder(PassageBuilder):
         then exports from, `ensure_onnx_export`)."""
         home = Path(self.models_dir or "")
         try:
+            ahead, self._export_thread = self._export_thread, None
+            if ahead is not None:  # the export started before the parse: its result, not a second try
+                while_polled(ahead.join, poll)
             found = self._make_export(home, poll)
             enc = while_polled(lambda: OnnxQueryEncoder.load(found, overlap_tokens=self.overlap_tokens,
                                                              threads=self.threads), poll)
