@@ -1,7 +1,10 @@
-"""Writing a file whole or not at all."""
+"""Writing a file whole or not at all; holding a file lock."""
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sheaf.core.lazy import lazy_module
@@ -22,3 +25,26 @@ def write_atomic(path: Path, data: bytes, prefix: str | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def locked(path: Path, poll: Callable[[], None] | None = None, interval: float = 0.1) -> Iterator[None]:
+    """An exclusive ``fcntl`` lock on the file `path` (made if missing), held for the block.
+    While another process holds it, `poll` (a build's stop check) is called every `interval`
+    seconds: what it raises ends the wait. The lock goes with its process, however that ends."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if poll is not None:
+                    poll()
+                time.sleep(interval)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sheaf.core.files import write_atomic
+from sheaf.core.files import locked, write_atomic
 from sheaf.core.lazy import lazy_module
 from sheaf.core.user_cache import cache_dir, default_cache_dir
 from sheaf.vectors.backend_choice import RECORD_FORMAT, MachineFacts, Measurement, load_record, save_record
@@ -73,29 +73,6 @@ def library_versions(versions: Callable[[str], str | None] = _package_version) -
 
 def _key(payload: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
-
-
-@contextlib.contextmanager
-def locked(path: Path, poll: Callable[[], None] | None = None, interval: float = 0.1) -> Iterator[None]:
-    """An exclusive ``fcntl`` lock on the file `path` (made if missing), held for the block.
-    While another process holds it, `poll` (a build's stop check) is called every `interval`
-    seconds: what it raises ends the wait. The lock goes with its process, however that ends."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if poll is not None:
-                    poll()
-                time.sleep(interval)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _same_files(src: Path, dest: Path) -> bool:
