@@ -148,6 +148,15 @@ def _embed_backend_onnx():
 
 
 @pytest.fixture(scope="session")
+def ocr_models(tmp_path_factory) -> Path:
+    """OCR's int8 model, made once for the run (`tests.kits.ocr_models`); link it into a test's
+    own machine cache with `link_models`."""
+    from tests.kits.ocr_models import shared_models
+
+    return shared_models(tmp_path_factory.getbasetemp().parent)
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data (real test data); tests using it skip when it is absent."""
     if not SHARED_DATA.is_dir():

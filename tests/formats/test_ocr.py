@@ -12,6 +12,7 @@ from sheaf.core.models import IngestError
 from sheaf.formats import parse_paper
 from sheaf.formats.pdf.ocr import PageOcr, models_dir, page_ocr
 from sheaf.transform.chain import units_from_paper
+from tests.kits.ocr_models import link_models
 from tests.kits.pdf_writer import QUOKKA_TITLE as TITLE
 from tests.kits.pdf_writer import quokka_pdf as _text_pdf
 from tests.kits.pdf_writer import scanned_pdf
@@ -19,7 +20,9 @@ from tests.kits.pdf_writer import scanned_pdf
 pytestmark = pytest.mark.skipif(models_dir() is None, reason="rapidocr is not installed")
 
 @pytest.fixture()
-def cache(tmp_path: Path) -> Path:
+def cache(tmp_path: Path, ocr_models: Path) -> Path:
+    """A machine cache of the test's own, holding OCR's int8 model as a user's does after a first OCR."""
+    link_models(ocr_models, tmp_path / "cache")
     return tmp_path / "cache"
 
 
@@ -81,7 +84,7 @@ def test_ocr_off_leaves_a_scan_without_text_and_says_how_to_read_it(tmp_path: Pa
         _read(pdf, page_ocr("off", cache))
     assert err.value.message == ("no text layer (a scan): OCR is off (SHEAF_OCR=off); "
                                  "SHEAF_OCR=auto reads such pages")
-    assert not cache.exists()
+    assert not _pages(cache) and not (cache / "ocr" / "engine.json").exists()
 
 
 def test_force_reads_every_page_even_with_a_text_layer(tmp_path: Path, cache: Path) -> None:

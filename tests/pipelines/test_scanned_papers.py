@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sheaf.formats.pdf.ocr import models_dir
+from tests.kits.ocr_models import link_models
 from tests.kits.pdf_writer import quokka_pdf, scanned_pdf
 from tests.kits.pipeline import run_cli
 
@@ -19,11 +20,12 @@ def _cli(*argv: str) -> tuple[int, dict]:
     return run_cli([*argv, "--json"])
 
 
-def test_a_scanned_paper_is_built_searchable_and_never_read_twice(tmp_path: Path, monkeypatch) -> None:
+def test_a_scanned_paper_is_built_searchable_and_never_read_twice(tmp_path: Path, monkeypatch, ocr_models) -> None:
     lib = tmp_path / "Scans"
     lib.mkdir()
     scanned_pdf(lib / "quokka1998.pdf", quokka_pdf(tmp_path / "text.pdf"))
     cache = tmp_path / "cache"
+    link_models(ocr_models, cache)
     for k in ("SHEAF_INDEX_FILE", "SHEAF_EMBEDDING_MODEL", "SHEAF_OCR"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("SHEAF_HOME", str(tmp_path / "home"))

@@ -29,7 +29,8 @@ text object) plus a handful per run; 5-10 ms a page on these machines (a 20-page
 The package, one module per stage: `pdfium` (PDFium access), `geometry` (runs, lines, pages),
 `text_layer` (characters into runs and lines), `glyphs` (ligatures and marks), `reading_order`,
 `blocks` (lines into paragraphs, headings, captions, code), `roles` (typography into roles,
-furniture, the title), `ocr` (the OCR engine and its per-machine cache), `scans` (which pages OCR
+furniture, the title), `ocr` (the OCR engine and its per-machine cache), `ocr_int8` (its recognition model in 8-bit
+integers, made once per machine), `scans` (which pages OCR
 reads, its lines as the text layer's) and `adapter` (the stages in order); `patterns` holds the
 text patterns they share.
 

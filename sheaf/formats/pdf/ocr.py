@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sheaf.core.files import write_atomic
 from sheaf.core.progress import check_stop, phase
 from sheaf.core.user_cache import cache_dir
+from sheaf.formats.pdf.ocr_int8 import RECIPE, int8_model
 
 if TYPE_CHECKING:
     from sheaf.core.settings import Settings
@@ -98,9 +99,10 @@ _IDENTITIES: dict[str, str] = {}
 _MEMOS: set[Path] = set()  # the memo files this process has read or written
 
 
-def engine_identity(folder: Path, memo: Path | None = None) -> str:
-    """16 hex digits naming the engine: RapidOCR's version, each model file's SHA-256, and the
-    settings that change what it reads (scale, score floor, detection size, box padding).
+def engine_identity(folder: Path, memo: Path | None = None, rec: str = "fp32") -> str:
+    """16 hex digits naming the engine: RapidOCR's version, each model file's SHA-256, the
+    settings that change what it reads (scale, score floor, detection size, box padding), and the
+    recognition model's form (`rec`: "fp32", or the int8 recipe it is made by).
 
     Hashing the models (31 MB) costs ~0.1 s, which every build and status would pay, the no-op
     ones included (the identity is part of the parse's code version). So it is hashed once per
@@ -109,7 +111,7 @@ def engine_identity(folder: Path, memo: Path | None = None) -> str:
     files = sorted(_MODELS.values())
     key = json.dumps({"engine": "rapidocr", "version": _engine_version(), "scale": SCALE, "min_score": MIN_SCORE,
                       "box_pad": BOX_PAD, "detect_side": DETECT_SIDE, "max_side": MAX_SIDE, "turn_score": TURN_SCORE,
-                      "format": CACHE_FORMAT, "folder": str(folder),
+                      "format": CACHE_FORMAT, "rec": rec, "folder": str(folder),
                       "files": [[n, (st := (folder / n).stat()).st_size, st.st_mtime_ns] for n in files]},
                      sort_keys=True)
     kept = _read_memo(memo) if memo is not None and memo not in _MEMOS else {}
@@ -159,6 +161,9 @@ class PageOcr:
     mode: str = "auto"
     cache: Path | None = None
     threads: int = 0  # onnxruntime's threads (0: every core)
+    #: The recognition model: "int8" (made once in the cache from the fp32 one: `ocr_int8`; without
+    #: a cache the fp32 model reads) or "fp32".
+    precision: str = "int8"
     _engine: Any = field(default=None, repr=False)
     _folder: Path | None = field(default=None, repr=False)
     _problem: str | None = field(default=None, repr=False)
@@ -166,6 +171,8 @@ class PageOcr:
     def __post_init__(self) -> None:
         if self.mode not in OCR_MODES:
             raise ValueError(f"SHEAF_OCR must be one of {', '.join(OCR_MODES)}, not {self.mode!r}")
+        if self.precision not in ("int8", "fp32"):
+            raise ValueError(f"OCR precision must be int8 or fp32, not {self.precision!r}")
         if self.mode != "off":
             self._folder = models_dir()
             if self._folder is None:
@@ -255,24 +262,47 @@ class PageOcr:
                                  round(ink, 4)))
         return lines
 
+    @property
+    def rec_form(self) -> str:
+        """The recognition model this engine reads with: the int8 recipe, or "fp32"."""
+        return RECIPE if self.precision == "int8" and self.cache is not None else "fp32"
+
     def _load(self) -> Any:
         if self._engine is None:
             assert self._folder is not None
-            from rapidocr import RapidOCR
-
-            f = self._folder
-            self._engine = RapidOCR(params={
-                "Det.model_path": str(f / _MODELS["det"]), "Rec.model_path": str(f / _MODELS["rec"]),
-                "Cls.model_path": str(f / _MODELS["cls"]), "Global.use_cls": False, "Global.log_level": "error",
-                "Global.text_score": MIN_SCORE, "Det.limit_type": "max", "Det.limit_side_len": DETECT_SIDE,
-                "Rec.rec_batch_num": 1,  # each line at its own width: no padding (faster here than batches)
-                "EngineConfig.onnxruntime.intra_op_num_threads": self.threads or -1,
-            })
+            rec = self._folder / _MODELS["rec"]
+            if self.rec_form != "fp32":
+                fp32 = rec
+                rec = int8_model(fp32, self.cache, lambda: self._loaded(self._make_engine(fp32)), SCALE,
+                                 poll=check_stop) or fp32
+            self._engine = self._make_engine(rec)
         return self._engine
+
+    @staticmethod
+    def _loaded(engine: Any) -> Any:
+        """`engine` with its detector and recognizer loaded (RapidOCR loads them on first use, through
+        these two methods of its own; calibration calls the two models apart)."""
+        engine._load_det_model()
+        engine._load_rec_model()
+        return engine
+
+    def _make_engine(self, rec: Path) -> Any:
+        from rapidocr import RapidOCR
+
+        f = self._folder
+        assert f is not None
+        return RapidOCR(params={
+            "Det.model_path": str(f / _MODELS["det"]), "Rec.model_path": str(rec),
+            "Cls.model_path": str(f / _MODELS["cls"]), "Global.use_cls": False, "Global.log_level": "error",
+            "Global.text_score": MIN_SCORE, "Det.limit_type": "max", "Det.limit_side_len": DETECT_SIDE,
+            "Rec.rec_batch_num": 1,  # each line at its own width: no padding (faster here than batches)
+            "EngineConfig.onnxruntime.intra_op_num_threads": self.threads or -1,
+        })
 
     def _identity(self) -> str:
         assert self._folder is not None
-        return engine_identity(self._folder, self.cache / "engine.json" if self.cache is not None else None)
+        return engine_identity(self._folder, self.cache / "engine.json" if self.cache is not None else None,
+                               self.rec_form)
 
     def _entry(self, pdf_sha: str, page: int) -> Path | None:
         if self.cache is None or self._folder is None:
