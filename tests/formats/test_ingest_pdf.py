@@ -396,3 +396,29 @@ def test_bundled_library_pdfs(path):
     assert any(b.role == "abstract" for b in p.blocks)
     assert any(b.role == "reference_heading" for b in p.blocks)
     assert all(b.attached_to for b in p.blocks if b.role in ("figure_caption", "table_caption"))
+
+
+def test_author_lines_urls_references_and_equations_are_never_headings(tmp_path):
+    """Lines typeset like headings (bold, or larger than the body, standing apart) that no paper
+    means as one: an author line with note marks, a URL, a reference, a numbered condition, a
+    sentence cut at the line's end. They stay text, and searchable; the real headings stay."""
+    col = _Column(57, 80, [])
+    col.line("A Study of Lines That Look Like Headings", fs=18, bold=True)
+    col.y += 20
+    col.head("1 Introduction")
+    col.text("Introduction text starts here. " + _words(3, 60))
+    col.head("Shota Shimazaki1, Student Member, IEEE, Md. Shoaib Bhuiyan2", fs=12)
+    col.text("Author notes follow. " + _words(5, 30))
+    col.head("https://hal.science/hal-00905460", fs=12)
+    col.text("Repository text follows. " + _words(7, 30))
+    col.head("2 Methods")
+    col.text("Methods text follows the heading. " + _words(11, 40))
+    for line in ("3. V(x, z) < 0 and W(x, z) = 0.", "0. This interconnection can be written as",
+                 "4. Isebree Moens, A.: Die Pulscurve"):
+        col.head(line, fs=10)
+        col.text("Body text after it. " + _words(13, 30))
+    p = parse_paper(make_pdf(tmp_path / "lookalikes.pdf", [col.items]))
+    assert [b.text for b in p.blocks if b.role == "heading"] == ["1 Introduction", "2 Methods"]
+    text = " ".join(b.text for b in p.blocks)
+    for kept in ("Shota Shimazaki1", "hal-00905460", "W(x, z) = 0.", "can be written as", "Die Pulscurve"):
+        assert kept in text

@@ -13,7 +13,9 @@ Roles come from typography: the body size is the size covering the most characte
 body-like lines; a heading is a short stand-alone block noticeably larger than the body,
 or bold at body size and numbered / a known section name; its level comes from size
 buckets (largest = 1) unless its numbering says otherwise (finalize: numbering wins); a
-numbered line of its own in body type is one too. Guards keep the structure plausible: the
+numbered line of its own in body type is one too. Never a heading, whatever its type: an
+author line, a URL or DOI, a reference, an equation or numbered condition, a sentence cut at
+the line's end (`blocks.never_heading`). Guards keep the structure plausible: the
 body size counts running text before the references, a page or paper with far too many
 type-size headings has them as paragraphs, a references heading needs reference-shaped text
 after it. The largest text on page 1 is the title, never a banner ("Research Article") and
@@ -46,6 +48,6 @@ from sheaf.formats.pdf.pdfium import matches, text_layer_problem
 
 __all__ = ["NO_TEXT_LAYER", "READS_SCANS", "VERSION", "matches", "parse", "text_layer_problem"]
 
-VERSION = "1"
+VERSION = "2"
 #: `parse` takes `ocr=` (a `PageOcr`): the pages without a usable text layer are read by it.
 READS_SCANS = True

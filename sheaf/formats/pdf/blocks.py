@@ -7,7 +7,7 @@ from collections import Counter
 
 from sheaf.formats.common import heading_role, numbering_depth
 from sheaf.formats.pdf.geometry import Line, Page
-from sheaf.formats.pdf.patterns import BULLET, CAPTION_START
+from sheaf.formats.pdf.patterns import BULLET, CAPTION_START, NOT_A_HEADING, OPEN_END
 
 
 class Para:
@@ -213,6 +213,16 @@ def numbered_title(text: str) -> bool:
         return False
     rest = text[m.end():]
     return rest[:1].isupper() and sum(ch.isalpha() for ch in rest) >= 3
+
+
+def never_heading(text: str) -> bool:
+    """Text no paper sets as a heading, whatever its type says: a URL or DOI, an author line, a
+    reference, an equation or numbered condition (`NOT_A_HEADING`), or a sentence that stops
+    mid-way (its last word, in lower case, one that cannot end a phrase: "can be written as")."""
+    if NOT_A_HEADING.search(text):
+        return True
+    words = text.rstrip(" .:").split()
+    return len(words) >= 4 and words[-1] in OPEN_END
 
 
 SECTION_NUM = re.compile(r"^(\d{1,2})(?:\.\d{1,2}){0,3}\.?\s+")

@@ -42,3 +42,15 @@ FOOTER_TEXT = re.compile(
 )
 AFFIL = re.compile(r"@|universit|institut|department|dept\.|school of|college|laborator|\blab\b|research|"
                     r"inc\.|corporation|hospital|centre|center|academy|faculty", re.I)
+#: Text that is never a heading, whatever its type: a URL or DOI; an author line ("Member, IEEE",
+#: two names with note marks: "Shimazaki1, ... Bhuiyan2"); a reference ("4. Moens, A.: Die
+#: Pulscurve"); a relation (an equation, a numbered condition: "3. V(x) ≤ 0").
+NOT_A_HEADING = re.compile(
+    r"https?://|\bwww\.|\bdoi\s*:|\b10\.\d{4,9}/\S|"
+    r"\b(?:Member|Fellow),?\s+IEEE\b|"
+    r"(?:[a-z\u00e0-\u00ff][0-9*\u2020\u2021\u00a7]+(?:,\s*|\s+and\s+)\S.*){2}|"
+    r"^\d{1,3}\.?\s+[A-Z\u00c0-\u00de][\w'\u2019-]+(?:\s[A-Z\u00c0-\u00de][\w'\u2019-]+)*,\s(?:[A-Z]\.\s?)+[:,]|"
+    r"[=<>\u2264\u2265\u2260\u2248\u2261\u221e\u2208\u2209\u2282\u2286\u2283\u2192\u21d2\u2211\u220f\u222b]"
+)
+#: A line that ends on one of these stops mid-sentence: a heading never does (in lower case).
+OPEN_END = frozenset("a an the of and or as to by with for in on that which where is are be can from at".split())

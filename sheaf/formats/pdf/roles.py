@@ -7,7 +7,15 @@ import re
 from collections import defaultdict
 
 from sheaf.formats.common import caption_kind, heading_role, norm_key, numbering_depth
-from sheaf.formats.pdf.blocks import SECTION_NUM, Para, is_big, is_heading_line, join_lines, numbered_title
+from sheaf.formats.pdf.blocks import (
+    SECTION_NUM,
+    Para,
+    is_big,
+    is_heading_line,
+    join_lines,
+    never_heading,
+    numbered_title,
+)
 from sheaf.formats.pdf.geometry import Line, Page
 from sheaf.formats.pdf.patterns import AFFIL, BAND, CAPTION_START, EQ_NUM, FOOTER_TEXT, MATH, NUMERIC, PAGE_NUM
 
@@ -89,7 +97,8 @@ def classify(paras: list[Para], body: float, spacing: float, state: dict) -> Non
                 state["after_refs"] = True
             continue
         if len(p.lines) <= 3 and len(text) <= 200 and sum(ch.isalpha() for ch in text) >= 2 \
-                and all(is_heading_line(ln, body, cont=k > 0) for k, ln in enumerate(p.lines)):
+                and all(is_heading_line(ln, body, cont=k > 0) for k, ln in enumerate(p.lines)) \
+                and not never_heading(text):
             words = len(text.split())
             named = heading_role(text) != "heading"
             numbered = _numbered(text, state)
@@ -188,7 +197,8 @@ def numbered_headings(seq: list[Para], body: float) -> None:
     crowded) and not one of a list of such lines (its neighbours are not numbered lines)."""
     def candidate(p: Para) -> bool:
         return (p.role is None and p.kind == "text" and len(p.lines) == 1 and numbered_title(p.text)
-                and not p.lines[0].crowded and p.lines[0].size >= 0.75 * body and not AFFIL.search(p.text))
+                and not p.lines[0].crowded and p.lines[0].size >= 0.75 * body and not AFFIL.search(p.text)
+                and not never_heading(p.text))
     for k, p in enumerate(seq):
         if not candidate(p):
             continue
