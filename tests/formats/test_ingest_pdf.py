@@ -422,3 +422,25 @@ def test_author_lines_urls_references_and_equations_are_never_headings(tmp_path)
     text = " ".join(b.text for b in p.blocks)
     for kept in ("Shota Shimazaki1", "hal-00905460", "W(x, z) = 0.", "can be written as", "Die Pulscurve"):
         assert kept in text
+
+
+def test_a_second_text_layer_over_the_first_is_read_once(tmp_path):
+    """Some publishers' PDFs draw a page's text twice, the second time later in the content
+    stream at the same places: each line is read once, list items with their numbers."""
+    col = _Column(57, 80, [])
+    col.line("A Paper Whose Text Is Drawn Twice", fs=18, bold=True)
+    col.y += 20
+    col.head("1 Introduction")
+    col.text("Introduction text starts here. " + _words(3, 50))
+    items = ["1. Participants were recruited from two clinics.",
+             "2. Each gave written consent before the interview.",
+             "3. Interviews were recorded and transcribed."]
+    for t in items:
+        col.line(t)
+    col.text("Body text after the list. " + _words(9, 40))
+    again = [it for it in col.items if it[4] in items]  # the list drawn a second time, at the end
+    p = parse_paper(make_pdf(tmp_path / "twice.pdf", [col.items + again]))
+    text = " ".join(b.text for b in p.blocks)
+    for t in items:
+        assert text.count(t) == 1, t
+    assert text.count("Introduction text starts here.") == 1

@@ -93,6 +93,7 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
     mid = pg.mid
     lines = pg.lines
     cur: Line | None = None
+    drawn: set[tuple[str, int, int]] = set()
     chars = 0
     i = 0
     while i < nc:
@@ -153,6 +154,8 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
                 if last.text == s and abs(last.x0 - run.x0) < 0.3 * size and abs(last.base - base) < 0.3 * size:
                     last.bold = True  # the same text printed twice, slightly offset: "fake bold"
                     continue
+            if _drawn_before(drawn, s, run.x0, base):
+                continue
             if cur is not None and cur.fits(run, mid - left):
                 cur.add(run)
             else:
@@ -163,6 +166,18 @@ def _read_text(api, tp, pg: Page, fonts: dict) -> None:
     for ln in lines:  # the page's text is gone after this: its indices mean nothing
         for r in ln.runs:
             r.chars = None
+
+
+def _drawn_before(drawn: set[tuple[str, int, int]], s: str, x0: float, base: float) -> bool:
+    """Whether the run `s` was drawn before at the same place on this page (within a point): a
+    second text layer over the first, as some publishers' PDFs draw a page's text twice, away
+    from the first in the content stream. Read once; the first is kept. `drawn` holds the page's
+    runs so far."""
+    kx, ky = round(x0), round(base)
+    if any((s, kx + dx, ky + dy) in drawn for dx in (-1, 0, 1) for dy in (-1, 0, 1)):
+        return True
+    drawn.add((s, kx, ky))
+    return False
 
 
 def _split_wide(raw, tp, text, a, z, size, l_, r_, b_, t_):
