@@ -444,3 +444,29 @@ def test_a_second_text_layer_over_the_first_is_read_once(tmp_path):
     for t in items:
         assert text.count(t) == 1, t
     assert text.count("Introduction text starts here.") == 1
+
+
+def test_numbers_set_apart_at_a_tab_stop_stay_with_their_text(tmp_path):
+    """A section number or list number drawn apart from its text, which starts at a tab stop
+    (MDPI's "2.1." then "Data Collection"; a numbered list with a hanging indent): one line, so
+    the numbered heading is a heading and each list item keeps its number."""
+    col = _Column(57, 80, [])
+    col.line("A Paper With Numbers At Tab Stops", fs=18, bold=True)
+    col.y += 20
+    col.head("1. Introduction")
+    col.text("Introduction text starts here. " + _words(3, 50))
+    col.y += 8
+    col.items += [(57, col.y, 10, True, "2.1."), (95, col.y, 10, True, "Data Collection")]
+    col.y += 16
+    col.text("Data text under the subsection. " + _words(5, 40))
+    items = ["Participants were recruited from two clinics.", "Each gave written consent before the interview."]
+    for k, t in enumerate(items):
+        col.items += [(57, col.y, 10, False, f"{k + 1}."), (82, col.y, 10, False, t)]
+        col.y += 12
+    col.y += 10
+    col.text("Body text after the list. " + _words(9, 40))
+    p = parse_paper(make_pdf(tmp_path / "tabs.pdf", [col.items]))
+    assert [b.text for b in p.blocks if b.role == "heading"] == ["1. Introduction", "2.1. Data Collection"]
+    text = " ".join(b.text for b in p.blocks)
+    assert "1. Participants were recruited" in text and "2. Each gave written consent" in text
+    assert not any(b.text in ("1.", "2.", "2.1.") for b in p.blocks)

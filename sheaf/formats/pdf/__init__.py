@@ -48,6 +48,6 @@ from sheaf.formats.pdf.pdfium import matches, text_layer_problem
 
 __all__ = ["NO_TEXT_LAYER", "READS_SCANS", "VERSION", "matches", "parse", "text_layer_problem"]
 
-VERSION = "3"
+VERSION = "4"
 #: `parse` takes `ocr=` (a `PageOcr`): the pages without a usable text layer are read by it.
 READS_SCANS = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sheaf.formats.pdf.patterns import PUNCT
+from sheaf.formats.pdf.patterns import LIST_MARK, PUNCT
 
 
 class Run:
@@ -42,7 +42,9 @@ class Line:
             if not (small < 0.85 * big and abs(db) <= 0.6 * big):
                 return False
         gap = run.x0 - self.x1
-        if gap < -0.5 * big or gap > 1.5 * big:
+        # a list item's marker alone ("1.", "•") takes its text at a tab stop up to 4 em away
+        reach = 4.0 if len(self.runs) == 1 and LIST_MARK.match(self.runs[0].text.strip()) else 1.5
+        if gap < -0.5 * big or gap > reach * big:
             return False
         if gap > 0.8 * big and self.x1 <= mid <= run.x0:  # do not bridge a column gutter
             return False

@@ -27,6 +27,11 @@ PAGE_NUM = re.compile(
 BULLET = re.compile(
     r"^(?:[\u2022\u25cf\u25aa\u25e6\u2023\u2043\u2219\u00b7\u25a0\u25a1\u2013\u2014*-]\s|\(?\d{1,2}[.)]\s|\(?[a-z][.)]\s)"
 )
+#: A list item's or section's number standing alone as a run ("1.", "2.1.", "(a)", "iv)", "•"): its text follows
+#: at a tab stop, further than a word space.
+LIST_MARK = re.compile(
+    r"^(?:\(?(?:\d{1,2}(?:\.\d{1,2}){0,3}|[a-zA-Z]|[ivx]{1,4})[.)]|[\u2022\u25cf\u25aa\u25e6\u2023\u2043\u2219\u00b7\u25a0\u25a1\u2013\u2014*-])$"
+)
 #: A caption: "Figure 3:", "Fig. 2.", "Table 1 |", "Table 4 -"; the label followed by punctuation.
 CAPTION_START = re.compile(
     r"^\s*(?:fig(?:ure)?s?\.?|table|tab\.|scheme|chart|plate|supplementary (?:figure|table))"
