@@ -21,6 +21,7 @@ Run from the project root:
     .venv/bin/python -m bench.parse.ocr                      # the table on stdout
     .venv/bin/python -m bench.parse.ocr --json bench/results/ocr.json
     .venv/bin/python -m bench.parse.ocr --scales 1.5,2.0 --precisions fp32 --no-scans   # the scale
+    .venv/bin/python -m bench.parse.ocr --no-quality --only ND3Q8Y2H --rounds 3 --json bench/results/ocr-scan.json
 """
 from __future__ import annotations
 
@@ -159,23 +160,31 @@ def quality(scales: list[float], precisions: list[str], pages_per_pdf: int, mode
     return {"rows": rows, "summary": summary}
 
 
-def scans(precisions: list[str], models: Path) -> list[dict]:
+def scans(precisions: list[str], models: Path, rounds: int = 1, only: list[str] | None = None) -> list[dict]:
+    """Each scanned paper read whole by each model, `rounds` times with the models taking turns
+    (this machine's speed drifts by tens of percent): the median time of each, every run's listed."""
     out = []
     for key, (folder, phrase) in SCANS.items():
         pdfs = sorted((SHARED / folder).glob("*.pdf"))
-        if not pdfs:
+        if not pdfs or (only and key not in only):
             continue
+        runs: dict[str, list[float]] = {p: [] for p in precisions}
+        last = {}
+        for _ in range(rounds):
+            for p in precisions:
+                with tempfile.TemporaryDirectory() as cache:  # a cold page cache: every page read
+                    ocr = PageOcr("auto", Path(cache), precision=p)
+                    _link_models(models, Path(cache))
+                    t = time.perf_counter()
+                    last[p] = parse_paper(pdfs[0], key, ocr=ocr)
+                    runs[p].append(round(time.perf_counter() - t, 1))
         for p in precisions:
-            with tempfile.TemporaryDirectory() as cache:  # a cold page cache: every page read
-                ocr = PageOcr("auto", Path(cache), precision=p)
-                _link_models(models, Path(cache))
-                t = time.perf_counter()
-                paper = parse_paper(pdfs[0], key, ocr=ocr)
-                dt = time.perf_counter() - t
+            paper = last[p]
             text = " ".join(" ".join(b.text.split()) for b in paper.blocks)
             pages = len({b.page for b in paper.blocks if b.source_format == "ocr"})
-            out.append({"paper": key, "file": pdfs[0].name, "precision": p, "pages": pages, "seconds": round(dt, 1),
-                        "seconds_per_page": round(dt / max(1, pages), 2), "title": paper.title,
+            dt = sorted(runs[p])[len(runs[p]) // 2]
+            out.append({"paper": key, "file": pdfs[0].name, "precision": p, "pages": pages, "seconds": dt,
+                        "runs": runs[p], "seconds_per_page": round(dt / max(1, pages), 2), "title": paper.title,
                         "phrase": phrase, "phrase_found": phrase.lower() in text.lower(), "words": len(text.split())})
     return out
 
@@ -198,6 +207,9 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=2, help="pages of each born-digital PDF")
     ap.add_argument("--json", type=Path, help="write every row here")
     ap.add_argument("--no-scans", action="store_true", help="leave out the two scanned papers")
+    ap.add_argument("--no-quality", action="store_true", help="leave out the born-digital pages")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of each scan per model, taking turns (median)")
+    ap.add_argument("--only", help="comma-separated keys of the scans to read (ND3Q8Y2H, U3JDWJNH)")
     args = ap.parse_args()
     if not SHARED.is_dir():
         sys.exit(f"real test data not found at {SHARED}")
@@ -208,8 +220,10 @@ def main() -> None:
         t = time.perf_counter()
         PageOcr("force", Path(models))._load()  # the int8 model, made as on a machine's first OCR
         made = round(time.perf_counter() - t, 1)
-        q = quality([float(s) for s in args.scales.split(",")], precisions, args.pages, Path(models))
-        s = [] if args.no_scans else scans(precisions, Path(models))
+        q = {"rows": [], "summary": {}} if args.no_quality else \
+            quality([float(s) for s in args.scales.split(",")], precisions, args.pages, Path(models))
+        s = [] if args.no_scans else scans(precisions, Path(models), args.rounds,
+                                           args.only.split(",") if args.only else None)
     result = {"cpu": cpu_name(), "cores": os.cpu_count(), "int8_model_seconds": made, "quality": q, "scans": s}
     print(f"CPU: {result['cpu']} ({result['cores']} cores); the int8 model made in {made} s")
     print("| scale (x 72 dpi) | model | pages | word recall median / mean / min | CER all / median / max | pages/s |")
@@ -219,11 +233,11 @@ def main() -> None:
               f"{m['recall_min']:.3f} | {m['cer']:.2%} / {m['cer_median']:.2%} / {m['cer_max']:.2%} "
               f"| {m['pages_per_second']:.2f} |")
     print()
-    print("| scanned paper | model | pages | seconds (s/page) | title | phrase found |")
-    print("|---|---|---|---|---|---|")
+    print("| scanned paper | model | pages | median seconds (s/page) | runs | title | phrase found |")
+    print("|---|---|---|---|---|---|---|")
     for r in s:
-        print(f"| {r['file']} | {r['precision']} | {r['pages']} | {r['seconds']} ({r['seconds_per_page']}) | {r['title']} "
-              f"| {r['phrase_found']} |")
+        print(f"| {r['file']} | {r['precision']} | {r['pages']} | {r['seconds']} ({r['seconds_per_page']}) | "
+              f"{', '.join(map(str, r['runs']))} | {r['title']} | {r['phrase_found']} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False))
