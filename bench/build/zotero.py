@@ -39,7 +39,6 @@ Run from the project root:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime as dt
 import json
 import os
@@ -53,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine, write_docs_section
+from sheaf.formats.pdf.pdfium import draw_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,14 +132,9 @@ def make_pdf(path: Path, lines: list[str]) -> Path:
 
     doc = pdfium.PdfDocument.new()
     page = doc.new_page(595, 842)
-    font = raw.FPDFText_LoadStandardFont(doc.raw, b"Helvetica")
+    fonts: dict = {}
     for k, text in enumerate(lines):
-        obj = raw.FPDFPageObj_CreateTextObj(doc.raw, font, 14 if k == 0 else 10)
-        u16 = (text + "\0").encode("utf-16-le")
-        buf = ctypes.create_string_buffer(u16, len(u16))
-        raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
-        raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 60, 780 - 16 * k)
-        raw.FPDFPage_InsertObject(page.raw, obj)
+        draw_text(doc, page, fonts, b"Helvetica", 14 if k == 0 else 10, 60, 780 - 16 * k, text)
     raw.FPDFPage_GenerateContent(page.raw)
     page.close()
     doc.save(str(path))

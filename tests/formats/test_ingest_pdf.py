@@ -7,7 +7,6 @@ with pypdfium2 itself, so those tests always run.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
@@ -20,6 +19,7 @@ from sheaf.core.models import FURNITURE_ROLES, HEADING_ROLES, IngestError
 from sheaf.formats import parse_paper
 from sheaf.formats import pdf as pdf_adapter
 from sheaf.formats.common import numbering_depth
+from sheaf.formats.pdf.pdfium import draw_text
 from tests.kits.papers import alnum_key
 from tests.kits.pdf_writer import pdf_bytes
 
@@ -104,15 +104,7 @@ def make_pdf(path: Path, pages: list[list[tuple]], size=(595, 842)) -> Path:
     for items in pages:
         page = doc.new_page(*size)
         for x, y, fs, bold, text in items:
-            name = b"Helvetica-Bold" if bold else b"Helvetica"
-            if name not in fonts:
-                fonts[name] = raw.FPDFText_LoadStandardFont(doc.raw, name)
-            obj = raw.FPDFPageObj_CreateTextObj(doc.raw, fonts[name], fs)
-            u16 = (text + "\0").encode("utf-16-le")
-            buf = ctypes.create_string_buffer(u16, len(u16))
-            raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
-            raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, size[1] - y)
-            raw.FPDFPage_InsertObject(page.raw, obj)
+            draw_text(doc, page, fonts, b"Helvetica-Bold" if bold else b"Helvetica", fs, x, size[1] - y, text)
         raw.FPDFPage_GenerateContent(page.raw)
         page.close()
     doc.save(str(path))

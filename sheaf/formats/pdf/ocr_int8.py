@@ -26,6 +26,7 @@ from typing import Any
 
 from sheaf.core.files import locked
 from sheaf.core.progress import phase
+from sheaf.formats.pdf.pdfium import LOCK, draw_text
 
 #: What the int8 model is made from; bump when the calibration or the quantization changes.
 RECIPE = "int8-1"
@@ -105,8 +106,6 @@ def calibration_inputs(engine: Any, scale: float) -> list[Any]:
 
 def _calibration_page(scale: float) -> Any:
     """The calibration page as an RGB array: each sentence in each font, sizes taking turns."""
-    import ctypes
-
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
@@ -114,27 +113,21 @@ def _calibration_page(scale: float) -> Any:
              for i, font in enumerate(_FONTS) for j, text in enumerate(_TEXT)]
     width = 640.0
     height = sum(size * 1.6 for _, size, _ in lines) + 40
-    doc = pdfium.PdfDocument.new()
-    try:
-        page = doc.new_page(width, height)
-        fonts: dict[bytes, Any] = {}
-        y = 20.0
-        for font, size, text in lines:
-            y += size * 1.6
-            if font not in fonts:
-                fonts[font] = raw.FPDFText_LoadStandardFont(doc.raw, font)
-            obj = raw.FPDFPageObj_CreateTextObj(doc.raw, fonts[font], size)
-            u16 = (text + "\0").encode("utf-16-le")
-            buf = ctypes.create_string_buffer(u16, len(u16))
-            raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
-            raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 30, height - y)
-            raw.FPDFPage_InsertObject(page.raw, obj)
-        raw.FPDFPage_GenerateContent(page.raw)
-        image = page.render(scale=scale).to_numpy()
-        page.close()
-        return image
-    finally:
-        doc.close()
+    with LOCK:  # PDFium is not thread-safe
+        doc = pdfium.PdfDocument.new()
+        try:
+            page = doc.new_page(width, height)
+            fonts: dict[bytes, Any] = {}
+            y = 20.0
+            for font, size, text in lines:
+                y += size * 1.6
+                draw_text(doc, page, fonts, font, size, 30, height - y, text)
+            raw.FPDFPage_GenerateContent(page.raw)
+            image = page.render(scale=scale).to_numpy()
+            page.close()
+            return image
+        finally:
+            doc.close()
 
 
 def quantize(source: Path, inputs: list[Any], work: Path) -> Path:

@@ -40,6 +40,23 @@ def pdfium_api():
     return _api
 
 
+def draw_text(doc, page, fonts: dict, font: bytes, size: float, x: float, y: float, text: str) -> None:
+    """`text` drawn on `page` of the new document `doc` (pypdfium2 objects) as one text object in
+    the PDF standard font `font` (b"Helvetica", b"Times-Bold", ...) at `size` points, its origin
+    at (x, y) from the page's bottom left. `fonts` keeps the document's loaded fonts by name.
+    The caller holds `LOCK` and generates the page's content when done."""
+    import pypdfium2.raw as raw
+
+    if font not in fonts:
+        fonts[font] = raw.FPDFText_LoadStandardFont(doc.raw, font)
+    obj = raw.FPDFPageObj_CreateTextObj(doc.raw, fonts[font], size)
+    u16 = (text + "\0").encode("utf-16-le")
+    buf = ctypes.create_string_buffer(u16, len(u16))
+    raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
+    raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, y)
+    raw.FPDFPage_InsertObject(page.raw, obj)
+
+
 def matches(path: Path) -> bool:
     """A `.pdf` file, or any other file (not a known text format) that starts with `%PDF-`."""
     if path.suffix.lower() == ".pdf":
