@@ -43,14 +43,17 @@ def test_the_calibration_page_gives_recognition_inputs_for_its_lines() -> None:
     assert all(x.shape[:3] == (1, 3, 48) and x.shape[3] >= 320 for x in inputs)
 
 
-def test_a_cache_that_cannot_hold_the_model_leaves_the_fp32_model_reading(tmp_path: Path) -> None:
+def test_a_cache_that_cannot_hold_the_model_leaves_the_fp32_model_reading_and_says_so(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     (cache / "ocr").mkdir(parents=True)
     (cache / "ocr" / "models").write_text("a file where the models folder goes")
     ocr = page_ocr("auto", cache)
     assert _rec_model(ocr) == models_dir() / "PP-OCRv6_rec_small.onnx"
     pdf = scanned_pdf(tmp_path / "scan.pdf", quokka_pdf(tmp_path / "text.pdf"))
-    assert "seventeen animals" in " ".join(b.text for b in parse_paper(pdf, "QUOKKA", ocr=ocr).blocks)
+    paper = parse_paper(pdf, "QUOKKA", ocr=ocr)
+    assert "seventeen animals" in " ".join(b.text for b in paper.blocks)
+    said = [w for w in paper.warnings if w.startswith("OCR read with the fp32 model")]
+    assert len(said) == 1 and str(cache / "ocr" / "models") in said[0]
 
 
 def test_the_engine_identity_names_the_recognition_model(tmp_path: Path) -> None:

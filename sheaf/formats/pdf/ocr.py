@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sheaf.core.files import write_atomic
-from sheaf.core.progress import check_stop, phase
+from sheaf.core.progress import StopRequested, check_stop, phase
 from sheaf.core.user_cache import cache_dir
 from sheaf.formats.pdf.ocr_int8 import RECIPE, int8_model
 
@@ -167,6 +167,8 @@ class PageOcr:
     _engine: Any = field(default=None, repr=False)
     _folder: Path | None = field(default=None, repr=False)
     _problem: str | None = field(default=None, repr=False)
+    #: Why the fp32 model reads where int8 was asked for (the int8 model could not be made), once loaded.
+    fallback: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.mode not in OCR_MODES:
@@ -273,8 +275,15 @@ class PageOcr:
             rec = self._folder / _MODELS["rec"]
             if self.rec_form != "fp32":
                 fp32 = rec
-                rec = int8_model(fp32, self.cache, lambda: self._loaded(self._make_engine(fp32)), SCALE,
-                                 poll=check_stop) or fp32
+                try:
+                    rec = int8_model(fp32, self.cache, lambda: self._loaded(self._make_engine(fp32)), SCALE,
+                                     poll=check_stop)
+                except StopRequested:
+                    raise
+                except Exception as e:  # noqa: BLE001 - a cache that cannot hold it, a failed quantizer: fp32 reads
+                    self.fallback = (f"OCR read with the fp32 model: its int8 model could not be made in "
+                                     f"{self.cache / 'models'} ({type(e).__name__}: {e})")
+                    rec = fp32
             self._engine = self._make_engine(rec)
         return self._engine
 

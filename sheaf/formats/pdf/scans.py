@@ -64,6 +64,8 @@ def read_scans(data: bytes, pages: list[Page], ocr: PageOcr, warnings: list[str]
         if "doc" in held:
             with LOCK:
                 held["doc"].close()
+    if ocr.fallback:
+        warnings.append(ocr.fallback)
     for pg in need:  # a page read turned: its geometry is the turned page's, as for a text layer read turned
         turn = pages_read[pg.number - 1].turn if pg.number - 1 in pages_read else 0
         if turn in (1, 3):
